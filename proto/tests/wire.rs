@@ -1,0 +1,477 @@
+//! The wire protocol: every message survives encoding, the descriptor set describes both services,
+//! and bad wire values stop at the edge with the field's name.
+
+use prost::Message;
+use zonemesh_proto::domain::{self, Hello, NodeName, PathSample, Report, Weights, ZoneName};
+use zonemesh_proto::v1;
+
+fn rtt() -> v1::RttStats {
+    v1::RttStats {
+        samples: 9,
+        min_us: 40.0,
+        p50_us: 52.5,
+        p90_us: 70.0,
+        p99_us: 90.0,
+        max_us: 95.0,
+        mean_us: 55.0,
+        jitter_us: 3.5,
+    }
+}
+
+fn summary() -> v1::PathSummary {
+    v1::PathSummary {
+        src: "node-a".into(),
+        dst: "node-b".into(),
+        window_start_unix_ms: 1_700_000_000_000,
+        window_end_unix_ms: 1_700_000_010_000,
+        probes_sent: 10,
+        probes_received: 9,
+        rtt: Some(rtt()),
+        rtt_histogram: vec![1, 2, 3],
+        throughput: Some(v1::Throughput {
+            throughput_bps: 8_000_000.0,
+            bytes: 1_000_000,
+            duration_us: 1_000_000,
+            warmup_us: 500_000,
+            streams: 1,
+        }),
+        method: v1::IcmpMode::Raw as i32,
+    }
+}
+
+fn hello() -> v1::Hello {
+    v1::Hello {
+        node_name: "node-a".into(),
+        zone: "zone-1".into(),
+        region: "region-x".into(),
+        addresses: vec!["10.1.0.1".into(), "fd00::1".into()],
+        agent_version: "0.1.0".into(),
+        icmp_mode: v1::IcmpMode::Raw as i32,
+        probe_port: 7402,
+    }
+}
+
+fn figures() -> v1::PathFigures {
+    v1::PathFigures {
+        latency_provenance: v1::Provenance::Measured as i32,
+        latency_age_ms: 1200,
+        rtt: Some(rtt()),
+        loss_ratio: 0.1,
+        loss_upper_95_ratio: 0.4,
+        probes_sent: 10,
+        probes_received: 9,
+        throughput_provenance: v1::Provenance::Estimated as i32,
+        throughput_age_ms: 60_000,
+        throughput_bps: 1e9,
+        throughput_smoothed_bps: 9e8,
+        stale: true,
+        probes_sent_total: 100,
+        probes_received_total: 90,
+    }
+}
+
+fn round_trip<M: Message + Default + PartialEq + std::fmt::Debug>(message: M) {
+    let bytes = message.encode_to_vec();
+    let back = M::decode(bytes.as_slice()).expect("decodes");
+    assert_eq!(back, message);
+}
+
+#[test]
+fn every_ingest_message_round_trips() {
+    let agent_messages = [
+        v1::agent_message::Kind::Hello(hello()),
+        v1::agent_message::Kind::Report(v1::Report {
+            sequence: 7,
+            paths: vec![summary(), summary()],
+        }),
+    ];
+    for kind in agent_messages {
+        round_trip(v1::AgentMessage { kind: Some(kind) });
+    }
+    let aggregator_messages = [
+        v1::aggregator_message::Kind::Ack(v1::Ack { sequence: 42 }),
+        v1::aggregator_message::Kind::Plan(v1::ProbePlan {
+            version: 3,
+            window_ms: 10_000,
+            targets: vec![v1::ProbeTarget {
+                node: "node-b".into(),
+                addresses: vec!["10.1.0.2".into()],
+                probe_port: 7402,
+                interval_ms: 1000,
+                train_size: 5,
+                train_gap_ms: 20,
+                timeout_ms: 1000,
+            }],
+        }),
+        v1::aggregator_message::Kind::Grant(v1::ThroughputGrant {
+            grant_id: 9,
+            peer: "node-b".into(),
+            peer_address: "10.1.0.2".into(),
+            peer_port: 7402,
+            start_unix_ms: 1_700_000_000_000,
+            duration_ms: 3000,
+            warmup_ms: 1000,
+            streams: 1,
+        }),
+        v1::aggregator_message::Kind::Error(v1::Error {
+            code: 3,
+            message: "bad".into(),
+            field: "paths[0].src".into(),
+            sequence: 5,
+        }),
+    ];
+    for kind in aggregator_messages {
+        round_trip(v1::AggregatorMessage { kind: Some(kind) });
+    }
+}
+
+#[test]
+fn every_topology_message_round_trips() {
+    round_trip(v1::ListNodesRequest { zone: "z".into() });
+    round_trip(v1::ListNodesResponse {
+        nodes: vec![v1::Node {
+            name: "node-a".into(),
+            zone: "z".into(),
+            region: "r".into(),
+            addresses: vec!["10.0.0.1".into()],
+            state: v1::NodeState::Down as i32,
+            last_seen_unix_ms: 5,
+            agent_version: "1".into(),
+            icmp_mode: v1::IcmpMode::Tcp as i32,
+            probe_port: 7402,
+            zone_rtt_p50_us: 50.0,
+            zone_loss_ratio: 0.01,
+            zone_throughput_bps: 1e9,
+            zone_paths_measured: 3,
+            connected: true,
+        }],
+    });
+    round_trip(v1::ListZonesRequest {});
+    round_trip(v1::ListZonesResponse {
+        zones: vec![v1::Zone {
+            name: "z".into(),
+            region: "r".into(),
+            nodes: 3,
+            ready_nodes: 2,
+        }],
+        links: vec![v1::ZoneLink {
+            src_zone: "z".into(),
+            dst_zone: "y".into(),
+            figures: Some(figures()),
+            measured_paths: 4,
+        }],
+    });
+    round_trip(v1::GetPathRequest {
+        src: "a".into(),
+        dst: "b".into(),
+    });
+    round_trip(v1::GetPathResponse {
+        src: "a".into(),
+        dst: "b".into(),
+        figures: Some(figures()),
+    });
+    round_trip(v1::GetMatrixRequest {
+        metric: v1::Metric::LossRatio as i32,
+        nodes: vec!["a".into(), "b".into()],
+        zone: String::new(),
+    });
+    round_trip(v1::GetMatrixResponse {
+        metric: v1::Metric::ThroughputBps as i32,
+        nodes: vec!["a".into(), "b".into()],
+        cells: vec![
+            v1::MatrixCell {
+                value: 1.5,
+                provenance: v1::Provenance::Estimated as i32,
+                age_ms: 3,
+                stale: false,
+            };
+            4
+        ],
+    });
+    round_trip(v1::RankNodesRequest {
+        candidates: vec!["a".into()],
+        zone: "z".into(),
+        peers: vec!["b".into()],
+        weights: Some(v1::Weights {
+            loss: Some(2.0),
+            delay: None,
+            throughput: Some(0.0),
+        }),
+        limit: 3,
+    });
+    round_trip(v1::RankNodesResponse {
+        nodes: vec![v1::RankedNode {
+            node: "a".into(),
+            zone: "z".into(),
+            score: 0.7,
+            state: v1::NodeState::Ready as i32,
+            reason: "r".into(),
+            rtt_p50_us: 10.0,
+            loss_ratio: 0.0,
+            throughput_bps: 1e9,
+            paths_measured: 2,
+            paths_estimated: 1,
+            oldest_age_ms: 100,
+        }],
+    });
+    round_trip(v1::PlaceRequest {
+        workers: 4,
+        candidates: vec![v1::Candidate {
+            node: "a".into(),
+            slots: 2,
+        }],
+        zone_policy: v1::ZonePolicy::RequireOne as i32,
+        weights: None,
+        exclude: vec!["b".into()],
+    });
+    round_trip(v1::PlaceResponse {
+        assignments: vec![v1::Assignment {
+            node: "a".into(),
+            zone: "z".into(),
+            workers: 2,
+        }],
+        zones: vec!["z".into()],
+        worst_rtt_us: 80.0,
+        worst_loss_ratio: 0.01,
+        bottleneck_throughput_bps: 9e8,
+        latency_provenance: v1::Provenance::Measured as i32,
+        throughput_provenance: v1::Provenance::Unknown as i32,
+        oldest_age_ms: 10,
+        explanation: "one zone".into(),
+    });
+}
+
+#[test]
+fn checked_types_round_trip_through_the_wire() {
+    let report = Report::try_from(v1::Report {
+        sequence: 1,
+        paths: vec![summary()],
+    })
+    .expect("valid report");
+    let wire = v1::Report::from(report.clone());
+    assert_eq!(Report::try_from(wire).expect("still valid"), report);
+
+    let hello_checked = Hello::try_from(hello()).expect("valid hello");
+    assert_eq!(v1::Hello::from(hello_checked), hello());
+}
+
+#[test]
+fn descriptor_set_lists_both_services() {
+    let set = prost_types::FileDescriptorSet::decode(zonemesh_proto::FILE_DESCRIPTOR_SET)
+        .expect("descriptor set decodes");
+    let services: Vec<String> = set
+        .file
+        .iter()
+        .flat_map(|f| {
+            let package = f.package().to_owned();
+            f.service
+                .iter()
+                .map(move |s| format!("{package}.{}", s.name()))
+        })
+        .collect();
+    assert!(
+        services.contains(&zonemesh_proto::INGEST_SERVICE.to_owned()),
+        "{services:?}"
+    );
+    assert!(
+        services.contains(&zonemesh_proto::TOPOLOGY_SERVICE.to_owned()),
+        "{services:?}"
+    );
+    let topology = set
+        .file
+        .iter()
+        .flat_map(|f| f.service.iter())
+        .find(|s| s.name() == "Topology")
+        .expect("Topology");
+    let methods: Vec<&str> = topology.method.iter().map(|m| m.name()).collect();
+    assert_eq!(
+        methods,
+        [
+            "ListNodes",
+            "ListZones",
+            "GetPath",
+            "GetMatrix",
+            "RankNodes",
+            "Place"
+        ]
+    );
+}
+
+/// One bad value per case: the error must name exactly this field.
+#[test]
+fn bad_path_summaries_are_refused_with_the_field_name() {
+    type Edit = fn(&mut v1::PathSummary);
+    let cases: &[(&str, Edit)] = &[
+        ("paths[0].src", |s| s.src.clear()),
+        ("paths[0].dst", |s| s.dst = "Node_B".into()),
+        ("paths[0].dst", |s| s.dst = s.src.clone()),
+        ("paths[0].window_start_unix_ms", |s| {
+            s.window_start_unix_ms = -1
+        }),
+        ("paths[0].window_end_unix_ms", |s| {
+            s.window_end_unix_ms = s.window_start_unix_ms
+        }),
+        ("paths[0].probes_received", |s| s.probes_received = 11),
+        ("paths[0].rtt", |s| s.rtt = None),
+        ("paths[0].rtt", |s| s.probes_received = 0),
+        ("paths[0].rtt.p50_us", |s| {
+            s.rtt.as_mut().unwrap().p50_us = f64::NAN
+        }),
+        ("paths[0].rtt.min_us", |s| {
+            s.rtt.as_mut().unwrap().min_us = -3.0
+        }),
+        ("paths[0].rtt.max_us", |s| {
+            s.rtt.as_mut().unwrap().max_us = f64::INFINITY
+        }),
+        ("paths[0].rtt.p90_us", |s| {
+            s.rtt.as_mut().unwrap().p90_us = 41.0
+        }),
+        ("paths[0].rtt.mean_us", |s| {
+            s.rtt.as_mut().unwrap().mean_us = 99.0
+        }),
+        ("paths[0].rtt.samples", |s| {
+            s.rtt.as_mut().unwrap().samples = 0
+        }),
+        ("paths[0].rtt.samples", |s| {
+            s.rtt.as_mut().unwrap().samples = 10
+        }),
+        ("paths[0].rtt.jitter_us", |s| {
+            s.rtt.as_mut().unwrap().jitter_us = f64::NAN
+        }),
+        ("paths[0].rtt_histogram", |s| {
+            s.rtt_histogram = vec![0; domain::MAX_HISTOGRAM_BYTES + 1]
+        }),
+        ("paths[0].throughput.throughput_bps", |s| {
+            s.throughput.as_mut().unwrap().throughput_bps = f64::NAN
+        }),
+        ("paths[0].throughput.throughput_bps", |s| {
+            s.throughput.as_mut().unwrap().throughput_bps = 1.0
+        }),
+        ("paths[0].throughput.duration_us", |s| {
+            s.throughput.as_mut().unwrap().duration_us = 0
+        }),
+        ("paths[0].throughput.streams", |s| {
+            s.throughput.as_mut().unwrap().streams = 0
+        }),
+        ("paths[0].method", |s| s.method = 99),
+    ];
+    for (field, edit) in cases {
+        let mut bad = summary();
+        edit(&mut bad);
+        let err = Report::try_from(v1::Report {
+            sequence: 1,
+            paths: vec![bad],
+        })
+        .expect_err(field);
+        assert_eq!(err.field(), *field, "case {field}: {err}");
+        assert!(err.to_string().starts_with(field), "{err}");
+    }
+}
+
+#[test]
+fn bad_hellos_are_refused_with_the_field_name() {
+    type Edit = fn(&mut v1::Hello);
+    let cases: &[(&str, Edit)] = &[
+        ("node_name", |h| h.node_name.clear()),
+        ("node_name", |h| h.node_name = "-a".into()),
+        ("node_name", |h| h.node_name = "a".repeat(254)),
+        ("zone", |h| h.zone.clear()),
+        ("zone", |h| h.zone = "zone one".into()),
+        ("region", |h| h.region = "r/1".into()),
+        ("addresses", |h| h.addresses.clear()),
+        ("addresses[1]", |h| h.addresses[1] = "not-an-ip".into()),
+        ("agent_version", |h| h.agent_version = "v".repeat(500)),
+        ("icmp_mode", |h| h.icmp_mode = 0),
+        ("icmp_mode", |h| h.icmp_mode = 17),
+        ("probe_port", |h| h.probe_port = 0),
+        ("probe_port", |h| h.probe_port = 70_000),
+    ];
+    for (field, edit) in cases {
+        let mut bad = hello();
+        edit(&mut bad);
+        let err = Hello::try_from(bad).expect_err(field);
+        assert_eq!(err.field(), *field, "case {field}: {err}");
+    }
+}
+
+#[test]
+fn reports_are_refused_for_sequence_size_and_foreign_sources() {
+    let err = Report::try_from(v1::Report {
+        sequence: 0,
+        paths: vec![],
+    })
+    .unwrap_err();
+    assert_eq!(err.field(), "sequence");
+
+    let err = Report::try_from(v1::Report {
+        sequence: 1,
+        paths: vec![summary(); domain::MAX_PATHS_PER_REPORT + 1],
+    })
+    .unwrap_err();
+    assert_eq!(err.field(), "paths");
+
+    let me = NodeName::parse("node", "node-b").unwrap();
+    let err = Report::from_agent(
+        &me,
+        v1::Report {
+            sequence: 1,
+            paths: vec![summary()],
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err.field(), "paths[0].src");
+    assert!(err.problem().contains("node-b"), "{err}");
+}
+
+#[test]
+fn weights_default_and_refuse_bad_values() {
+    assert_eq!(Weights::from_wire(None).unwrap(), Weights::DEFAULT);
+    let partial = Weights::from_wire(Some(v1::Weights {
+        loss: Some(3.0),
+        ..Default::default()
+    }))
+    .unwrap();
+    assert_eq!(partial.loss, 3.0);
+    assert_eq!(partial.delay, Weights::DEFAULT.delay);
+    for (field, wire) in [
+        (
+            "weights.loss",
+            v1::Weights {
+                loss: Some(f64::NAN),
+                ..Default::default()
+            },
+        ),
+        (
+            "weights.delay",
+            v1::Weights {
+                delay: Some(-1.0),
+                ..Default::default()
+            },
+        ),
+        (
+            "weights",
+            v1::Weights {
+                loss: Some(0.0),
+                delay: Some(0.0),
+                throughput: Some(0.0),
+            },
+        ),
+    ] {
+        assert_eq!(Weights::from_wire(Some(wire)).unwrap_err().field(), field);
+    }
+}
+
+#[test]
+fn names_follow_kubernetes_rules() {
+    for good in ["a", "node-1", "ip-10-0-0-1.ec2.internal"] {
+        NodeName::parse("n", good).unwrap();
+    }
+    for bad in ["", "A", "node_1", "node-", ".node", "nöde"] {
+        assert!(NodeName::parse("n", bad).is_err(), "{bad:?}");
+    }
+    for good in ["us-east-1a", "Zone_A", "z.1"] {
+        ZoneName::parse("z", good).unwrap();
+    }
+    let loss = PathSample::try_from(summary()).unwrap().loss().unwrap();
+    assert!((loss.get() - 0.1).abs() < 1e-12);
+}
