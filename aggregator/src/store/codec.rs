@@ -1,0 +1,345 @@
+//! The stored records: protobuf messages (prost) with a version in the meta record, so that the
+//! format can grow the way the wire protocol does (fields added, never renumbered). Decoding
+//! checks every value again: a damaged record is an error, never a silently wrong figure.
+
+use prost::Message;
+use zonemesh_proto::domain::{IcmpMode, NodeName, UnixMs, ZoneName};
+use zonemesh_proto::v1;
+
+use crate::engine::path::{RttFigures, ThroughputState, Window};
+use crate::engine::{PathState, StoredNode};
+
+/// Key of the meta record.
+pub const META_KEY: &[u8] = b"meta/format";
+/// Value of the meta record for this format.
+pub const FORMAT: &[u8] = b"zonemesh-store-1";
+/// Prefix of node keys (`n/<name>`).
+pub const NODE_PREFIX: &[u8] = b"n/";
+/// Prefix of path keys (`p/<src> <dst>`).
+pub const PATH_PREFIX: &[u8] = b"p/";
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeRecord {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(string, tag = "2")]
+    zone: String,
+    #[prost(string, tag = "3")]
+    region: String,
+    #[prost(string, repeated, tag = "4")]
+    addresses: Vec<String>,
+    #[prost(string, tag = "5")]
+    agent_version: String,
+    #[prost(int32, tag = "6")]
+    icmp_mode: i32,
+    #[prost(uint32, tag = "7")]
+    probe_port: u32,
+    #[prost(bool, tag = "8")]
+    registered: bool,
+    #[prost(int64, optional, tag = "9")]
+    last_seen_unix_ms: Option<i64>,
+    #[prost(uint64, tag = "10")]
+    applied_seq: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct RttRecord {
+    #[prost(uint64, tag = "1")]
+    samples: u64,
+    #[prost(float, repeated, tag = "2")]
+    min_p50_p90_p99_max_mean_jitter_us: Vec<f32>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct WindowRecord {
+    #[prost(int64, tag = "1")]
+    at_unix_ms: i64,
+    #[prost(uint64, tag = "2")]
+    sent: u64,
+    #[prost(uint64, tag = "3")]
+    received: u64,
+    #[prost(message, optional, tag = "4")]
+    rtt: Option<RttRecord>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ThroughputRecord {
+    #[prost(int64, tag = "1")]
+    at_unix_ms: i64,
+    #[prost(double, tag = "2")]
+    latest_bps: f64,
+    #[prost(double, tag = "3")]
+    smoothed_bps: f64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct PathRecord {
+    #[prost(message, repeated, tag = "1")]
+    windows: Vec<WindowRecord>,
+    #[prost(uint64, tag = "2")]
+    sent_total: u64,
+    #[prost(uint64, tag = "3")]
+    received_total: u64,
+    #[prost(int64, optional, tag = "4")]
+    last_update_unix_ms: Option<i64>,
+    #[prost(message, optional, tag = "5")]
+    throughput: Option<ThroughputRecord>,
+}
+
+/// The key of a node record.
+pub fn node_key(name: &NodeName) -> Vec<u8> {
+    [NODE_PREFIX, name.as_str().as_bytes()].concat()
+}
+
+/// The key of a path record. Node names never contain a space, so it separates them.
+pub fn path_key(src: &NodeName, dst: &NodeName) -> Vec<u8> {
+    [
+        PATH_PREFIX,
+        src.as_str().as_bytes(),
+        b" ",
+        dst.as_str().as_bytes(),
+    ]
+    .concat()
+}
+
+/// Encodes a node.
+pub fn encode_node(node: &StoredNode) -> Vec<u8> {
+    NodeRecord {
+        name: node.name.to_string(),
+        zone: node.zone.to_string(),
+        region: node
+            .region
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        addresses: node.addresses.iter().map(ToString::to_string).collect(),
+        agent_version: node.agent_version.clone(),
+        icmp_mode: node.icmp_mode.map_or(0, |m| v1::IcmpMode::from(m) as i32),
+        probe_port: u32::from(node.probe_port),
+        registered: node.registered,
+        last_seen_unix_ms: node.last_seen.map(|t| t.0),
+        applied_seq: node.applied_seq,
+    }
+    .encode_to_vec()
+}
+
+/// Decodes a node; the error says what is wrong.
+pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, String> {
+    let r = NodeRecord::decode(bytes).map_err(|e| e.to_string())?;
+    let e = |e: zonemesh_proto::WireError| e.to_string();
+    Ok(StoredNode {
+        name: NodeName::parse("name", r.name).map_err(e)?,
+        zone: ZoneName::parse("zone", r.zone).map_err(e)?,
+        region: if r.region.is_empty() {
+            None
+        } else {
+            Some(ZoneName::parse("region", r.region).map_err(e)?)
+        },
+        addresses: r
+            .addresses
+            .iter()
+            .map(|a| {
+                a.parse()
+                    .map_err(|_| format!("addresses: {a:?} is not an IP address"))
+            })
+            .collect::<Result<_, _>>()?,
+        agent_version: r.agent_version,
+        icmp_mode: match v1::IcmpMode::try_from(r.icmp_mode) {
+            Ok(v1::IcmpMode::Unspecified) => None,
+            Ok(v1::IcmpMode::Raw) => Some(IcmpMode::Raw),
+            Ok(v1::IcmpMode::Dgram) => Some(IcmpMode::Dgram),
+            Ok(v1::IcmpMode::Tcp) => Some(IcmpMode::Tcp),
+            Err(_) => return Err(format!("icmp_mode: {} is not an IcmpMode", r.icmp_mode)),
+        },
+        probe_port: u16::try_from(r.probe_port)
+            .map_err(|_| format!("probe_port: {} is not a port", r.probe_port))?,
+        registered: r.registered,
+        last_seen: r.last_seen_unix_ms.map(UnixMs),
+        applied_seq: r.applied_seq,
+    })
+}
+
+/// Encodes a path state.
+pub fn encode_path(path: &PathState) -> Vec<u8> {
+    PathRecord {
+        windows: path
+            .windows
+            .iter()
+            .map(|w| WindowRecord {
+                at_unix_ms: w.at.0,
+                sent: w.sent,
+                received: w.received,
+                rtt: w.rtt.map(|r| RttRecord {
+                    samples: r.samples,
+                    min_p50_p90_p99_max_mean_jitter_us: vec![
+                        r.min, r.p50, r.p90, r.p99, r.max, r.mean, r.jitter,
+                    ],
+                }),
+            })
+            .collect(),
+        sent_total: path.sent_total,
+        received_total: path.received_total,
+        last_update_unix_ms: path.last_update.map(|t| t.0),
+        throughput: path.throughput.map(|t| ThroughputRecord {
+            at_unix_ms: t.at.0,
+            latest_bps: t.latest_bps,
+            smoothed_bps: t.smoothed_bps,
+        }),
+    }
+    .encode_to_vec()
+}
+
+/// Decodes a path state (the merged figures are recomputed by the engine on restore).
+pub fn decode_path(bytes: &[u8]) -> Result<PathState, String> {
+    let r = PathRecord::decode(bytes).map_err(|e| e.to_string())?;
+    let mut windows = Vec::with_capacity(r.windows.len());
+    for (i, w) in r.windows.into_iter().enumerate() {
+        if w.received > w.sent {
+            return Err(format!(
+                "windows[{i}]: {} replies to {} probes",
+                w.received, w.sent
+            ));
+        }
+        let rtt = match w.rtt {
+            None => None,
+            Some(rtt) => {
+                let v = &rtt.min_p50_p90_p99_max_mean_jitter_us;
+                if v.len() != 7 || v.iter().any(|x| !x.is_finite() || *x < 0.0) {
+                    return Err(format!("windows[{i}].rtt: {v:?} is not 7 figures >= 0"));
+                }
+                Some(RttFigures {
+                    samples: rtt.samples,
+                    min: v[0],
+                    p50: v[1],
+                    p90: v[2],
+                    p99: v[3],
+                    max: v[4],
+                    mean: v[5],
+                    jitter: v[6],
+                })
+            }
+        };
+        windows.push(Window {
+            at: UnixMs(w.at_unix_ms),
+            sent: w.sent,
+            received: w.received,
+            rtt,
+        });
+    }
+    let throughput = match r.throughput {
+        None => None,
+        Some(t)
+            if t.latest_bps.is_finite()
+                && t.latest_bps >= 0.0
+                && t.smoothed_bps.is_finite()
+                && t.smoothed_bps >= 0.0 =>
+        {
+            Some(ThroughputState {
+                at: UnixMs(t.at_unix_ms),
+                latest_bps: t.latest_bps,
+                smoothed_bps: t.smoothed_bps,
+            })
+        }
+        Some(t) => {
+            return Err(format!(
+                "throughput: {} / {} bit/s",
+                t.latest_bps, t.smoothed_bps
+            ));
+        }
+    };
+    if r.received_total > r.sent_total {
+        return Err(format!(
+            "received_total {} is above sent_total {}",
+            r.received_total, r.sent_total
+        ));
+    }
+    Ok(PathState {
+        windows,
+        merged: Default::default(),
+        sent_total: r.sent_total,
+        received_total: r.received_total,
+        last_update: r.last_update_unix_ms.map(UnixMs),
+        throughput,
+    })
+}
+
+/// Parses a path key back into its two names.
+pub fn parse_path_key(key: &[u8]) -> Result<(NodeName, NodeName), String> {
+    let rest = key.strip_prefix(PATH_PREFIX).ok_or("not a path key")?;
+    let text = std::str::from_utf8(rest).map_err(|_| "not UTF-8".to_owned())?;
+    let (src, dst) = text.split_once(' ').ok_or("no separator")?;
+    let e = |e: zonemesh_proto::WireError| e.to_string();
+    Ok((
+        NodeName::parse("src", src).map_err(e)?,
+        NodeName::parse("dst", dst).map_err(e)?,
+    ))
+}
+
+/// Decodes one stored key/value pair into the snapshot being built.
+pub fn decode_into(snapshot: &mut super::Snapshot, key: &[u8], value: &[u8]) -> Result<(), String> {
+    if key == META_KEY {
+        return if value == FORMAT {
+            Ok(())
+        } else {
+            Err(format!(
+                "format {:?}, this aggregator reads {:?}",
+                String::from_utf8_lossy(value),
+                String::from_utf8_lossy(FORMAT)
+            ))
+        };
+    }
+    if key.starts_with(NODE_PREFIX) {
+        snapshot.nodes.push(decode_node(value)?);
+    } else if key.starts_with(PATH_PREFIX) {
+        let (src, dst) = parse_path_key(key)?;
+        snapshot.paths.push((src, dst, decode_path(value)?));
+    } else {
+        return Err("unknown key".to_owned());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn damaged_records_are_refused_with_a_reason() {
+        assert!(decode_node(b"\xff\xff\xff").is_err());
+        let bad_name = NodeRecord {
+            name: "Not A Name".into(),
+            zone: "z".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert!(decode_node(&bad_name).unwrap_err().contains("name"));
+        let impossible = PathRecord {
+            sent_total: 1,
+            received_total: 2,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert!(
+            decode_path(&impossible)
+                .unwrap_err()
+                .contains("received_total")
+        );
+        let nan = PathRecord {
+            windows: vec![WindowRecord {
+                at_unix_ms: 1,
+                sent: 1,
+                received: 1,
+                rtt: Some(RttRecord {
+                    samples: 1,
+                    min_p50_p90_p99_max_mean_jitter_us: vec![f32::NAN; 7],
+                }),
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert!(decode_path(&nan).unwrap_err().contains("windows[0].rtt"));
+        let mut snapshot = super::super::Snapshot::default();
+        assert!(decode_into(&mut snapshot, META_KEY, b"other").is_err());
+        assert!(decode_into(&mut snapshot, b"x/y", b"").is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! Durable state: nodes (with each agent's last applied report sequence) and path states.
+//!
+//! [`Store`] has two implementations, [`SledStore`] on disk and [`MemStore`] in memory, which
+//! share the record encoding ([`codec`]) and one test suite. A [`Batch`] is written atomically:
+//! the path states a report changed and the sequence number that says it was applied land
+//! together or not at all, which is what makes a replayed report apply exactly once.
+//! [`Store::commit`] returns only once the batch is durable; the server acknowledges after that.
+
+pub mod codec;
+mod memory;
+mod sled_store;
+
+pub use memory::MemStore;
+pub use sled_store::SledStore;
+
+use zonemesh_proto::domain::NodeName;
+
+use crate::Error;
+use crate::engine::{PathState, StoredNode, Topology};
+
+/// One path as stored.
+pub type StoredPath = (NodeName, NodeName, PathState);
+
+/// Everything a store holds, as loaded at start.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Snapshot {
+    /// Nodes.
+    pub nodes: Vec<StoredNode>,
+    /// Paths.
+    pub paths: Vec<StoredPath>,
+}
+
+/// Records to write together.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Batch {
+    /// Nodes to (over)write.
+    pub nodes: Vec<StoredNode>,
+    /// Paths to (over)write.
+    pub paths: Vec<StoredPath>,
+}
+
+impl Batch {
+    /// The records of what changed in `topology` since the last call.
+    pub fn from_dirty(topology: &mut Topology) -> Self {
+        let dirty = topology.take_dirty();
+        Self {
+            nodes: dirty
+                .nodes
+                .iter()
+                .map(|id| topology.stored_node(*id))
+                .collect(),
+            paths: dirty
+                .paths
+                .iter()
+                .filter_map(|&(s, d)| {
+                    topology.path(s, d).map(|p| {
+                        (
+                            topology.node(s).name.clone(),
+                            topology.node(d).name.clone(),
+                            p.clone(),
+                        )
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.paths.is_empty()
+    }
+}
+
+/// Durable storage of the topology.
+pub trait Store: Send + 'static {
+    /// Reads everything. Fails (never returns a silently empty snapshot) when a record is
+    /// unreadable.
+    fn load(&self) -> Result<Snapshot, Error>;
+    /// Writes a batch atomically; returns once it is durable.
+    fn commit(&mut self, batch: &Batch) -> Result<(), Error>;
+    /// Bytes the store takes (on disk, or encoded in memory).
+    fn size_bytes(&self) -> u64;
+}
+
+#[cfg(test)]
+mod suite {
+    //! One suite, run against both implementations.
+
+    use super::*;
+    use crate::engine::testing::{hello, name, sample};
+    use crate::engine::{EngineConfig, Topology};
+    use zonemesh_proto::domain::{Report, UnixMs};
+
+    fn filled() -> Topology {
+        let now = UnixMs(1_000_000);
+        let mut t = Topology::new(EngineConfig::default());
+        let (a, _) = t.register(&hello("a", "z1"), now);
+        t.register(&hello("b", "z1"), now);
+        t.register(&hello("c", "z2"), now);
+        let report = Report {
+            sequence: 4,
+            paths: vec![
+                sample("a", "b", 100.0, 3, Some(2e9)),
+                sample("a", "c", 900.0, 0, None),
+                sample("a", "d", 100.0, 100, None),
+            ],
+        };
+        t.apply_report(a, &report, now).unwrap();
+        t
+    }
+
+    pub fn round_trips_a_topology(mut store: impl Store) {
+        assert_eq!(store.load().unwrap(), Snapshot::default());
+        let mut t = filled();
+        let batch = Batch::from_dirty(&mut t);
+        assert_eq!(batch.nodes.len(), 4, "a, b, c and the destination-only d");
+        assert_eq!(batch.paths.len(), 3);
+        store.commit(&batch).unwrap();
+        assert!(store.size_bytes() > 0);
+        let snapshot = store.load().unwrap();
+        let now = UnixMs(1_000_000);
+        let restored =
+            Topology::restore(EngineConfig::default(), snapshot.nodes, snapshot.paths, now);
+        let a = restored.id(&name("a")).unwrap();
+        let b = restored.id(&name("b")).unwrap();
+        assert_eq!(restored.node(a).applied_seq, 4);
+        assert_eq!(
+            restored.path(a, b),
+            t.path(t.id(&name("a")).unwrap(), t.id(&name("b")).unwrap())
+        );
+        assert_eq!(
+            restored.node_sums(a),
+            t.node_sums(t.id(&name("a")).unwrap())
+        );
+        assert_eq!(restored.list_zones(now), t.list_zones(now));
+    }
+
+    pub fn later_batches_overwrite(mut store: impl Store) {
+        let mut t = filled();
+        store.commit(&Batch::from_dirty(&mut t)).unwrap();
+        let now = UnixMs(1_010_000);
+        let a = t.id(&name("a")).unwrap();
+        let report = Report {
+            sequence: 5,
+            paths: vec![sample("a", "b", 100.0, 0, None)],
+        };
+        t.apply_report(a, &report, now).unwrap();
+        let batch = Batch::from_dirty(&mut t);
+        assert_eq!((batch.nodes.len(), batch.paths.len()), (1, 1));
+        store.commit(&batch).unwrap();
+        let snapshot = store.load().unwrap();
+        assert_eq!(snapshot.nodes.len(), 4);
+        let stored_a = snapshot.nodes.iter().find(|n| n.name == name("a")).unwrap();
+        assert_eq!(stored_a.applied_seq, 5);
+        let (_, _, ab) = snapshot.paths.iter().find(|p| p.1 == name("b")).unwrap();
+        assert_eq!(ab.sent_total, 200);
+    }
+
+    macro_rules! store_suite {
+        ($module:ident, $make:expr) => {
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+
+                #[test]
+                fn round_trips_a_topology() {
+                    let (_keep, store) = $make;
+                    super::round_trips_a_topology(store);
+                }
+
+                #[test]
+                fn later_batches_overwrite() {
+                    let (_keep, store) = $make;
+                    super::later_batches_overwrite(store);
+                }
+            }
+        };
+    }
+
+    store_suite!(memory, ((), MemStore::default()));
+    store_suite!(sled, {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        (dir, store)
+    });
+}
