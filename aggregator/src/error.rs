@@ -68,6 +68,18 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A port could not be bound.
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Something inside the server that is not the caller's fault.
+    #[error("internal: {0}")]
+    Internal(String),
     /// The engine task has stopped (the server is shutting down).
     #[error("the aggregator is shutting down")]
     ShuttingDown,
@@ -87,9 +99,11 @@ impl Error {
             Self::NoZoneFits { .. } | Self::NotEnoughCapacity { .. } => {
                 tonic::Status::failed_precondition(message)
             }
-            Self::Store { .. } | Self::Corrupt { .. } | Self::ShuttingDown => {
-                tonic::Status::unavailable(message)
-            }
+            Self::Store { .. }
+            | Self::Corrupt { .. }
+            | Self::Listen { .. }
+            | Self::Internal(_)
+            | Self::ShuttingDown => tonic::Status::unavailable(message),
         }
     }
 }

@@ -71,6 +71,7 @@
 
 pub mod engine;
 mod error;
+pub mod server;
 pub mod store;
 
 pub use error::Error;

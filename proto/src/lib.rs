@@ -22,6 +22,7 @@
 //! ```
 
 pub mod domain;
+pub mod flags;
 
 pub use domain::WireError;
 

@@ -1,1 +1,292 @@
-fn main() {}
+//! `zonemesh-aggregator`: the cluster's one aggregator.
+//!
+//! Configuration comes from flags or the environment variables named in [`env`] (the same names
+//! as in `deploy/`), and is validated before any socket opens: bad configuration exits with
+//! status 64 and a message that names the flag.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use zonemesh_aggregator::engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
+use zonemesh_aggregator::server::{self, Config};
+use zonemesh_proto::flags::{EXIT_USAGE, parse_duration};
+
+/// Environment variables, one constant per name.
+mod env {
+    pub const LISTEN: &str = "ZONEMESH_LISTEN";
+    pub const HTTP_LISTEN: &str = "ZONEMESH_HTTP_LISTEN";
+    pub const DATA_DIR: &str = "ZONEMESH_DATA_DIR";
+    pub const IN_MEMORY: &str = "ZONEMESH_IN_MEMORY";
+    pub const WINDOW: &str = "ZONEMESH_WINDOW";
+    pub const PROBE_INTERVAL: &str = "ZONEMESH_PROBE_INTERVAL";
+    pub const TRAIN_SIZE: &str = "ZONEMESH_TRAIN_SIZE";
+    pub const TRAIN_GAP: &str = "ZONEMESH_TRAIN_GAP";
+    pub const PROBE_TIMEOUT: &str = "ZONEMESH_PROBE_TIMEOUT";
+    pub const INTER_ZONE_PAIRS: &str = "ZONEMESH_INTER_ZONE_PAIRS";
+    pub const ROTATE: &str = "ZONEMESH_ROTATE";
+    pub const STALE_AFTER: &str = "ZONEMESH_STALE_AFTER";
+    pub const DOWN_AFTER: &str = "ZONEMESH_DOWN_AFTER";
+    pub const LOSS_WINDOW: &str = "ZONEMESH_LOSS_WINDOW";
+    pub const THROUGHPUT_INTERVAL: &str = "ZONEMESH_THROUGHPUT_INTERVAL";
+    pub const THROUGHPUT_DURATION: &str = "ZONEMESH_THROUGHPUT_DURATION";
+    pub const THROUGHPUT_WARMUP: &str = "ZONEMESH_THROUGHPUT_WARMUP";
+    pub const THROUGHPUT_STREAMS: &str = "ZONEMESH_THROUGHPUT_STREAMS";
+    pub const THROUGHPUT_SHARE: &str = "ZONEMESH_THROUGHPUT_SHARE";
+    pub const THROUGHPUT_MAX_CONCURRENT: &str = "ZONEMESH_THROUGHPUT_MAX_CONCURRENT";
+    pub const LOG_FORMAT: &str = "ZONEMESH_LOG_FORMAT";
+    pub const LOG: &str = "ZONEMESH_LOG";
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The zonemesh aggregator: ingests agents' measurements, keeps the zone-aware topology matrix in
+/// sled, and serves rankings and placements over gRPC (Ingest, Topology, health, reflection) and
+/// HTTP (/metrics, /healthz).
+#[derive(Debug, Parser)]
+#[command(name = "zonemesh-aggregator", version)]
+struct Cli {
+    /// gRPC address (Ingest, Topology, health, reflection).
+    #[arg(long, env = env::LISTEN, default_value = "0.0.0.0:7400")]
+    listen: SocketAddr,
+    /// HTTP address (/metrics, /healthz).
+    #[arg(long, env = env::HTTP_LISTEN, default_value = "0.0.0.0:7401")]
+    http_listen: SocketAddr,
+    /// sled data directory (created if missing). Required unless --in-memory.
+    #[arg(long, env = env::DATA_DIR, required_unless_present = "in_memory")]
+    data_dir: Option<PathBuf>,
+    /// Keep everything in memory: nothing survives a restart (demos and tests only).
+    #[arg(long, env = env::IN_MEMORY, conflicts_with = "data_dir")]
+    in_memory: bool,
+    /// Length of an agent's report window.
+    #[arg(long, env = env::WINDOW, default_value = "10s", value_parser = parse_duration)]
+    window: Duration,
+    /// Time between the starts of two probe trains to one peer.
+    #[arg(long, env = env::PROBE_INTERVAL, default_value = "5s", value_parser = parse_duration)]
+    probe_interval: Duration,
+    /// Probes per train (1..=100).
+    #[arg(long, env = env::TRAIN_SIZE, default_value_t = 5)]
+    train_size: u32,
+    /// Gap between the probes of a train.
+    #[arg(long, env = env::TRAIN_GAP, default_value = "10ms", value_parser = parse_duration)]
+    train_gap: Duration,
+    /// A probe without a reply after this long is lost.
+    #[arg(long, env = env::PROBE_TIMEOUT, default_value = "1s", value_parser = parse_duration)]
+    probe_timeout: Duration,
+    /// Representative pairs probed between two zones.
+    #[arg(long, env = env::INTER_ZONE_PAIRS, default_value_t = 2)]
+    inter_zone_pairs: usize,
+    /// How often the representative pairs between zones rotate.
+    #[arg(long, env = env::ROTATE, default_value = "10m", value_parser = parse_duration)]
+    rotate: Duration,
+    /// Sliding window over which loss and RTT are merged.
+    #[arg(long, env = env::LOSS_WINDOW, default_value = "60s", value_parser = parse_duration)]
+    loss_window: Duration,
+    /// A path without samples for this long is stale.
+    #[arg(long, env = env::STALE_AFTER, default_value = "30s", value_parser = parse_duration)]
+    stale_after: Duration,
+    /// A node whose agent has been gone this long is DOWN.
+    #[arg(long, env = env::DOWN_AFTER, default_value = "30s", value_parser = parse_duration)]
+    down_after: Duration,
+    /// A pair's throughput is measured again after this long.
+    #[arg(long, env = env::THROUGHPUT_INTERVAL, default_value = "1h", value_parser = parse_duration)]
+    throughput_interval: Duration,
+    /// Counted length of a throughput test.
+    #[arg(long, env = env::THROUGHPUT_DURATION, default_value = "3s", value_parser = parse_duration)]
+    throughput_duration: Duration,
+    /// Uncounted warm-up before a throughput test (as iperf3 -O).
+    #[arg(long, env = env::THROUGHPUT_WARMUP, default_value = "1s", value_parser = parse_duration)]
+    throughput_warmup: Duration,
+    /// Parallel TCP streams of a throughput test (1..=16).
+    #[arg(long, env = env::THROUGHPUT_STREAMS, default_value_t = 1)]
+    throughput_streams: u32,
+    /// Most of its time a node spends in throughput tests (0 < share <= 1).
+    #[arg(long, env = env::THROUGHPUT_SHARE, default_value_t = 0.05)]
+    throughput_share: f64,
+    /// Most throughput tests at once in the cluster; 0 turns them off.
+    #[arg(long, env = env::THROUGHPUT_MAX_CONCURRENT, default_value_t = 2)]
+    throughput_max_concurrent: usize,
+    /// Log format.
+    #[arg(long, env = env::LOG_FORMAT, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax).
+    #[arg(long, env = env::LOG, default_value = "info")]
+    log: String,
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+fn ms32(flag: &str, d: Duration) -> Result<u32, String> {
+    u32::try_from(d.as_millis()).map_err(|_| format!("--{flag}: {d:?} is too long"))
+}
+
+impl Cli {
+    /// Checks what clap cannot and builds the server configuration.
+    fn config(&self) -> Result<Config, String> {
+        let at_least = |flag: &str, d: Duration, min: Duration| {
+            if d < min {
+                Err(format!(
+                    "--{flag}: {d:?} is shorter than the minimum {min:?}"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        at_least("window", self.window, Duration::from_millis(500))?;
+        at_least(
+            "probe-interval",
+            self.probe_interval,
+            Duration::from_millis(100),
+        )?;
+        at_least(
+            "probe-timeout",
+            self.probe_timeout,
+            Duration::from_millis(10),
+        )?;
+        at_least("stale-after", self.stale_after, self.window)
+            .map_err(|e| format!("{e} (it must be at least --window)"))?;
+        at_least("down-after", self.down_after, Duration::from_secs(1))?;
+        at_least(
+            "throughput-duration",
+            self.throughput_duration,
+            Duration::from_millis(100),
+        )?;
+        if !(1..=100).contains(&self.train_size) {
+            return Err(format!(
+                "--train-size: {} is not between 1 and 100",
+                self.train_size
+            ));
+        }
+        let train = self.train_gap * (self.train_size - 1) + self.probe_timeout;
+        if train > self.probe_interval {
+            return Err(format!(
+                "--probe-interval: {:?} is shorter than a train ({} probes {:?} apart plus --probe-timeout {:?})",
+                self.probe_interval, self.train_size, self.train_gap, self.probe_timeout
+            ));
+        }
+        if !(1..=16).contains(&self.throughput_streams) {
+            return Err(format!(
+                "--throughput-streams: {} is not between 1 and 16",
+                self.throughput_streams
+            ));
+        }
+        if !(self.throughput_share > 0.0 && self.throughput_share <= 1.0) {
+            return Err(format!(
+                "--throughput-share: {} is not in (0, 1]",
+                self.throughput_share
+            ));
+        }
+        if self.listen == self.http_listen && self.listen.port() != 0 {
+            return Err(format!(
+                "--http-listen: {} is also --listen",
+                self.http_listen
+            ));
+        }
+        Ok(Config {
+            listen: self.listen,
+            http_listen: self.http_listen,
+            data_dir: if self.in_memory {
+                None
+            } else {
+                self.data_dir.clone()
+            },
+            engine: EngineConfig {
+                path: PathConfig {
+                    window_ms: ms(self.loss_window),
+                    stale_after_ms: ms(self.stale_after),
+                    ..PathConfig::default()
+                },
+                down_after_ms: ms(self.down_after),
+                plan: PlanConfig {
+                    window_ms: ms32("window", self.window)?,
+                    interval_ms: ms32("probe-interval", self.probe_interval)?,
+                    train_size: self.train_size,
+                    train_gap_ms: ms32("train-gap", self.train_gap)?,
+                    timeout_ms: ms32("probe-timeout", self.probe_timeout)?,
+                    inter_zone_pairs: self.inter_zone_pairs,
+                    rotate_ms: ms(self.rotate),
+                    ..PlanConfig::default()
+                },
+                throughput: ThroughputConfig {
+                    enabled: self.throughput_max_concurrent > 0,
+                    duration_ms: ms32("throughput-duration", self.throughput_duration)?,
+                    warmup_ms: ms32("throughput-warmup", self.throughput_warmup)?,
+                    streams: self.throughput_streams,
+                    pair_interval_ms: ms(self.throughput_interval),
+                    share: self.throughput_share,
+                    max_concurrent: self.throughput_max_concurrent,
+                },
+                ..EngineConfig::default()
+            },
+            core: Default::default(),
+        })
+    }
+}
+
+fn usage_error(message: &str) -> ! {
+    eprintln!("zonemesh-aggregator: {message}");
+    std::process::exit(EXIT_USAGE);
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(EXIT_USAGE);
+        }
+    };
+    let config = cli.config().unwrap_or_else(|e| usage_error(&e));
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|e| usage_error(&format!("--log: {e}")));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("zonemesh-aggregator: cannot start the runtime: {e}");
+            std::process::exit(1);
+        });
+    let result = runtime.block_on(server::serve(config, shutdown_signal(), |bound| {
+        // One line on stdout that scripts and tests can wait for.
+        println!(
+            "zonemesh-aggregator listening grpc={} http={}",
+            bound.grpc, bound.http
+        );
+    }));
+    if let Err(e) = result {
+        eprintln!("zonemesh-aggregator: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

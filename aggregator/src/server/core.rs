@@ -1,0 +1,478 @@
+//! The one owner of the topology: a task fed by channels.
+//!
+//! gRPC handlers send it commands (hello, report, goodbye) and queries (closures over the
+//! topology), and never touch the state themselves. Queries have priority over ingest, so a query
+//! waits for at most one command, never for a queue of them.
+//!
+//! Durability is group commit: while one batch is being written (on a blocking thread), every
+//! report that arrives is applied in memory and its acknowledgement waits for the *next* batch.
+//! An acknowledgement leaves only after the batch holding its report is durable. A batch that
+//! fails to write is kept and retried with whatever came after it; nothing is acknowledged
+//! meanwhile, and the ingest health turns NOT_SERVING.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use zonemesh_proto::domain::{Hello, Report, UnixMs};
+use zonemesh_proto::v1;
+
+use super::metrics::Metrics;
+use crate::Error;
+use crate::engine::planner::{Plans, ThroughputScheduler};
+use crate::engine::{Applied, NodeId, Topology};
+use crate::store::{Batch, Store};
+
+/// What a stream sends to its agent.
+pub type Outbound = mpsc::Sender<Result<v1::AggregatorMessage, tonic::Status>>;
+
+/// A query run on the topology by the owner task.
+pub type Query = Box<dyn FnOnce(&Topology, UnixMs) + Send>;
+
+/// Commands from the Ingest streams.
+#[derive(Debug)]
+pub enum Command {
+    /// An agent said hello on a new stream.
+    Hello {
+        /// The checked hello.
+        hello: Hello,
+        /// The stream's outbound half.
+        outbound: Outbound,
+        /// Gets the node and the session id.
+        reply: oneshot::Sender<(NodeId, u64)>,
+    },
+    /// A checked report from the agent of `node`.
+    Report {
+        /// The reporting node.
+        node: NodeId,
+        /// The stream's session.
+        session: u64,
+        /// The report.
+        report: Report,
+    },
+    /// Stop: write what is left and end the task.
+    Stop,
+    /// A stream ended.
+    Goodbye {
+        /// The node.
+        node: NodeId,
+        /// The stream's session.
+        session: u64,
+    },
+}
+
+/// Handle to the owner task.
+#[derive(Clone, Debug)]
+pub struct Core {
+    commands: mpsc::Sender<Command>,
+    queries: mpsc::Sender<Query>,
+}
+
+impl Core {
+    /// Sends a command; fails only when the task has stopped.
+    pub async fn send(&self, command: Command) -> Result<(), Error> {
+        self.commands
+            .send(command)
+            .await
+            .map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Asks the task to write what is left and stop.
+    pub async fn stop(&self) {
+        let _ = self.commands.send(Command::Stop).await;
+    }
+
+    /// Runs `f` on the topology and returns its answer.
+    pub async fn query<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Topology, UnixMs) -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        let (tx, rx) = oneshot::channel();
+        let query: Query = Box::new(move |t, now| {
+            let _ = tx.send(f(t, now));
+        });
+        self.queries
+            .send(query)
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        rx.await.map_err(|_| Error::ShuttingDown)
+    }
+}
+
+/// A wall clock reading in Unix milliseconds: the engine's `now` comes from here only.
+pub fn wall_clock() -> UnixMs {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    UnixMs(ms)
+}
+
+struct Session {
+    id: u64,
+    outbound: Outbound,
+    /// Targets of the last plan sent, to send only changes.
+    plan: Option<Vec<NodeId>>,
+}
+
+/// An acknowledgement waiting for durability.
+struct PendingAck {
+    session: u64,
+    outbound: Outbound,
+    sequence: u64,
+}
+
+type Inflight = JoinHandle<(Box<dyn Store>, Batch, Result<(), Error>)>;
+
+/// Settings of the owner task.
+#[derive(Debug, Clone, Copy)]
+pub struct CoreConfig {
+    /// How often to sweep, re-plan and grant throughput slots.
+    pub tick: Duration,
+    /// Commands handled before the task looks at queries and finished writes again.
+    pub batch_commands: usize,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_millis(500),
+            batch_commands: 256,
+        }
+    }
+}
+
+/// The owner task's state.
+struct Owner {
+    topology: Topology,
+    store: Option<Box<dyn Store>>,
+    sessions: HashMap<NodeId, Session>,
+    next_session: u64,
+    /// Acks for reports applied since the in-flight batch was taken.
+    waiting: Vec<PendingAck>,
+    /// Acks for the in-flight batch.
+    inflight_acks: Vec<PendingAck>,
+    /// A batch that failed to write, to be retried.
+    failed: Option<Batch>,
+    plans: Plans,
+    plan_membership: Option<u64>,
+    plan_epoch: i64,
+    plan_version: u64,
+    scheduler: ThroughputScheduler,
+    metrics: Arc<Metrics>,
+    health: tonic_health::server::HealthReporter,
+}
+
+/// Starts the owner task over a restored topology and its store.
+pub fn spawn(
+    topology: Topology,
+    store: Box<dyn Store>,
+    metrics: Arc<Metrics>,
+    health: tonic_health::server::HealthReporter,
+    config: CoreConfig,
+) -> (Core, JoinHandle<()>) {
+    let (commands, command_rx) = mpsc::channel(4096);
+    let (queries, query_rx) = mpsc::channel(1024);
+    metrics.store_bytes.set(store.size_bytes());
+    let owner = Owner {
+        topology,
+        store: Some(store),
+        sessions: HashMap::new(),
+        next_session: 1,
+        waiting: Vec::new(),
+        inflight_acks: Vec::new(),
+        failed: None,
+        plans: Plans::new(),
+        plan_membership: None,
+        plan_epoch: -1,
+        plan_version: 0,
+        scheduler: ThroughputScheduler::default(),
+        metrics,
+        health,
+    };
+    let handle = tokio::spawn(owner.run(command_rx, query_rx, config));
+    (Core { commands, queries }, handle)
+}
+
+impl Owner {
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        mut queries: mpsc::Receiver<Query>,
+        config: CoreConfig,
+    ) {
+        let mut tick = tokio::time::interval(config.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut inflight: Option<Inflight> = None;
+        let mut retry_at: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                biased;
+                Some(query) = queries.recv() => {
+                    let now = wall_clock();
+                    query(&self.topology, now);
+                }
+                done = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
+                    inflight = None;
+                    match done {
+                        Ok((store, batch, result)) => {
+                            self.metrics.store_bytes.set(store.size_bytes());
+                            self.store = Some(store);
+                            match result {
+                                Ok(()) => self.acknowledge(),
+                                Err(e) => {
+                                    tracing::error!(error = %e, "store write failed; acknowledgements held, retrying");
+                                    self.metrics.store_errors.inc();
+                                    self.health.set_not_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
+                                    self.failed = Some(batch);
+                                    retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
+                                }
+                            }
+                        }
+                        Err(join) => {
+                            tracing::error!(error = %join, "store writer panicked; stopping");
+                            return;
+                        }
+                    }
+                }
+                command = commands.recv() => {
+                    let Some(command) = command else { break };
+                    let mut stop = !self.handle(command);
+                    for _ in 1..config.batch_commands {
+                        if stop {
+                            break;
+                        }
+                        match commands.try_recv() {
+                            Ok(c) => stop = !self.handle(c),
+                            Err(_) => break,
+                        }
+                    }
+                    if stop {
+                        break;
+                    }
+                }
+                _ = tick.tick() => {
+                    self.tick();
+                }
+            }
+            let may_write = retry_at.is_none_or(|t| tokio::time::Instant::now() >= t);
+            if inflight.is_none() && may_write {
+                if retry_at.take().is_some() {
+                    self.health.set_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
+                }
+                inflight = self.start_write();
+            }
+        }
+        // Shutting down: write what is left and acknowledge it.
+        if let Some(handle) = inflight.take()
+            && let Ok((store, _, result)) = handle.await
+        {
+            self.store = Some(store);
+            if result.is_ok() {
+                self.acknowledge();
+            }
+        }
+        if let Some(handle) = self.start_write()
+            && let Ok((_, _, Ok(()))) = handle.await
+        {
+            self.acknowledge();
+        }
+    }
+
+    /// Starts writing what changed, if anything did (or acks are waiting).
+    fn start_write(&mut self) -> Option<Inflight> {
+        let mut batch = Batch::from_dirty(&mut self.topology);
+        if let Some(failed) = self.failed.take() {
+            batch = merge(failed, batch);
+        }
+        if batch.is_empty() {
+            // Everything before is durable already: waiting acks can go.
+            self.inflight_acks.append(&mut self.waiting);
+            self.acknowledge();
+            return None;
+        }
+        self.inflight_acks.append(&mut self.waiting);
+        let mut store = self
+            .store
+            .take()
+            .expect("store is home when nothing is in flight");
+        let metrics = self.metrics.clone();
+        Some(tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            let result = store.commit(&batch);
+            metrics
+                .commit_seconds
+                .observe(started.elapsed().as_secs_f64());
+            metrics.paths_written.add(batch.paths.len() as u64);
+            (store, batch, result)
+        }))
+    }
+
+    /// Sends the acknowledgements of the batch that just became durable (the highest per stream).
+    fn acknowledge(&mut self) {
+        let mut highest: HashMap<u64, (Outbound, u64)> = HashMap::new();
+        for ack in self.inflight_acks.drain(..) {
+            let entry = highest.entry(ack.session).or_insert((ack.outbound, 0));
+            entry.1 = entry.1.max(ack.sequence);
+        }
+        for (_, (outbound, sequence)) in highest {
+            let message = v1::AggregatorMessage {
+                kind: Some(v1::aggregator_message::Kind::Ack(v1::Ack { sequence })),
+            };
+            // A full channel means the agent is not reading: a later ack covers this one.
+            let _ = outbound.try_send(Ok(message));
+        }
+    }
+
+    /// Handles one command; false means stop.
+    fn handle(&mut self, command: Command) -> bool {
+        let now = wall_clock();
+        match command {
+            Command::Stop => return false,
+            Command::Hello {
+                hello,
+                outbound,
+                reply,
+            } => {
+                let (node, applied) = self.topology.register(&hello, now);
+                let session = self.next_session;
+                self.next_session += 1;
+                tracing::info!(node = %hello.node, zone = %hello.zone, icmp = hello.icmp_mode.as_str(), applied, session, "agent connected");
+                // The answer to a hello is an ack of what is already applied, once that is durable.
+                self.waiting.push(PendingAck {
+                    session,
+                    outbound: outbound.clone(),
+                    sequence: applied,
+                });
+                self.sessions.insert(
+                    node,
+                    Session {
+                        id: session,
+                        outbound,
+                        plan: None,
+                    },
+                );
+                self.metrics.connected.set(self.sessions.len() as u64);
+                let _ = reply.send((node, session));
+            }
+            Command::Report {
+                node,
+                session,
+                report,
+            } => {
+                let Some(s) = self.sessions.get(&node).filter(|s| s.id == session) else {
+                    return true; // a stream that was replaced; its agent resends on the new one
+                };
+                let outbound = s.outbound.clone();
+                let paths = report.paths.len() as u64;
+                match self.topology.apply_report(node, &report, now) {
+                    Ok(Applied::Applied) => {
+                        self.metrics.reports.inc();
+                        self.metrics.path_summaries.add(paths);
+                    }
+                    Ok(Applied::Duplicate) => self.metrics.duplicate_reports.inc(),
+                    Err(e) => {
+                        // The stream checked the report already; this is a bug, not bad input.
+                        tracing::error!(error = %e, "report refused by the engine");
+                        return true;
+                    }
+                }
+                self.waiting.push(PendingAck {
+                    session,
+                    outbound,
+                    sequence: report.sequence,
+                });
+            }
+            Command::Goodbye { node, session } => {
+                if self.sessions.get(&node).is_some_and(|s| s.id == session) {
+                    self.sessions.remove(&node);
+                    self.topology.disconnect(node, now);
+                    self.metrics.connected.set(self.sessions.len() as u64);
+                    tracing::info!(node = %self.topology.node(node).name, session, "agent disconnected");
+                }
+            }
+        }
+        true
+    }
+
+    fn tick(&mut self) {
+        let now = wall_clock();
+        self.topology.sweep(now);
+        let config = self.topology.config().plan;
+        let epoch = if config.rotate_ms > 0 {
+            now.0 / config.rotate_ms
+        } else {
+            0
+        };
+        if self.plan_membership != Some(self.topology.membership_version())
+            || epoch != self.plan_epoch
+        {
+            self.plans = self.topology.plan(now);
+            self.plan_membership = Some(self.topology.membership_version());
+            self.plan_epoch = epoch;
+        }
+        self.push_plans();
+        let sessions = &self.sessions;
+        let grants = self.scheduler.schedule(
+            &self.topology,
+            &self.plans,
+            &|n| sessions.contains_key(&n),
+            now,
+        );
+        for grant in grants {
+            let wire = ThroughputScheduler::wire(&self.topology, &grant);
+            if let Some(s) = self.sessions.get(&grant.src) {
+                tracing::debug!(src = %self.topology.node(grant.src).name, dst = %wire.peer, id = grant.id, "throughput grant");
+                self.metrics.grants.inc();
+                let _ = s.outbound.try_send(Ok(v1::AggregatorMessage {
+                    kind: Some(v1::aggregator_message::Kind::Grant(wire)),
+                }));
+            }
+        }
+        self.metrics.observe_topology(&self.topology, now);
+    }
+
+    /// Sends every connected agent whose plan changed its new plan.
+    fn push_plans(&mut self) {
+        for (node, session) in &mut self.sessions {
+            let targets = self.plans.get(node).cloned().unwrap_or_default();
+            if session.plan.as_ref() == Some(&targets) {
+                continue;
+            }
+            self.plan_version += 1;
+            let plan = self.topology.wire_plan(&targets, self.plan_version);
+            let message = v1::AggregatorMessage {
+                kind: Some(v1::aggregator_message::Kind::Plan(plan)),
+            };
+            // On a full channel the plan is tried again at the next tick.
+            if session.outbound.try_send(Ok(message)).is_ok() {
+                session.plan = Some(targets);
+            }
+        }
+    }
+}
+
+/// A failed batch and what came after it: later records of the same key win.
+fn merge(older: Batch, newer: Batch) -> Batch {
+    let mut nodes: HashMap<_, _> = older
+        .nodes
+        .into_iter()
+        .map(|n| (n.name.clone(), n))
+        .collect();
+    for n in newer.nodes {
+        nodes.insert(n.name.clone(), n);
+    }
+    let mut paths: HashMap<_, _> = older
+        .paths
+        .into_iter()
+        .map(|(s, d, p)| ((s, d), p))
+        .collect();
+    for (s, d, p) in newer.paths {
+        paths.insert((s, d), p);
+    }
+    Batch {
+        nodes: nodes.into_values().collect(),
+        paths: paths.into_iter().map(|((s, d), p)| (s, d, p)).collect(),
+    }
+}

@@ -1,0 +1,291 @@
+//! Prometheus metrics of the aggregator, registered explicitly and named
+//! `zonemesh_<what>_<unit>`. Label sets are bounded by RPC names and node states, never by nodes
+//! or node pairs.
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use zonemesh_proto::domain::UnixMs;
+
+use crate::engine::{NodeState, Topology};
+
+/// A monotonically increasing count.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.add(1);
+    }
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    /// The count.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    /// Sets the value.
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+    /// The value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Upper bounds of the latency histograms, seconds.
+const BUCKETS: [f64; 12] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
+/// A latency histogram with fixed buckets.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    inner: Mutex<HistogramInner>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct HistogramInner {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    /// Records one observation in seconds.
+    pub fn observe(&self, seconds: f64) {
+        let mut h = self.inner.lock().expect("metrics lock");
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if seconds <= *b {
+                h.counts[i] += 1;
+            }
+        }
+        h.count += 1;
+        h.sum += seconds;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let h = self.inner.lock().expect("metrics lock").clone();
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
+                h.counts[i]
+            );
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", h.count);
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {}", h.sum);
+        let _ = writeln!(out, "{name}_count{braces} {}", h.count);
+    }
+}
+
+/// The RPCs whose latency is measured.
+pub const RPCS: [&str; 6] = [
+    "ListNodes",
+    "ListZones",
+    "GetPath",
+    "GetMatrix",
+    "RankNodes",
+    "Place",
+];
+
+/// Every metric of the aggregator.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Reports applied.
+    pub reports: Counter,
+    /// Path summaries applied.
+    pub path_summaries: Counter,
+    /// Reports received again after being applied (replays).
+    pub duplicate_reports: Counter,
+    /// Reports refused at the edge.
+    pub refused_reports: Counter,
+    /// Path records written to the store.
+    pub paths_written: Counter,
+    /// Failed store writes.
+    pub store_errors: Counter,
+    /// Store commit latency.
+    pub commit_seconds: Histogram,
+    /// Bytes the store takes.
+    pub store_bytes: Gauge,
+    /// Open agent streams.
+    pub connected: Gauge,
+    /// Throughput grants handed out.
+    pub grants: Counter,
+    query_seconds: [Histogram; 6],
+    query_errors: [Counter; 6],
+    nodes_by_state: [Gauge; 3],
+    zones: Gauge,
+    paths: Gauge,
+}
+
+impl Metrics {
+    /// Records one query.
+    pub fn observe_query(&self, rpc: &str, seconds: f64, ok: bool) {
+        if let Some(i) = RPCS.iter().position(|r| *r == rpc) {
+            self.query_seconds[i].observe(seconds);
+            if !ok {
+                self.query_errors[i].inc();
+            }
+        }
+    }
+
+    /// Refreshes the gauges that describe the topology.
+    pub fn observe_topology(&self, topology: &Topology, now: UnixMs) {
+        let mut counts = [0u64; 3];
+        for (id, n) in topology.nodes() {
+            if !n.registered {
+                continue;
+            }
+            let i = match topology.state(id, now).0 {
+                NodeState::Ready => 0,
+                NodeState::Stale => 1,
+                NodeState::Down => 2,
+            };
+            counts[i] += 1;
+        }
+        for (g, c) in self.nodes_by_state.iter().zip(counts) {
+            g.set(c);
+        }
+        self.zones.set(
+            topology
+                .zones()
+                .filter(|(_, z)| !z.members.is_empty())
+                .count() as u64,
+        );
+        self.paths.set(topology.path_count() as u64);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        };
+        counter(
+            &mut out,
+            "zonemesh_reports_total",
+            "Reports applied.",
+            self.reports.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_path_summaries_total",
+            "Path summaries applied.",
+            self.path_summaries.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_duplicate_reports_total",
+            "Replayed reports acknowledged again and not applied.",
+            self.duplicate_reports.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_refused_reports_total",
+            "Reports refused as invalid.",
+            self.refused_reports.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_store_paths_written_total",
+            "Path records written to the store.",
+            self.paths_written.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_store_errors_total",
+            "Failed store writes.",
+            self.store_errors.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_throughput_grants_total",
+            "Throughput test slots granted.",
+            self.grants.get(),
+        );
+        let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        gauge(
+            &mut out,
+            "zonemesh_store_size_bytes",
+            "Bytes the store takes on disk.",
+            self.store_bytes.get(),
+        );
+        gauge(
+            &mut out,
+            "zonemesh_agents_connected",
+            "Open agent streams.",
+            self.connected.get(),
+        );
+        gauge(
+            &mut out,
+            "zonemesh_zones",
+            "Zones with nodes.",
+            self.zones.get(),
+        );
+        gauge(
+            &mut out,
+            "zonemesh_paths",
+            "Directed paths with state.",
+            self.paths.get(),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_nodes Nodes by state.\n# TYPE zonemesh_nodes gauge"
+        );
+        for (state, g) in ["ready", "stale", "down"].iter().zip(&self.nodes_by_state) {
+            let _ = writeln!(out, "zonemesh_nodes{{state=\"{state}\"}} {}", g.get());
+        }
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_store_commit_seconds Latency of durable store commits.\n# TYPE zonemesh_store_commit_seconds histogram"
+        );
+        self.commit_seconds
+            .render(&mut out, "zonemesh_store_commit_seconds", "");
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_query_seconds Latency of Topology queries.\n# TYPE zonemesh_query_seconds histogram"
+        );
+        for (rpc, h) in RPCS.iter().zip(&self.query_seconds) {
+            h.render(
+                &mut out,
+                "zonemesh_query_seconds",
+                &format!("rpc=\"{rpc}\""),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_query_errors_total Topology queries that failed.\n# TYPE zonemesh_query_errors_total counter"
+        );
+        for (rpc, c) in RPCS.iter().zip(&self.query_errors) {
+            let _ = writeln!(
+                out,
+                "zonemesh_query_errors_total{{rpc=\"{rpc}\"}} {}",
+                c.get()
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,204 @@
+//! The aggregator server: Ingest and Topology over gRPC (with reflection v1 and v1alpha and
+//! `grpc.health.v1`), and HTTP for Prometheus metrics and health.
+
+pub mod core;
+pub mod ingest;
+pub mod metrics;
+pub mod topology;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+use zonemesh_proto::v1;
+
+use crate::Error;
+use crate::engine::{EngineConfig, Topology};
+use crate::store::{MemStore, SledStore, Store};
+use core::{CoreConfig, wall_clock};
+use metrics::Metrics;
+
+/// Largest gRPC message the server decodes (a full report is about 2 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Validated server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// gRPC address.
+    pub listen: SocketAddr,
+    /// HTTP address (metrics, health; the extender and web view later).
+    pub http_listen: SocketAddr,
+    /// sled data directory; `None` keeps everything in memory (nothing survives a restart).
+    pub data_dir: Option<PathBuf>,
+    /// Engine settings.
+    pub engine: EngineConfig,
+    /// Owner task settings.
+    pub core: CoreConfig,
+}
+
+/// Addresses the server actually listens on (useful with port 0).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// gRPC.
+    pub grpc: SocketAddr,
+    /// HTTP.
+    pub http: SocketAddr,
+}
+
+fn bind_error(addr: SocketAddr, source: std::io::Error) -> Error {
+    Error::Listen {
+        addr: addr.to_string(),
+        source,
+    }
+}
+
+fn reflection<T>(
+    build: impl FnOnce(
+        tonic_reflection::server::Builder<'static>,
+    ) -> Result<T, tonic_reflection::server::Error>,
+) -> Result<T, Error> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(zonemesh_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    build(builder).map_err(|e| Error::Internal(format!("reflection: {e}")))
+}
+
+/// Opens the store, restores the topology, binds both ports, and serves until `shutdown`
+/// resolves; then stops taking streams, writes what is left, and returns. `on_bound` hears the
+/// bound addresses before serving starts.
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), Error> {
+    let store: Box<dyn Store> = match &config.data_dir {
+        Some(dir) => Box::new(SledStore::open(dir)?),
+        None => Box::new(MemStore::default()),
+    };
+    let started = std::time::Instant::now();
+    let snapshot = store.load()?;
+    let (nodes, paths) = (snapshot.nodes.len(), snapshot.paths.len());
+    let topology = Topology::restore(
+        config.engine.clone(),
+        snapshot.nodes,
+        snapshot.paths,
+        wall_clock(),
+    );
+    tracing::info!(
+        nodes,
+        paths,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "topology restored"
+    );
+
+    let grpc_listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| bind_error(config.listen, e))?;
+    let http_listener = TcpListener::bind(config.http_listen)
+        .await
+        .map_err(|e| bind_error(config.http_listen, e))?;
+    let bound = Bound {
+        grpc: grpc_listener
+            .local_addr()
+            .map_err(|e| bind_error(config.listen, e))?,
+        http: http_listener
+            .local_addr()
+            .map_err(|e| bind_error(config.http_listen, e))?,
+    };
+
+    let metrics = Arc::new(Metrics::default());
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<v1::ingest_server::IngestServer<ingest::IngestService>>()
+        .await;
+    health
+        .set_serving::<v1::topology_server::TopologyServer<topology::TopologyService>>()
+        .await;
+    health
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+
+    let (core, owner) = core::spawn(
+        topology,
+        store,
+        metrics.clone(),
+        health.clone(),
+        config.core,
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let reflection_v1 = reflection(|b| b.build_v1())?;
+    let reflection_v1alpha = reflection(|b| b.build_v1alpha())?;
+
+    let ingest = v1::ingest_server::IngestServer::new(ingest::IngestService::new(
+        core.clone(),
+        metrics.clone(),
+        stop_rx.clone(),
+    ))
+    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let topology_service = v1::topology_server::TopologyServer::new(
+        topology::TopologyService::new(core.clone(), metrics.clone()),
+    )
+    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+
+    on_bound(bound);
+    tracing::info!(grpc = %bound.grpc, http = %bound.http, "serving");
+
+    let mut grpc_stop = stop_rx.clone();
+    let grpc = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(ingest)
+        .add_service(topology_service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), async move {
+            let _ = grpc_stop.wait_for(|s| *s).await;
+        });
+    let mut http_stop = stop_rx.clone();
+    let http = axum::serve(http_listener, http_router(metrics.clone())).with_graceful_shutdown(
+        async move {
+            let _ = http_stop.wait_for(|s| *s).await;
+        },
+    );
+    let grpc_task = tokio::spawn(grpc);
+    let http_task = tokio::spawn(async move { http.await });
+
+    shutdown.await;
+    tracing::info!("shutting down: closing agent streams and writing what is left");
+    let _ = stop_tx.send(true);
+    let grace = Duration::from_secs(10);
+    let _ = tokio::time::timeout(grace, grpc_task).await;
+    let _ = tokio::time::timeout(grace, http_task).await;
+    core.stop().await;
+    drop(core);
+    let _ = tokio::time::timeout(grace, owner).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn http_router(metrics: Arc<Metrics>) -> axum::Router {
+    use axum::http::header;
+    use axum::routing::get;
+    axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        metrics.render(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+}

@@ -1,0 +1,50 @@
+//! Parsing of flag values shared by the zonemesh binaries, with errors that name the flag.
+
+use std::time::Duration;
+
+/// Parses a duration such as `250ms`, `10s`, `5m` or `1h` (a bare number is seconds).
+pub fn parse_duration(value: &str) -> Result<Duration, String> {
+    let value = value.trim();
+    let split = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{value:?} is not a duration (use 250ms, 10s, 5m or 1h)"))?;
+    let seconds = match unit {
+        "ms" => number / 1000.0,
+        "" | "s" => number,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => {
+            return Err(format!(
+                "{value:?}: unknown unit {unit:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    if !seconds.is_finite() || !(0.0..=365.0 * 86_400.0).contains(&seconds) {
+        return Err(format!("{value:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// The exit status for bad configuration (EX_USAGE from sysexits.h).
+pub const EXIT_USAGE: i32 = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        for bad in ["", "s", "10x", "-1s", "1e400s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}
