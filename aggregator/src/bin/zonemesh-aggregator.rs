@@ -111,6 +111,9 @@ struct Cli {
     /// Most throughput tests at once in the cluster; 0 turns them off.
     #[arg(long, env = env::THROUGHPUT_MAX_CONCURRENT, default_value_t = 2)]
     throughput_max_concurrent: usize,
+    /// Testing only: make every store write take at least this long (fault injection).
+    #[arg(long, hide = true, default_value = "0ms", value_parser = parse_duration)]
+    fault_commit_delay: Duration,
     /// Log format.
     #[arg(long, env = env::LOG_FORMAT, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -225,7 +228,10 @@ impl Cli {
                 },
                 ..EngineConfig::default()
             },
-            core: Default::default(),
+            core: server::core::CoreConfig {
+                commit_delay: self.fault_commit_delay,
+                ..Default::default()
+            },
         })
     }
 }

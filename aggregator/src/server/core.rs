@@ -132,6 +132,9 @@ pub struct CoreConfig {
     pub tick: Duration,
     /// Commands handled before the task looks at queries and finished writes again.
     pub batch_commands: usize,
+    /// Fault injection for tests: every store write takes at least this long, which widens the
+    /// window in which a crash finds reports applied in memory but not yet durable.
+    pub commit_delay: Duration,
 }
 
 impl Default for CoreConfig {
@@ -139,6 +142,7 @@ impl Default for CoreConfig {
         Self {
             tick: Duration::from_millis(500),
             batch_commands: 256,
+            commit_delay: Duration::ZERO,
         }
     }
 }
@@ -261,7 +265,7 @@ impl Owner {
                 if retry_at.take().is_some() {
                     self.health.set_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
                 }
-                inflight = self.start_write();
+                inflight = self.start_write(config.commit_delay);
             }
         }
         // Shutting down: write what is left and acknowledge it.
@@ -273,7 +277,7 @@ impl Owner {
                 self.acknowledge();
             }
         }
-        if let Some(handle) = self.start_write()
+        if let Some(handle) = self.start_write(Duration::ZERO)
             && let Ok((_, _, Ok(()))) = handle.await
         {
             self.acknowledge();
@@ -281,7 +285,7 @@ impl Owner {
     }
 
     /// Starts writing what changed, if anything did (or acks are waiting).
-    fn start_write(&mut self) -> Option<Inflight> {
+    fn start_write(&mut self, delay: Duration) -> Option<Inflight> {
         let mut batch = Batch::from_dirty(&mut self.topology);
         if let Some(failed) = self.failed.take() {
             batch = merge(failed, batch);
@@ -300,6 +304,9 @@ impl Owner {
         let metrics = self.metrics.clone();
         Some(tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
             let result = store.commit(&batch);
             metrics
                 .commit_seconds

@@ -92,9 +92,15 @@ impl v1::ingest_server::Ingest for IngestService {
 
         let core = self.core.clone();
         let metrics = self.metrics.clone();
+        let mut stop = self.stop.clone();
         tokio::spawn(async move {
             loop {
-                let message = match inbound.message().await {
+                let next = tokio::select! {
+                    next = inbound.message() => next,
+                    // Dropping the inbound half resets the stream, so the connection can close.
+                    _ = stop.wait_for(|s| *s) => break,
+                };
+                let message = match next {
                     Ok(Some(m)) => m,
                     Ok(None) => break,
                     Err(status) => {

@@ -1,0 +1,503 @@
+//! The gRPC services in process: a real server on an ephemeral port, the generated tonic client.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use zonemesh_aggregator::engine::EngineConfig;
+use zonemesh_aggregator::server::{self, Bound, Config};
+use zonemesh_proto::v1;
+use zonemesh_proto::v1::agent_message::Kind as Up;
+use zonemesh_proto::v1::aggregator_message::Kind as Down;
+
+struct Server {
+    bound: Bound,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(data_dir: Option<std::path::PathBuf>) -> Self {
+        let config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            http_listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir,
+            engine: EngineConfig::default(),
+            core: Default::default(),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (bound_tx, bound_rx) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            server::serve(
+                config,
+                async move {
+                    let _ = stopped.await;
+                },
+                move |b| {
+                    let _ = bound_tx.send(b);
+                },
+            )
+            .await
+            .expect("server runs");
+        });
+        let bound = bound_rx.await.expect("server binds");
+        Self {
+            bound,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.bound.grpc))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("stops in time")
+            .unwrap();
+    }
+}
+
+fn hello(node: &str, zone: &str) -> v1::AgentMessage {
+    v1::AgentMessage {
+        kind: Some(Up::Hello(v1::Hello {
+            node_name: node.into(),
+            zone: zone.into(),
+            region: String::new(),
+            addresses: vec!["127.0.0.1".into()],
+            agent_version: "test".into(),
+            icmp_mode: v1::IcmpMode::Raw as i32,
+            probe_port: 7402,
+        })),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn summary(src: &str, dst: &str, rtt_us: f64, sent: u64, received: u64) -> v1::PathSummary {
+    let t = now_ms();
+    v1::PathSummary {
+        src: src.into(),
+        dst: dst.into(),
+        window_start_unix_ms: t - 10_000,
+        window_end_unix_ms: t,
+        probes_sent: sent,
+        probes_received: received,
+        rtt: (received > 0).then_some(v1::RttStats {
+            samples: received,
+            min_us: rtt_us,
+            p50_us: rtt_us,
+            p90_us: rtt_us,
+            p99_us: rtt_us,
+            max_us: rtt_us,
+            mean_us: rtt_us,
+            jitter_us: 0.0,
+        }),
+        ..Default::default()
+    }
+}
+
+fn report(sequence: u64, paths: Vec<v1::PathSummary>) -> v1::AgentMessage {
+    v1::AgentMessage {
+        kind: Some(Up::Report(v1::Report { sequence, paths })),
+    }
+}
+
+/// One agent's stream: send messages, read what comes back.
+struct Agent {
+    up: mpsc::Sender<v1::AgentMessage>,
+    down: tonic::Streaming<v1::AggregatorMessage>,
+}
+
+impl Agent {
+    async fn connect(channel: Channel, node: &str, zone: &str) -> Result<Self, tonic::Status> {
+        let (up, rx) = mpsc::channel(64);
+        up.send(hello(node, zone)).await.unwrap();
+        let mut client = v1::ingest_client::IngestClient::new(channel);
+        let down = client.connect(ReceiverStream::new(rx)).await?.into_inner();
+        Ok(Self { up, down })
+    }
+
+    async fn send(&self, message: v1::AgentMessage) {
+        self.up.send(message).await.unwrap();
+    }
+
+    /// The next message that is not a plan or grant.
+    async fn next(&mut self) -> Down {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(10), self.down.next())
+                .await
+                .expect("a message within 10 s")
+                .expect("stream open")
+                .expect("no error status");
+            match m.kind.expect("kind") {
+                Down::Plan(_) | Down::Grant(_) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn ack(&mut self) -> u64 {
+        match self.next().await {
+            Down::Ack(a) => a.sequence,
+            other => panic!("expected an ack, got {other:?}"),
+        }
+    }
+
+    async fn plan(&mut self) -> v1::ProbePlan {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(10), self.down.next())
+                .await
+                .expect("a plan within 10 s")
+                .unwrap()
+                .unwrap();
+            if let Some(Down::Plan(p)) = m.kind {
+                return p;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn agents_register_report_and_are_acknowledged_and_queried() {
+    let server = Server::start(None).await;
+    let channel = server.channel().await;
+    let mut a = Agent::connect(channel.clone(), "node-a", "zone-1")
+        .await
+        .unwrap();
+    assert_eq!(
+        a.ack().await,
+        0,
+        "the hello is answered with the applied sequence"
+    );
+    let mut b = Agent::connect(channel.clone(), "node-b", "zone-1")
+        .await
+        .unwrap();
+    assert_eq!(b.ack().await, 0);
+    let plan = a.plan().await;
+    assert!(plan.targets.iter().any(|t| t.node == "node-b"), "{plan:?}");
+
+    a.send(report(1, vec![summary("node-a", "node-b", 120.0, 10, 9)]))
+        .await;
+    assert_eq!(a.ack().await, 1);
+    b.send(report(1, vec![summary("node-b", "node-a", 80.0, 10, 10)]))
+        .await;
+    assert_eq!(b.ack().await, 1);
+    // A replay is acknowledged again and applied once.
+    a.send(report(1, vec![summary("node-a", "node-b", 120.0, 10, 9)]))
+        .await;
+    assert_eq!(a.ack().await, 1);
+
+    let mut topology = v1::topology_client::TopologyClient::new(channel.clone());
+    let path = topology
+        .get_path(v1::GetPathRequest {
+            src: "node-a".into(),
+            dst: "node-b".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let f = path.figures.unwrap();
+    assert_eq!(f.probes_sent_total, 10, "the replay was not applied");
+    assert_eq!(f.latency_provenance, v1::Provenance::Measured as i32);
+    assert!((f.loss_ratio - 0.1).abs() < 1e-9);
+    assert_eq!(f.rtt.unwrap().p50_us, 120.0);
+
+    let nodes = topology
+        .list_nodes(v1::ListNodesRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .nodes;
+    assert_eq!(nodes.len(), 2);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.state == v1::NodeState::Ready as i32 && n.connected)
+    );
+
+    let zones = topology
+        .list_zones(v1::ListZonesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(zones.zones.len(), 1);
+    assert_eq!(zones.links[0].measured_paths, 2);
+
+    let ranked = topology
+        .rank_nodes(v1::RankNodesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ranked.nodes.len(), 2);
+
+    let matrix = topology
+        .get_matrix(v1::GetMatrixRequest {
+            metric: v1::Metric::RttP50Us as i32,
+            zone: "zone-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(matrix.nodes, ["node-a", "node-b"]);
+    assert_eq!(matrix.cells[1].value, 120.0);
+    assert_eq!(matrix.cells[2].value, 80.0);
+
+    let placed = topology
+        .place(v1::PlaceRequest {
+            workers: 2,
+            zone_policy: v1::ZonePolicy::RequireOne as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(placed.zones, ["zone-1"]);
+    assert_eq!(placed.worst_rtt_us, 120.0);
+    assert!((placed.worst_loss_ratio - 0.1).abs() < 1e-9);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_the_field_and_changes_nothing() {
+    let server = Server::start(None).await;
+    let channel = server.channel().await;
+
+    // A report before the hello closes the stream with INVALID_ARGUMENT.
+    let (up, rx) = mpsc::channel(4);
+    up.send(report(1, vec![summary("x", "y", 1.0, 1, 1)]))
+        .await
+        .unwrap();
+    let status = v1::ingest_client::IngestClient::new(channel.clone())
+        .connect(ReceiverStream::new(rx))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().starts_with("report: sent before hello"),
+        "{}",
+        status.message()
+    );
+
+    // A bad hello names its field.
+    let (up, rx) = mpsc::channel(4);
+    let mut bad = hello("node-a", "zone-1");
+    if let Some(Up::Hello(h)) = &mut bad.kind {
+        h.addresses = vec!["300.1.1.1".into()];
+    }
+    up.send(bad).await.unwrap();
+    let status = v1::ingest_client::IngestClient::new(channel.clone())
+        .connect(ReceiverStream::new(rx))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().starts_with("hello.addresses[0]"),
+        "{}",
+        status.message()
+    );
+
+    let mut a = Agent::connect(channel.clone(), "node-a", "zone-1")
+        .await
+        .unwrap();
+    a.ack().await;
+    let mut b = Agent::connect(channel.clone(), "node-b", "zone-1")
+        .await
+        .unwrap();
+    b.ack().await;
+    a.send(report(1, vec![summary("node-a", "node-b", 100.0, 10, 10)]))
+        .await;
+    assert_eq!(a.ack().await, 1);
+
+    let mut nan = summary("node-a", "node-b", 100.0, 10, 10);
+    nan.rtt.as_mut().unwrap().p50_us = f64::NAN;
+    let mut negative = summary("node-a", "node-b", 100.0, 10, 10);
+    negative.rtt.as_mut().unwrap().min_us = -1.0;
+    let mut empty_dst = summary("node-a", "node-b", 100.0, 10, 10);
+    empty_dst.dst.clear();
+    let cases: Vec<(&str, Vec<v1::PathSummary>)> = vec![
+        (
+            "paths[1].src",
+            vec![
+                summary("node-a", "node-b", 100.0, 10, 10),
+                summary("node-b", "node-a", 100.0, 10, 10),
+            ],
+        ),
+        (
+            "paths[0].probes_received",
+            vec![summary("node-a", "node-b", 100.0, 10, 11)],
+        ),
+        ("paths[0].rtt.p50_us", vec![nan]),
+        ("paths[0].rtt.min_us", vec![negative]),
+        ("paths[0].dst", vec![empty_dst]),
+        (
+            "paths",
+            vec![
+                summary("node-a", "node-b", 1.0, 1, 1);
+                zonemesh_proto::domain::MAX_PATHS_PER_REPORT + 1
+            ],
+        ),
+    ];
+    for (i, (field, paths)) in cases.into_iter().enumerate() {
+        let sequence = 10 + i as u64;
+        a.send(report(sequence, paths)).await;
+        match a.next().await {
+            Down::Error(e) => {
+                assert_eq!(e.code, tonic::Code::InvalidArgument as i32);
+                assert_eq!(e.field, field, "{}", e.message);
+                assert_eq!(e.sequence, sequence);
+            }
+            other => panic!("{field}: expected an error, got {other:?}"),
+        }
+    }
+    // The stream is still usable and nothing stored changed.
+    a.send(report(2, vec![])).await;
+    assert_eq!(a.ack().await, 2);
+    let mut topology = v1::topology_client::TopologyClient::new(channel.clone());
+    let f = topology
+        .get_path(v1::GetPathRequest {
+            src: "node-a".into(),
+            dst: "node-b".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .figures
+        .unwrap();
+    assert_eq!(f.probes_sent_total, 10);
+    let none = topology
+        .get_path(v1::GetPathRequest {
+            src: "node-b".into(),
+            dst: "node-a".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .figures
+        .unwrap();
+    assert_eq!(
+        none.probes_sent_total, 0,
+        "paths[1].src case applied nothing"
+    );
+
+    // Unknown names are NOT_FOUND naming them; bad ones INVALID_ARGUMENT naming the field.
+    let status = topology
+        .get_path(v1::GetPathRequest {
+            src: "node-a".into(),
+            dst: "ghost".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert_eq!(status.message(), "dst: unknown node ghost");
+    let status = topology
+        .rank_nodes(v1::RankNodesRequest {
+            candidates: vec!["node-a".into(), "Bad Name".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().starts_with("candidates[1]"),
+        "{}",
+        status.message()
+    );
+    let status = topology
+        .place(v1::PlaceRequest {
+            workers: 1,
+            weights: Some(v1::Weights {
+                loss: Some(f64::NAN),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().starts_with("weights.loss"),
+        "{}",
+        status.message()
+    );
+    let status = topology
+        .place(v1::PlaceRequest {
+            workers: 3,
+            zone_policy: v1::ZonePolicy::RequireOne as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    let status = topology
+        .list_nodes(v1::ListNodesRequest {
+            zone: "nowhere".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert_eq!(status.message(), "zone: unknown zone nowhere");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_server_has_the_matrix_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(Some(dir.path().to_owned())).await;
+    let channel = server.channel().await;
+    let mut a = Agent::connect(channel.clone(), "node-a", "zone-1")
+        .await
+        .unwrap();
+    a.ack().await;
+    let mut c = Agent::connect(channel.clone(), "node-c", "zone-2")
+        .await
+        .unwrap();
+    c.ack().await;
+    a.send(report(7, vec![summary("node-a", "node-c", 900.0, 10, 10)]))
+        .await;
+    assert_eq!(a.ack().await, 7);
+    let before = v1::topology_client::TopologyClient::new(channel)
+        .list_zones(v1::ListZonesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    drop((a, c));
+    server.stop().await;
+
+    let server = Server::start(Some(dir.path().to_owned())).await;
+    let channel = server.channel().await;
+    let mut after = v1::topology_client::TopologyClient::new(channel.clone())
+        .list_zones(v1::ListZonesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    // Ages moved on; everything else is as it was.
+    for link in after.links.iter_mut() {
+        let f = link.figures.as_mut().unwrap();
+        let b = before
+            .links
+            .iter()
+            .find(|l| l.src_zone == link.src_zone)
+            .unwrap();
+        f.latency_age_ms = b.figures.as_ref().unwrap().latency_age_ms;
+    }
+    assert_eq!(after.links, before.links);
+    let mut a = Agent::connect(channel, "node-a", "zone-1").await.unwrap();
+    assert_eq!(a.ack().await, 7, "the applied sequence survived");
+    server.stop().await;
+}
