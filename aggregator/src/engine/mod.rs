@@ -28,6 +28,9 @@ pub use query::{MatrixQuery, RankQuery};
 
 use crate::Error;
 
+/// Sweeps between two exact recomputations of the running sums.
+pub const REBUILD_EVERY: u32 = 60;
+
 /// The zone a node is put in before its agent has said which one it is in.
 pub const UNKNOWN_ZONE: &str = "unknown";
 
@@ -73,7 +76,7 @@ pub struct EngineConfig {
     /// Throughput test scheduling.
     pub throughput: ThroughputConfig,
     /// Pair-cost evaluations `Place` may spend comparing candidate zones (at least one zone is
-    /// always evaluated). Default 200,000.
+    /// always evaluated). Default 40,000.
     pub place_budget: usize,
 }
 
@@ -84,7 +87,7 @@ impl Default for EngineConfig {
             down_after_ms: 30_000,
             plan: PlanConfig::default(),
             throughput: ThroughputConfig::default(),
-            place_budget: 200_000,
+            place_budget: 40_000,
         }
     }
 }
@@ -251,13 +254,13 @@ pub enum Applied {
     Duplicate,
 }
 
-/// Paths and nodes changed since the last [`Topology::take_dirty`], for the store to persist.
+/// Nodes and outgoing paths changed since the last [`Topology::take_dirty`], for the store.
 #[derive(Debug, Default)]
 pub struct Dirty {
     /// Nodes whose records changed.
     pub nodes: Vec<NodeId>,
-    /// Paths whose records changed.
-    pub paths: Vec<(NodeId, NodeId)>,
+    /// Nodes some of whose outgoing paths changed.
+    pub sources: Vec<NodeId>,
 }
 
 /// The zone-aware topology matrix.
@@ -279,9 +282,14 @@ pub struct Topology {
     /// When the topology was restored from the store: agents get `down_after_ms` from then to
     /// reconnect before their nodes turn DOWN.
     restored_at: Option<UnixMs>,
+    /// Newest latency sample on any path from each node.
+    newest_sample: Vec<Option<UnixMs>>,
+    /// Sweeps since the last exact recomputation of the sums.
+    sweeps_since_rebuild: u32,
     membership_version: u64,
     dirty_nodes: HashSet<NodeId>,
-    dirty_paths: HashSet<(NodeId, NodeId)>,
+    /// Nodes whose outgoing paths changed: the store keeps a node's paths together.
+    dirty_sources: HashSet<NodeId>,
 }
 
 impl Topology {
@@ -368,6 +376,13 @@ impl Topology {
         self.paths.iter().map(|(k, e)| (*k, &e.state))
     }
 
+    /// The paths from `src` that have state, in the order they were first seen.
+    pub fn outgoing(&self, src: NodeId) -> impl Iterator<Item = (NodeId, &PathState)> {
+        self.outgoing[src.0 as usize]
+            .iter()
+            .map(move |d| (*d, &self.paths[&(src, *d)].state))
+    }
+
     /// Running sums of a node's fresh paths inside its zone (both directions).
     pub fn node_sums(&self, id: NodeId) -> &Sums {
         &self.node_sums[id.0 as usize]
@@ -418,6 +433,7 @@ impl Topology {
         self.incoming.push(Vec::new());
         self.node_sums.push(Sums::default());
         self.unreachable.push(false);
+        self.newest_sample.push(None);
         self.dirty_nodes.insert(id);
         self.membership_version += 1;
         id
@@ -521,9 +537,13 @@ impl Topology {
             PathEntry::default()
         });
         change(&mut entry.state, &config);
+        if let Some(t) = entry.state.last_update {
+            let newest = &mut self.newest_sample[src.0 as usize];
+            *newest = Some(newest.map_or(t, |n| n.max(t)));
+        }
         let new = Contribution::of(&entry.state, now, &config);
         let old = std::mem::replace(&mut entry.contribution, new);
-        self.dirty_paths.insert(key);
+        self.dirty_sources.insert(src);
         if old != new {
             self.account(src, dst, &old, -1.0);
             self.account(src, dst, &new, 1.0);
@@ -540,6 +560,7 @@ impl Topology {
     }
 
     fn rebuild_sums(&mut self, now: UnixMs) {
+        self.sweeps_since_rebuild = 0;
         let config = self.config.path;
         self.node_sums.iter_mut().for_each(|s| *s = Sums::default());
         self.link_sums.clear();
@@ -552,33 +573,56 @@ impl Topology {
         }
     }
 
-    /// Housekeeping, about once a second: slides windows, turns paths stale, recomputes every sum
-    /// exactly (which also clears rounding drift) and re-evaluates which nodes are unreachable or
-    /// DOWN. Bumps the membership version when a node changes between up and down.
+    /// Housekeeping, about once a second: slides windows, turns paths stale (taking them out of
+    /// the sums) and re-evaluates which nodes are unreachable or DOWN, in one pass over the paths
+    /// that does real work only for paths whose figures change. Every [`REBUILD_EVERY`] sweeps it
+    /// recomputes every sum exactly, which clears rounding drift. Bumps the membership version
+    /// when a node changes between up and down.
     pub fn sweep(&mut self, now: UnixMs) {
         let config = self.config.path;
-        let before: Vec<bool> = (0..self.nodes.len())
+        let n = self.nodes.len();
+        let before: Vec<bool> = (0..n)
             .map(|i| self.state(NodeId(i as u32), now).0 == NodeState::Down)
             .collect();
-        for entry in self.paths.values_mut() {
-            entry.state.expire(now, &config);
-        }
-        self.rebuild_sums(now);
-        for i in 0..self.nodes.len() {
-            let id = NodeId(i as u32);
-            let mut fresh = 0u32;
-            let mut all_lost = true;
-            for src in &self.incoming[i] {
-                let state = &self.paths[&(*src, id)].state;
-                if !state.is_stale(now, &config) && state.merged.sent > 0 {
-                    fresh += 1;
-                    all_lost &= state.merged.received == 0;
+        let horizon = now.0 - config.window_ms;
+        let mut fresh_in = vec![0u32; n];
+        let mut alive_in = vec![0u32; n];
+        let mut changed: Vec<((NodeId, NodeId), Contribution, Contribution)> = Vec::new();
+        for (&(src, dst), entry) in self.paths.iter_mut() {
+            let state = &mut entry.state;
+            let slides = state.windows.len() > config.max_windows
+                || (state.windows.len() > 1 && state.windows[0].at.0 < horizon);
+            if slides {
+                state.expire(now, &config);
+            }
+            let was_fresh = entry.contribution.at.is_some();
+            let throughput_aged =
+                entry.contribution.tput.is_some() && state.fresh_throughput(now, &config).is_none();
+            if slides || throughput_aged || was_fresh == state.is_stale(now, &config) {
+                let new = Contribution::of(state, now, &config);
+                if new != entry.contribution {
+                    changed.push(((src, dst), entry.contribution, new));
+                    entry.contribution = new;
                 }
             }
-            self.unreachable[i] = fresh > 0 && all_lost;
+            if !state.is_stale(now, &config) && state.merged.sent > 0 {
+                fresh_in[dst.0 as usize] += 1;
+                alive_in[dst.0 as usize] += u32::from(state.merged.received > 0);
+            }
         }
-        let changed = (0..self.nodes.len())
-            .any(|i| before[i] != (self.state(NodeId(i as u32), now).0 == NodeState::Down));
+        for ((src, dst), old, new) in changed {
+            self.account(src, dst, &old, -1.0);
+            self.account(src, dst, &new, 1.0);
+        }
+        self.sweeps_since_rebuild += 1;
+        if self.sweeps_since_rebuild >= REBUILD_EVERY {
+            self.rebuild_sums(now);
+        }
+        for i in 0..n {
+            self.unreachable[i] = fresh_in[i] > 0 && alive_in[i] == 0;
+        }
+        let changed =
+            (0..n).any(|i| before[i] != (self.state(NodeId(i as u32), now).0 == NodeState::Down));
         if changed {
             self.membership_version += 1;
         }
@@ -597,11 +641,7 @@ impl Topology {
         if self.unreachable[id.0 as usize] {
             return (NodeState::Down, "every probe to it was lost");
         }
-        let newest = self.outgoing[id.0 as usize]
-            .iter()
-            .filter_map(|d| self.paths[&(id, *d)].state.last_update)
-            .max();
-        match newest {
+        match self.newest_sample[id.0 as usize] {
             Some(t) if now.since(t) > self.config.path.stale_after_ms => {
                 (NodeState::Stale, "its measurements are stale")
             }
@@ -613,10 +653,10 @@ impl Topology {
     pub fn take_dirty(&mut self) -> Dirty {
         let mut dirty = Dirty {
             nodes: self.dirty_nodes.drain().collect(),
-            paths: self.dirty_paths.drain().collect(),
+            sources: self.dirty_sources.drain().collect(),
         };
         dirty.nodes.sort_unstable();
-        dirty.paths.sort_unstable();
+        dirty.sources.sort_unstable();
         dirty
     }
 
@@ -656,7 +696,10 @@ impl Topology {
         }
         for (src, dst, state) in paths {
             let (s, d) = (topology.intern_node(&src), topology.intern_node(&dst));
-            topology.update_path(s, d, now, |p, _| *p = state);
+            topology.update_path(s, d, now, |p, config| {
+                *p = state;
+                p.expire(now, config);
+            });
         }
         for zone in &mut topology.zones {
             zone.members.sort_unstable();
@@ -665,7 +708,7 @@ impl Topology {
         topology.rebuild_sums(now);
         topology.sweep(now);
         topology.dirty_nodes.clear();
-        topology.dirty_paths.clear();
+        topology.dirty_sources.clear();
         topology
     }
 

@@ -311,7 +311,7 @@ impl Owner {
             metrics
                 .commit_seconds
                 .observe(started.elapsed().as_secs_f64());
-            metrics.paths_written.add(batch.paths.len() as u64);
+            metrics.paths_written.add(batch.path_count() as u64);
             (store, batch, result)
         }))
     }
@@ -470,16 +470,12 @@ fn merge(older: Batch, newer: Batch) -> Batch {
     for n in newer.nodes {
         nodes.insert(n.name.clone(), n);
     }
-    let mut paths: HashMap<_, _> = older
-        .paths
-        .into_iter()
-        .map(|(s, d, p)| ((s, d), p))
-        .collect();
-    for (s, d, p) in newer.paths {
-        paths.insert((s, d), p);
+    let mut rows: HashMap<_, _> = older.rows.into_iter().map(|r| (r.src.clone(), r)).collect();
+    for r in newer.rows {
+        rows.insert(r.src.clone(), r);
     }
     Batch {
         nodes: nodes.into_values().collect(),
-        paths: paths.into_iter().map(|((s, d), p)| (s, d, p)).collect(),
+        rows: rows.into_values().collect(),
     }
 }

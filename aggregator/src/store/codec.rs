@@ -15,8 +15,8 @@ pub const META_KEY: &[u8] = b"meta/format";
 pub const FORMAT: &[u8] = b"zonemesh-store-1";
 /// Prefix of node keys (`n/<name>`).
 pub const NODE_PREFIX: &[u8] = b"n/";
-/// Prefix of path keys (`p/<src> <dst>`).
-pub const PATH_PREFIX: &[u8] = b"p/";
+/// Prefix of row keys (`r/<src>`: every outgoing path of a node).
+pub const ROW_PREFIX: &[u8] = b"r/";
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeRecord {
@@ -73,6 +73,20 @@ struct ThroughputRecord {
 }
 
 #[derive(Clone, PartialEq, Message)]
+struct RowPath {
+    #[prost(string, tag = "1")]
+    dst: String,
+    #[prost(message, optional, tag = "2")]
+    path: Option<PathRecord>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct RowRecord {
+    #[prost(message, repeated, tag = "1")]
+    paths: Vec<RowPath>,
+}
+
+#[derive(Clone, PartialEq, Message)]
 struct PathRecord {
     #[prost(message, repeated, tag = "1")]
     windows: Vec<WindowRecord>,
@@ -91,15 +105,9 @@ pub fn node_key(name: &NodeName) -> Vec<u8> {
     [NODE_PREFIX, name.as_str().as_bytes()].concat()
 }
 
-/// The key of a path record. Node names never contain a space, so it separates them.
-pub fn path_key(src: &NodeName, dst: &NodeName) -> Vec<u8> {
-    [
-        PATH_PREFIX,
-        src.as_str().as_bytes(),
-        b" ",
-        dst.as_str().as_bytes(),
-    ]
-    .concat()
+/// The key of a row.
+pub fn row_key(src: &NodeName) -> Vec<u8> {
+    [ROW_PREFIX, src.as_str().as_bytes()].concat()
 }
 
 /// Encodes a node.
@@ -159,8 +167,37 @@ pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, String> {
     })
 }
 
-/// Encodes a path state.
-pub fn encode_path(path: &PathState) -> Vec<u8> {
+/// Encodes a row.
+pub fn encode_row(row: &super::StoredRow) -> Vec<u8> {
+    RowRecord {
+        paths: row
+            .paths
+            .iter()
+            .map(|(dst, p)| RowPath {
+                dst: dst.to_string(),
+                path: Some(path_record(p)),
+            })
+            .collect(),
+    }
+    .encode_to_vec()
+}
+
+/// Decodes a row into its paths.
+pub fn decode_row(src: &NodeName, bytes: &[u8]) -> Result<Vec<super::StoredPath>, String> {
+    let row = RowRecord::decode(bytes).map_err(|e| e.to_string())?;
+    row.paths
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let dst = NodeName::parse("dst", p.dst).map_err(|e| format!("paths[{i}].{e}"))?;
+            let path = path_state(p.path.unwrap_or_default())
+                .map_err(|e| format!("paths[{i}] ({dst}): {e}"))?;
+            Ok((src.clone(), dst, path))
+        })
+        .collect()
+}
+
+fn path_record(path: &PathState) -> PathRecord {
     PathRecord {
         windows: path
             .windows
@@ -186,12 +223,10 @@ pub fn encode_path(path: &PathState) -> Vec<u8> {
             smoothed_bps: t.smoothed_bps,
         }),
     }
-    .encode_to_vec()
 }
 
-/// Decodes a path state (the merged figures are recomputed by the engine on restore).
-pub fn decode_path(bytes: &[u8]) -> Result<PathState, String> {
-    let r = PathRecord::decode(bytes).map_err(|e| e.to_string())?;
+/// A path state from its record (the merged figures are recomputed by the engine on restore).
+fn path_state(r: PathRecord) -> Result<PathState, String> {
     let mut windows = Vec::with_capacity(r.windows.len());
     for (i, w) in r.windows.into_iter().enumerate() {
         if w.received > w.sent {
@@ -263,18 +298,6 @@ pub fn decode_path(bytes: &[u8]) -> Result<PathState, String> {
     })
 }
 
-/// Parses a path key back into its two names.
-pub fn parse_path_key(key: &[u8]) -> Result<(NodeName, NodeName), String> {
-    let rest = key.strip_prefix(PATH_PREFIX).ok_or("not a path key")?;
-    let text = std::str::from_utf8(rest).map_err(|_| "not UTF-8".to_owned())?;
-    let (src, dst) = text.split_once(' ').ok_or("no separator")?;
-    let e = |e: zonemesh_proto::WireError| e.to_string();
-    Ok((
-        NodeName::parse("src", src).map_err(e)?,
-        NodeName::parse("dst", dst).map_err(e)?,
-    ))
-}
-
 /// Decodes one stored key/value pair into the snapshot being built.
 pub fn decode_into(snapshot: &mut super::Snapshot, key: &[u8], value: &[u8]) -> Result<(), String> {
     if key == META_KEY {
@@ -290,9 +313,10 @@ pub fn decode_into(snapshot: &mut super::Snapshot, key: &[u8], value: &[u8]) -> 
     }
     if key.starts_with(NODE_PREFIX) {
         snapshot.nodes.push(decode_node(value)?);
-    } else if key.starts_with(PATH_PREFIX) {
-        let (src, dst) = parse_path_key(key)?;
-        snapshot.paths.push((src, dst, decode_path(value)?));
+    } else if let Some(src) = key.strip_prefix(ROW_PREFIX) {
+        let src = std::str::from_utf8(src).map_err(|_| "key is not UTF-8".to_owned())?;
+        let src = NodeName::parse("key", src).map_err(|e| e.to_string())?;
+        snapshot.paths.extend(decode_row(&src, value)?);
     } else {
         return Err("unknown key".to_owned());
     }
@@ -320,7 +344,7 @@ mod tests {
         }
         .encode_to_vec();
         assert!(
-            decode_path(&impossible)
+            path_state(PathRecord::decode(impossible.as_slice()).unwrap())
                 .unwrap_err()
                 .contains("received_total")
         );
@@ -335,9 +359,20 @@ mod tests {
                 }),
             }],
             ..Default::default()
+        };
+        let row = RowRecord {
+            paths: vec![RowPath {
+                dst: "b".into(),
+                path: Some(nan),
+            }],
         }
         .encode_to_vec();
-        assert!(decode_path(&nan).unwrap_err().contains("windows[0].rtt"));
+        let src = NodeName::parse("src", "a").unwrap();
+        assert!(
+            decode_row(&src, &row)
+                .unwrap_err()
+                .contains("paths[0] (b): windows[0].rtt")
+        );
         let mut snapshot = super::super::Snapshot::default();
         assert!(decode_into(&mut snapshot, META_KEY, b"other").is_err());
         assert!(decode_into(&mut snapshot, b"x/y", b"").is_err());

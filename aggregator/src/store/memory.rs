@@ -32,9 +32,9 @@ impl Store for MemStore {
             self.records
                 .insert(codec::node_key(&node.name), codec::encode_node(node));
         }
-        for (src, dst, path) in &batch.paths {
+        for row in &batch.rows {
             self.records
-                .insert(codec::path_key(src, dst), codec::encode_path(path));
+                .insert(codec::row_key(&row.src), codec::encode_row(row));
         }
         Ok(())
     }

@@ -30,13 +30,23 @@ pub struct Snapshot {
     pub paths: Vec<StoredPath>,
 }
 
+/// Every outgoing path of one node: the unit the store writes. A report only ever changes its
+/// own node's outgoing paths, so one report costs one row, not one record per path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRow {
+    /// The source node.
+    pub src: NodeName,
+    /// Its paths by destination.
+    pub paths: Vec<(NodeName, PathState)>,
+}
+
 /// Records to write together.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Batch {
     /// Nodes to (over)write.
     pub nodes: Vec<StoredNode>,
-    /// Paths to (over)write.
-    pub paths: Vec<StoredPath>,
+    /// Rows to (over)write.
+    pub rows: Vec<StoredRow>,
 }
 
 impl Batch {
@@ -49,17 +59,15 @@ impl Batch {
                 .iter()
                 .map(|id| topology.stored_node(*id))
                 .collect(),
-            paths: dirty
-                .paths
+            rows: dirty
+                .sources
                 .iter()
-                .filter_map(|&(s, d)| {
-                    topology.path(s, d).map(|p| {
-                        (
-                            topology.node(s).name.clone(),
-                            topology.node(d).name.clone(),
-                            p.clone(),
-                        )
-                    })
+                .map(|&s| StoredRow {
+                    src: topology.node(s).name.clone(),
+                    paths: topology
+                        .outgoing(s)
+                        .map(|(d, p)| (topology.node(d).name.clone(), p.clone()))
+                        .collect(),
                 })
                 .collect(),
         }
@@ -67,7 +75,12 @@ impl Batch {
 
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.paths.is_empty()
+        self.nodes.is_empty() && self.rows.is_empty()
+    }
+
+    /// Path records in the batch.
+    pub fn path_count(&self) -> usize {
+        self.rows.iter().map(|r| r.paths.len()).sum()
     }
 }
 
@@ -114,7 +127,8 @@ mod suite {
         let mut t = filled();
         let batch = Batch::from_dirty(&mut t);
         assert_eq!(batch.nodes.len(), 4, "a, b, c and the destination-only d");
-        assert_eq!(batch.paths.len(), 3);
+        assert_eq!(batch.rows.len(), 1);
+        assert_eq!(batch.path_count(), 3);
         store.commit(&batch).unwrap();
         assert!(store.size_bytes() > 0);
         let snapshot = store.load().unwrap();
@@ -146,7 +160,7 @@ mod suite {
         };
         t.apply_report(a, &report, now).unwrap();
         let batch = Batch::from_dirty(&mut t);
-        assert_eq!((batch.nodes.len(), batch.paths.len()), (1, 1));
+        assert_eq!((batch.nodes.len(), batch.rows.len()), (1, 1));
         store.commit(&batch).unwrap();
         let snapshot = store.load().unwrap();
         assert_eq!(snapshot.nodes.len(), 4);

@@ -107,8 +107,8 @@ impl Store for SledStore {
         for node in &batch.nodes {
             b.insert(codec::node_key(&node.name), codec::encode_node(node));
         }
-        for (src, dst, path) in &batch.paths {
-            b.insert(codec::path_key(src, dst), codec::encode_path(path));
+        for row in &batch.rows {
+            b.insert(codec::row_key(&row.src), codec::encode_row(row));
         }
         self.db.apply_batch(b).map_err(|e| Error::Store {
             path: self.shown(),

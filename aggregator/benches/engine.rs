@@ -1,0 +1,261 @@
+//! Engine and store benchmarks at 5,000 nodes in 50 zones. Prints its figures; run with
+//!
+//! ```text
+//! cargo bench -p zonemesh-aggregator --bench engine
+//! ```
+//!
+//! Latencies are measured per call with `Instant` around the engine call alone (no gRPC), as
+//! p50/p99 over repeated calls; ingest rates as path summaries per second over whole batches.
+
+use std::time::{Duration, Instant};
+
+use zonemesh_aggregator::engine::{EngineConfig, PlaceQuery, RankQuery, Topology};
+use zonemesh_aggregator::store::{Batch, SledStore, Store};
+use zonemesh_proto::domain::{
+    Bps, Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, ThroughputSample, UnixMs,
+    ZoneName,
+};
+
+const ZONES: usize = 50;
+const PER_ZONE: usize = 100;
+
+fn name(z: usize, n: usize) -> NodeName {
+    NodeName::parse("node", format!("z{z:02}-n{n:03}")).unwrap()
+}
+
+fn rtt_of(seed: u64) -> f64 {
+    50.0 + (seed % 200) as f64
+}
+
+fn sample(src: &NodeName, dst: &NodeName, rtt: f64, t: i64, with_tput: bool) -> PathSample {
+    let m = |v: f64| Micros::parse("x", v).unwrap();
+    PathSample {
+        src: src.clone(),
+        dst: dst.clone(),
+        window_start: UnixMs(t - 10_000),
+        window_end: UnixMs(t),
+        sent: 10,
+        received: 10,
+        rtt: Some(Rtt {
+            samples: 10,
+            min: m(rtt * 0.9),
+            p50: m(rtt),
+            p90: m(rtt * 1.1),
+            p99: m(rtt * 1.3),
+            max: m(rtt * 1.5),
+            mean: m(rtt),
+            jitter: m(2.0),
+        }),
+        histogram: None,
+        throughput: with_tput.then(|| ThroughputSample {
+            rate: Bps::parse("x", 8e9).unwrap(),
+            bytes: 1_000_000_000,
+            duration_us: 1_000_000,
+            warmup_us: 0,
+            streams: 1,
+        }),
+        method: Some(IcmpMode::Raw),
+    }
+}
+
+/// One report per node with every planned target (intra-zone mesh plus representatives).
+fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)> {
+    let plans = topology.plan(now);
+    let mut out = Vec::with_capacity(plans.len());
+    for (src, targets) in plans {
+        let s = topology.node(src).name.clone();
+        let paths = targets
+            .iter()
+            .map(|d| {
+                let dn = &topology.node(*d).name;
+                let h =
+                    s.as_str().len() as u64 * 31 + dn.as_str().bytes().map(u64::from).sum::<u64>();
+                let cross = topology.zone_of(src) != topology.zone_of(*d);
+                let rtt = if cross {
+                    1_000.0 + rtt_of(h)
+                } else {
+                    rtt_of(h)
+                };
+                sample(&s, dn, rtt, now.0, h % 7 == 0)
+            })
+            .collect();
+        out.push((
+            s,
+            Report {
+                sequence: seq,
+                paths,
+            },
+        ));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn quantiles(mut d: Vec<Duration>) -> (Duration, Duration) {
+    d.sort();
+    let q = |p: f64| d[((d.len() as f64 - 1.0) * p).round() as usize];
+    (q(0.5), q(0.99))
+}
+
+fn main() {
+    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let wants = |what: &str| filter.as_deref().is_none_or(|f| what.contains(f));
+    println!(
+        "machine: {} cores; zonemesh engine at {} nodes in {ZONES} zones",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        ZONES * PER_ZONE
+    );
+    let now = UnixMs(1_700_000_000_000);
+    let mut topology = Topology::new(EngineConfig::default());
+    for z in 0..ZONES {
+        let zone = ZoneName::parse("zone", format!("zone-{z:02}")).unwrap();
+        for n in 0..PER_ZONE {
+            let hello = Hello {
+                node: name(z, n),
+                zone: zone.clone(),
+                region: None,
+                addresses: vec!["10.0.0.1".parse().unwrap()],
+                agent_version: "bench".into(),
+                icmp_mode: IcmpMode::Raw,
+                probe_port: 7402,
+            };
+            topology.register(&hello, now);
+        }
+    }
+
+    // Ingest into the engine alone.
+    let batch = reports(&topology, now, 1);
+    let summaries: usize = batch.iter().map(|(_, r)| r.paths.len()).sum();
+    let started = Instant::now();
+    for (node, report) in &batch {
+        let id = topology.id(node).unwrap();
+        topology.apply_report(id, report, now).unwrap();
+    }
+    let first = started.elapsed();
+    topology.take_dirty();
+    let later = UnixMs(now.0 + 10_000);
+    let batch = reports(&topology, later, 2);
+    let started = Instant::now();
+    for (node, report) in &batch {
+        let id = topology.id(node).unwrap();
+        topology.apply_report(id, report, later).unwrap();
+    }
+    let second = started.elapsed();
+    println!(
+        "engine ingest: {summaries} path summaries; first window {:.0}/s (creates paths), next window {:.0}/s",
+        summaries as f64 / first.as_secs_f64(),
+        summaries as f64 / second.as_secs_f64()
+    );
+    let full_mesh = (ZONES * PER_ZONE) * (ZONES * PER_ZONE - 1);
+    println!(
+        "probe plan: {summaries} directed paths = {:.2} % of the full mesh ({:.1} per node)",
+        100.0 * summaries as f64 / full_mesh as f64,
+        summaries as f64 / (ZONES * PER_ZONE) as f64
+    );
+    let started = Instant::now();
+    topology.sweep(later);
+    println!(
+        "sweep (exact recompute of all sums): {:?}",
+        started.elapsed()
+    );
+
+    if wants("rank") {
+        let mut times = Vec::new();
+        for _ in 0..300 {
+            let started = Instant::now();
+            let r = topology.rank(&RankQuery::default(), later).unwrap();
+            times.push(started.elapsed());
+            assert_eq!(r.nodes.len(), ZONES * PER_ZONE);
+        }
+        let (p50, p99) = quantiles(times);
+        println!(
+            "RankNodes over 5000 nodes (all candidates): p50 {p50:?} p99 {p99:?} (target p99 < 2 ms)"
+        );
+        let peers: Vec<NodeName> = (0..8).map(|n| name(3, n)).collect();
+        let mut times = Vec::new();
+        for _ in 0..300 {
+            let started = Instant::now();
+            topology
+                .rank(
+                    &RankQuery {
+                        peers: peers.clone(),
+                        ..RankQuery::default()
+                    },
+                    later,
+                )
+                .unwrap();
+            times.push(started.elapsed());
+        }
+        let (p50, p99) = quantiles(times);
+        println!("RankNodes over 5000 nodes scored against 8 peers: p50 {p50:?} p99 {p99:?}");
+    }
+
+    if wants("place") {
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..200 {
+            let started = Instant::now();
+            let p = topology
+                .place(
+                    &PlaceQuery {
+                        workers: 64,
+                        ..PlaceQuery::default()
+                    },
+                    later,
+                )
+                .unwrap();
+            times.push(started.elapsed());
+            last = Some(p);
+        }
+        let (p50, p99) = quantiles(times);
+        let p = last.unwrap();
+        println!(
+            "Place 64 workers among 5000 nodes in 50 zones: p50 {p50:?} p99 {p99:?} (target p99 < 10 ms); zones {:?}, worst RTT {:.0} µs",
+            p.zones, p.worst_rtt_us
+        );
+    }
+
+    if wants("store") {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SledStore::open(dir.path()).unwrap();
+        let mut t = topology.clone();
+        t.take_dirty();
+        let mut applied = 0usize;
+        let mut commits = 0usize;
+        let started = Instant::now();
+        for round in 0..3 {
+            let at = UnixMs(later.0 + 10_000 * (round + 1));
+            let batch = reports(&t, at, 3 + round as u64);
+            // Group commit as the server does it: about 100 reports (10,000 summaries) a batch.
+            for chunk in batch.chunks(100) {
+                for (node, report) in chunk {
+                    let id = t.id(node).unwrap();
+                    t.apply_report(id, report, at).unwrap();
+                    applied += report.paths.len();
+                }
+                store.commit(&Batch::from_dirty(&mut t)).unwrap();
+                commits += 1;
+            }
+        }
+        let elapsed = started.elapsed();
+        println!(
+            "durable ingest (engine + sled, {commits} flushed commits): {:.0} path summaries/s; sled size {:.1} MiB",
+            applied as f64 / elapsed.as_secs_f64(),
+            store.size_bytes() as f64 / (1024.0 * 1024.0)
+        );
+        let started = Instant::now();
+        let snapshot = store.load().unwrap();
+        let paths = snapshot.paths.len();
+        let restored = Topology::restore(
+            EngineConfig::default(),
+            snapshot.nodes,
+            snapshot.paths,
+            later,
+        );
+        println!(
+            "restart: load and restore {paths} paths in {:?}",
+            started.elapsed()
+        );
+        assert_eq!(restored.path_count(), t.path_count());
+    }
+}
