@@ -115,9 +115,17 @@ async fn sigkill_during_ingest_loses_nothing_acknowledged_and_applies_nothing_tw
     let (up, mut acks) = agent(&aggregator, "node-a").await?;
     assert_eq!(next_ack(&mut acks).await?, 0);
 
-    // Pipeline every report without waiting; kill once a good part is acknowledged.
+    // Pipeline reports, at most WINDOW ahead of the acknowledgements (so that the kill always
+    // comes mid-ingest), and kill once a good part is acknowledged.
+    const WINDOW: u64 = 500;
+    let (acked_tx, mut acked_rx) = tokio::sync::watch::channel(0u64);
     let sender = tokio::spawn(async move {
         for seq in 1..=REPORTS {
+            while seq > *acked_rx.borrow_and_update() + WINDOW {
+                if acked_rx.changed().await.is_err() {
+                    return up;
+                }
+            }
             if up.send(report(seq)).await.is_err() {
                 break;
             }
@@ -127,12 +135,14 @@ async fn sigkill_during_ingest_loses_nothing_acknowledged_and_applies_nothing_tw
     let mut acked = 0;
     while acked < REPORTS / 4 {
         acked = acked.max(next_ack(&mut acks).await?);
+        let _ = acked_tx.send(acked);
     }
     aggregator.kill();
     // Whatever else arrived before the kill counts as acknowledged too.
     while let Ok(Some(seq)) = tokio::time::timeout(Duration::from_millis(200), acks.recv()).await {
         acked = acked.max(seq);
     }
+    drop(acked_tx);
     let _ = sender.await;
     drop(b_up);
 
