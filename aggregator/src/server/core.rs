@@ -140,7 +140,7 @@ pub struct CoreConfig {
 impl Default for CoreConfig {
     fn default() -> Self {
         Self {
-            tick: Duration::from_millis(500),
+            tick: Duration::from_secs(1),
             batch_commands: 256,
             commit_delay: Duration::ZERO,
         }
