@@ -214,6 +214,17 @@ figure_type!(
     1.0e13
 );
 
+impl ZoneName {
+    /// Checks an optional zone or region name: empty means none.
+    pub fn parse_optional(field: &str, value: String) -> Result<Option<Self>, WireError> {
+        if value.is_empty() {
+            Ok(None)
+        } else {
+            Self::parse(field, value).map(Some)
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch, not negative.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct UnixMs(pub i64);
@@ -300,11 +311,7 @@ impl TryFrom<v1::Hello> for Hello {
     fn try_from(wire: v1::Hello) -> Result<Self, WireError> {
         let node = NodeName::parse("node_name", wire.node_name)?;
         let zone = ZoneName::parse("zone", wire.zone)?;
-        let region = if wire.region.is_empty() {
-            None
-        } else {
-            Some(ZoneName::parse("region", wire.region)?)
-        };
+        let region = ZoneName::parse_optional("region", wire.region)?;
         if wire.addresses.is_empty() {
             return Err(WireError::new(
                 "addresses",

@@ -393,17 +393,8 @@ impl TryFrom<v1::GetMatrixRequest> for MatrixQuery {
         Ok(Self {
             metric,
             nodes: node_names("nodes", wire.nodes)?,
-            zone: optional_zone("zone", wire.zone)?,
+            zone: ZoneName::parse_optional("zone", wire.zone)?,
         })
-    }
-}
-
-/// Parses an optional zone name: empty means none.
-pub fn optional_zone(field: &str, zone: String) -> Result<Option<ZoneName>, WireError> {
-    if zone.is_empty() {
-        Ok(None)
-    } else {
-        ZoneName::parse(field, zone).map(Some)
     }
 }
 
@@ -428,7 +419,7 @@ impl TryFrom<v1::RankNodesRequest> for RankQuery {
     fn try_from(wire: v1::RankNodesRequest) -> Result<Self, WireError> {
         Ok(Self {
             candidates: node_names("candidates", wire.candidates)?,
-            zone: optional_zone("zone", wire.zone)?,
+            zone: ZoneName::parse_optional("zone", wire.zone)?,
             peers: node_names("peers", wire.peers)?,
             weights: Weights::from_wire(wire.weights)?,
             limit: wire.limit as usize,

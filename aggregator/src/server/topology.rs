@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tonic::{Request, Response, Status};
-use zonemesh_proto::domain::NodeName;
+use zonemesh_proto::domain::{NodeName, ZoneName};
 use zonemesh_proto::v1;
 
 use super::core::Core;
 use super::metrics::Metrics;
 use crate::Error;
-use crate::engine::query::optional_zone;
 use crate::engine::{MatrixQuery, PlaceQuery, RankQuery};
 
 /// The Topology service.
@@ -52,7 +51,7 @@ impl v1::topology_server::Topology for TopologyService {
         &self,
         request: Request<v1::ListNodesRequest>,
     ) -> Result<Response<v1::ListNodesResponse>, Status> {
-        let zone = optional_zone("zone", request.into_inner().zone).map_err(invalid)?;
+        let zone = ZoneName::parse_optional("zone", request.into_inner().zone).map_err(invalid)?;
         self.run("ListNodes", move |t, now| {
             Ok(v1::ListNodesResponse {
                 nodes: t.list_nodes(zone.as_ref(), now)?,

@@ -138,11 +138,7 @@ pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, String> {
     Ok(StoredNode {
         name: NodeName::parse("name", r.name).map_err(e)?,
         zone: ZoneName::parse("zone", r.zone).map_err(e)?,
-        region: if r.region.is_empty() {
-            None
-        } else {
-            Some(ZoneName::parse("region", r.region).map_err(e)?)
-        },
+        region: ZoneName::parse_optional("region", r.region).map_err(e)?,
         addresses: r
             .addresses
             .iter()
