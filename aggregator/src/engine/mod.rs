@@ -443,14 +443,13 @@ impl Topology {
     /// and the highest report sequence already applied for it.
     pub fn register(&mut self, hello: &Hello, now: UnixMs) -> (NodeId, u64) {
         let id = self.intern_node(&hello.node);
-        let zone = self.intern_zone(&hello.zone);
-        let old_zone = self.node(id).zone;
-        let node = &mut self.nodes[id.0 as usize];
+        let node = &self.nodes[id.0 as usize];
         let membership_changed = !node.registered
-            || node.zone != zone
+            || self.zone(node.zone).name != hello.zone
             || node.addresses != hello.addresses
             || node.probe_port != hello.probe_port;
-        node.zone = zone;
+        let moved = self.place_in_zone(id, &hello.zone, &hello.region);
+        let node = &mut self.nodes[id.0 as usize];
         node.region.clone_from(&hello.region);
         node.addresses.clone_from(&hello.addresses);
         node.agent_version.clone_from(&hello.agent_version);
@@ -460,14 +459,7 @@ impl Topology {
         node.connected = true;
         node.last_seen = Some(now);
         let applied = node.applied_seq;
-        if self.zones[zone.0 as usize].region.is_none() {
-            self.zones[zone.0 as usize].region.clone_from(&hello.region);
-        }
-        if old_zone != zone {
-            self.zones[old_zone.0 as usize].members.retain(|m| *m != id);
-            let members = &mut self.zones[zone.0 as usize].members;
-            let at = members.partition_point(|m| *m < id);
-            members.insert(at, id);
+        if moved {
             // Every sum this node's paths fed is keyed by zone: rebuild them.
             self.rebuild_sums(now);
         }
@@ -476,6 +468,25 @@ impl Topology {
         }
         self.dirty_nodes.insert(id);
         (id, applied)
+    }
+
+    /// Puts a node in a zone (interning it; the zone takes the node's region if it has none yet),
+    /// keeping every zone's members in id order. Returns whether the node moved.
+    fn place_in_zone(&mut self, id: NodeId, zone: &ZoneName, region: &Option<ZoneName>) -> bool {
+        let zone = self.intern_zone(zone);
+        if self.zones[zone.0 as usize].region.is_none() {
+            self.zones[zone.0 as usize].region.clone_from(region);
+        }
+        let old = self.nodes[id.0 as usize].zone;
+        if old == zone {
+            return false;
+        }
+        self.zones[old.0 as usize].members.retain(|m| *m != id);
+        let members = &mut self.zones[zone.0 as usize].members;
+        let at = members.partition_point(|m| *m < id);
+        members.insert(at, id);
+        self.nodes[id.0 as usize].zone = zone;
+        true
     }
 
     /// The agent's stream closed. The node stays READY until `down_after_ms` passes.
@@ -670,21 +681,8 @@ impl Topology {
         let mut topology = Self::new(config);
         for stored in nodes {
             let id = topology.intern_node(&stored.name);
-            let zone = topology.intern_zone(&stored.zone);
-            let old_zone = topology.nodes[id.0 as usize].zone;
-            if old_zone != zone {
-                topology.zones[old_zone.0 as usize]
-                    .members
-                    .retain(|m| *m != id);
-                topology.zones[zone.0 as usize].members.push(id);
-            }
-            if topology.zones[zone.0 as usize].region.is_none() {
-                topology.zones[zone.0 as usize]
-                    .region
-                    .clone_from(&stored.region);
-            }
+            topology.place_in_zone(id, &stored.zone, &stored.region);
             let node = &mut topology.nodes[id.0 as usize];
-            node.zone = zone;
             node.region = stored.region;
             node.addresses = stored.addresses;
             node.agent_version = stored.agent_version;
@@ -700,9 +698,6 @@ impl Topology {
                 *p = state;
                 p.expire(now, config);
             });
-        }
-        for zone in &mut topology.zones {
-            zone.members.sort_unstable();
         }
         topology.restored_at = Some(now);
         topology.rebuild_sums(now);
