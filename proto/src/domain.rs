@@ -9,6 +9,10 @@ use std::net::IpAddr;
 
 use crate::v1;
 
+/// The zone of a node whose zone nobody knows: what an agent says when it could not find its own,
+/// and where the aggregator puts a node known only as a destination.
+pub const UNKNOWN_ZONE: &str = "unknown";
+
 /// Most path summaries one report may carry.
 pub const MAX_PATHS_PER_REPORT: usize = 16_384;
 /// Largest serialised RTT histogram one path summary may carry.

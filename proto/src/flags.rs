@@ -32,6 +32,52 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
 /// The exit status for bad configuration (EX_USAGE from sysexits.h).
 pub const EXIT_USAGE: i32 = 64;
 
+/// Log output format of a binary.
+#[cfg(feature = "cli")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Parses the command line; a usage error exits with [`EXIT_USAGE`] (clap's own choice, 2, is
+/// not what operators of the other zonemesh binaries expect), `--help` and `--version` with 0.
+#[cfg(feature = "cli")]
+pub fn parse_or_exit<T: clap::Parser>() -> T {
+    match T::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(EXIT_USAGE);
+        }
+    }
+}
+
+/// Prints `program: message` and exits with [`EXIT_USAGE`].
+#[cfg(feature = "cli")]
+pub fn usage_error(program: &str, message: &str) -> ! {
+    eprintln!("{program}: {message}");
+    std::process::exit(EXIT_USAGE);
+}
+
+/// Logs to stderr in `format`, filtered by `filter` (tracing `EnvFilter` syntax, the `--log`
+/// flag); a bad filter is a usage error.
+#[cfg(feature = "cli")]
+pub fn init_logging(program: &str, format: LogFormat, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|e| usage_error(program, &format!("--log: {e}")));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,7 @@
 
 pub mod domain;
 pub mod flags;
+pub mod prom;
 
 pub use domain::WireError;
 

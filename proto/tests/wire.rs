@@ -101,6 +101,7 @@ fn every_ingest_message_round_trips() {
                 train_size: 5,
                 train_gap_ms: 20,
                 timeout_ms: 1000,
+                zone: "zone-a".into(),
             }],
         }),
         v1::aggregator_message::Kind::Grant(v1::ThroughputGrant {

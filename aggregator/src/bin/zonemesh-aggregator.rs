@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Parser;
 use zonemesh_aggregator::engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
 use zonemesh_aggregator::server::{self, Config};
-use zonemesh_proto::flags::{EXIT_USAGE, parse_duration};
+use zonemesh_proto::flags::{LogFormat, init_logging, parse_duration, parse_or_exit};
 
 /// Environment variables, one constant per name.
 mod env {
@@ -37,12 +37,6 @@ mod env {
     pub const THROUGHPUT_MAX_CONCURRENT: &str = "ZONEMESH_THROUGHPUT_MAX_CONCURRENT";
     pub const LOG_FORMAT: &str = "ZONEMESH_LOG_FORMAT";
     pub const LOG: &str = "ZONEMESH_LOG";
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 /// The zonemesh aggregator: ingests agents' measurements, keeps the zone-aware topology matrix in
@@ -236,30 +230,14 @@ impl Cli {
     }
 }
 
-fn usage_error(message: &str) -> ! {
-    eprintln!("zonemesh-aggregator: {message}");
-    std::process::exit(EXIT_USAGE);
-}
+const PROGRAM: &str = "zonemesh-aggregator";
 
 fn main() {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
-        Err(e) => {
-            let _ = e.print();
-            std::process::exit(EXIT_USAGE);
-        }
-    };
-    let config = cli.config().unwrap_or_else(|e| usage_error(&e));
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|e| usage_error(&format!("--log: {e}")));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
+    let cli: Cli = parse_or_exit();
+    let config = cli
+        .config()
+        .unwrap_or_else(|e| zonemesh_proto::flags::usage_error(PROGRAM, &e));
+    init_logging(PROGRAM, cli.log_format, &cli.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

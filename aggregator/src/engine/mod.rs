@@ -31,8 +31,7 @@ use crate::Error;
 /// Sweeps between two exact recomputations of the running sums.
 pub const REBUILD_EVERY: u32 = 60;
 
-/// The zone a node is put in before its agent has said which one it is in.
-pub const UNKNOWN_ZONE: &str = "unknown";
+pub use zonemesh_proto::domain::UNKNOWN_ZONE;
 
 /// Dense index of a node inside one [`Topology`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -182,6 +182,7 @@ impl Topology {
                         train_size: c.train_size,
                         train_gap_ms: c.train_gap_ms,
                         timeout_ms: c.timeout_ms,
+                        zone: self.zone(n.zone).name.to_string(),
                     }
                 })
                 .collect(),
