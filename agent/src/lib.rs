@@ -1,6 +1,12 @@
-//! The zonemesh agent's testable core: probe scheduling, windowing and statistics, driven through
-//! the [`probe::Prober`] trait so that tests run them against a fake network on tokio's paused
-//! clock. The sockets (ICMP, TCP) and the `zonemesh-agent` binary come on top of this (issue 4).
+//! The zonemesh agent: probes loss, RTT and throughput to the peers in the aggregator's probe plan
+//! and streams one report per window to the aggregator over `Ingest.Connect`.
+//!
+//! - [`probe`] schedules trains of probes and counts them into windows, against the [`probe::Prober`]
+//!   seam; [`icmp`] (surge-ping) and [`tcp`] implement it, and tests use a fake network on tokio's
+//!   paused clock.
+//! - [`stats`] keeps a window's HDR histogram and exact counts.
+//! - [`outbox`] holds unacknowledged reports in a bounded buffer and numbers them.
+//! - [`session`] keeps the stream to the aggregator; [`metrics`] serves Prometheus text.
 //!
 //! ```
 //! use std::time::Duration;
@@ -17,5 +23,421 @@
 //! assert!((rtt.p50_us - 110.0).abs() < 1.0);
 //! ```
 
+pub mod config;
+pub mod icmp;
+pub mod metrics;
+pub mod outbox;
 pub mod probe;
+pub mod session;
 pub mod stats;
+pub mod tcp;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use zonemesh_proto::domain::{IcmpMode, UNKNOWN_ZONE};
+use zonemesh_proto::v1;
+
+use crate::config::{Config, SocketBuffer};
+use crate::metrics::Metrics;
+use crate::outbox::Outbox;
+use crate::probe::{Plan, Target, WindowReport};
+use crate::session::{Instruction, SessionConfig, Shared};
+
+/// Sockets opened before the agent runs (so that a busy port fails at startup).
+#[derive(Debug)]
+pub struct Sockets {
+    /// The TCP responders, one per advertised address.
+    pub responders: Vec<std::net::TcpListener>,
+    /// The Prometheus endpoint.
+    pub metrics: std::net::TcpListener,
+}
+
+/// The `Hello` this agent sends.
+pub fn hello(config: &Config, mode: IcmpMode) -> v1::Hello {
+    v1::Hello {
+        node_name: config.node.to_string(),
+        zone: config
+            .zone
+            .as_ref()
+            .map_or(UNKNOWN_ZONE.to_owned(), ToString::to_string),
+        region: config
+            .region
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        addresses: config.addresses.iter().map(ToString::to_string).collect(),
+        agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+        icmp_mode: v1::IcmpMode::from(mode) as i32,
+        probe_port: u32::from(config.probe_port),
+    }
+}
+
+/// The report of one window: a summary per peer with resolved probes, and the throughput results
+/// that arrived during it (a peer with a throughput figure but no probes gets a summary too).
+/// `None` when there is nothing to say.
+pub fn build_report(
+    node: &str,
+    mode: IcmpMode,
+    window: &WindowReport,
+    throughput: &mut BTreeMap<String, v1::Throughput>,
+) -> Option<v1::Report> {
+    let (start, end) = (window.start_unix_ms(), window.end_unix_ms);
+    let summary = |dst: &str| v1::PathSummary {
+        src: node.to_owned(),
+        dst: dst.to_owned(),
+        window_start_unix_ms: start,
+        window_end_unix_ms: end,
+        method: v1::IcmpMode::from(mode) as i32,
+        ..Default::default()
+    };
+    let mut paths = Vec::new();
+    for (dst, peer) in &window.peers {
+        if peer.stats.sent() == 0 || dst == node {
+            continue;
+        }
+        paths.push(v1::PathSummary {
+            probes_sent: peer.stats.sent(),
+            probes_received: peer.stats.received(),
+            rtt: peer.stats.rtt(),
+            throughput: throughput.remove(dst),
+            ..summary(dst)
+        });
+    }
+    for (dst, t) in std::mem::take(throughput) {
+        if dst != node {
+            paths.push(v1::PathSummary {
+                throughput: Some(t),
+                ..summary(&dst)
+            });
+        }
+    }
+    (!paths.is_empty()).then_some(v1::Report { sequence: 0, paths })
+}
+
+/// What an agent had achieved when it stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    /// Reports the aggregator acknowledged as durable.
+    pub acknowledged_reports: u64,
+    /// Probes in them.
+    pub acknowledged_probes: u64,
+    /// Reports never acknowledged (lost when the process exits).
+    pub unacknowledged_reports: usize,
+}
+
+/// Runs the agent until `shutdown` completes, then flushes: the current window is reported and
+/// the agent waits (at most `config.shutdown_timeout`) until the aggregator has acknowledged
+/// everything, and closes the stream. Responders and the metrics endpoint run on `bulk`, so
+/// that bulk transfers never delay the probes' timestamps on the calling runtime.
+pub async fn run(
+    config: Config,
+    mode: IcmpMode,
+    sockets: Sockets,
+    bulk: Handle,
+    shutdown: impl Future<Output = ()>,
+) -> Stopped {
+    let zone = config
+        .zone
+        .as_ref()
+        .map_or(UNKNOWN_ZONE.to_owned(), ToString::to_string);
+    let metrics = Arc::new(Metrics::new(config.node.as_str(), &zone, mode));
+    for listener in sockets.responders {
+        bulk.spawn(tcp::respond(listener));
+    }
+    bulk.spawn(serve_metrics(sockets.metrics, metrics.clone()));
+
+    let shared = Shared {
+        outbox: Arc::new(Mutex::new(Outbox::new(config.buffer_reports))),
+        queued: Arc::new(Notify::new()),
+        metrics: metrics.clone(),
+    };
+    let (plan_tx, plan_rx) = watch::channel(Plan::default());
+    let (windows_tx, windows_rx) = mpsc::channel::<WindowReport>(4);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let stop = async {
+        let _ = stop_rx.await;
+    };
+    let prober = match mode {
+        IcmpMode::Raw | IcmpMode::Dgram => tokio::spawn(probe::run(
+            Arc::new(icmp::IcmpProber::new(mode, &config.addresses)),
+            plan_rx,
+            windows_tx,
+            stop,
+        )),
+        IcmpMode::Tcp => tokio::spawn(probe::run(
+            Arc::new(tcp::TcpProber::new(&config.addresses)),
+            plan_rx,
+            windows_tx,
+            stop,
+        )),
+    };
+
+    let (instructions_tx, instructions_rx) = mpsc::unbounded_channel();
+    let (results_tx, results_rx) = mpsc::unbounded_channel();
+    let (flush_tx, flush_rx) = watch::channel(false);
+    let session = tokio::spawn(session::run(
+        SessionConfig {
+            url: config.aggregator.clone(),
+            hello: hello(&config, mode),
+            backoff: config.reconnect,
+        },
+        shared.clone(),
+        instructions_tx,
+        flush_rx,
+    ));
+    let instructions = tokio::spawn(follow_instructions(
+        instructions_rx,
+        plan_tx,
+        config.addresses.clone(),
+        config.socket_buffer,
+        bulk.clone(),
+        results_tx,
+        metrics.clone(),
+    ));
+    let reports = tokio::spawn(queue_reports(
+        config.node.to_string(),
+        mode,
+        windows_rx,
+        results_rx,
+        shared.clone(),
+    ));
+
+    shutdown.await;
+    tracing::info!("stopping: reporting the current window");
+    let _ = stop_tx.send(());
+    let _ = prober.await;
+    let _ = reports.await;
+    instructions.abort();
+    let _ = flush_tx.send(true);
+    match tokio::time::timeout(config.shutdown_timeout, session).await {
+        Ok(_) => tracing::info!("every report acknowledged; stream closed"),
+        Err(_) => {
+            let left = shared.outbox.lock().expect("outbox lock").len();
+            tracing::warn!(
+                unacknowledged = left,
+                timeout = ?config.shutdown_timeout,
+                "stopping with reports the aggregator has not acknowledged; they are lost"
+            );
+        }
+    }
+    Stopped {
+        acknowledged_reports: metrics.acked_reports.get(),
+        acknowledged_probes: metrics.acked_probes.get(),
+        unacknowledged_reports: shared.outbox.lock().expect("outbox lock").len(),
+    }
+}
+
+/// Turns windows (and throughput results) into reports in the outbox, until the windows end.
+async fn queue_reports(
+    node: String,
+    mode: IcmpMode,
+    mut windows: mpsc::Receiver<WindowReport>,
+    mut results: mpsc::UnboundedReceiver<(String, v1::Throughput)>,
+    shared: Shared,
+) {
+    let mut throughput = BTreeMap::new();
+    while let Some(window) = windows.recv().await {
+        while let Ok((peer, t)) = results.try_recv() {
+            throughput.insert(peer, t);
+        }
+        shared.metrics.record_window(&window);
+        let Some(report) = build_report(&node, mode, &window, &mut throughput) else {
+            continue;
+        };
+        let mut outbox = shared.outbox.lock().expect("outbox lock");
+        let dropped = outbox.push(report);
+        if dropped.reports > 0 {
+            shared.metrics.dropped_reports.add(dropped.reports);
+            shared.metrics.dropped_probes.add(dropped.probes);
+            tracing::warn!(
+                dropped = dropped.reports,
+                buffered = outbox.len(),
+                "report buffer full: the oldest unacknowledged report is dropped (raise --buffer-reports)"
+            );
+        }
+        shared.metrics.buffered.set(outbox.len() as u64);
+        drop(outbox);
+        shared.queued.notify_one();
+    }
+}
+
+/// Applies plans and runs granted throughput tests (on `bulk`), sending results to `results`.
+async fn follow_instructions(
+    mut instructions: mpsc::UnboundedReceiver<Instruction>,
+    plan: watch::Sender<Plan>,
+    ours: Vec<IpAddr>,
+    buffer: SocketBuffer,
+    bulk: Handle,
+    results: mpsc::UnboundedSender<(String, v1::Throughput)>,
+    metrics: Arc<Metrics>,
+) {
+    while let Some(instruction) = instructions.recv().await {
+        match instruction {
+            Instruction::Plan(wire) => {
+                let targets: Vec<Target> = wire
+                    .targets
+                    .iter()
+                    .filter_map(|t| {
+                        Target::from_wire(t, &ours)
+                            .map_err(|e| tracing::warn!("probe plan: {e}; not probed"))
+                            .ok()
+                    })
+                    .collect();
+                let window = Duration::from_millis(u64::from(wire.window_ms.max(100)));
+                tracing::info!(
+                    version = wire.version,
+                    targets = targets.len(),
+                    ?window,
+                    "probe plan"
+                );
+                metrics.plan_version.set(wire.version);
+                plan.send_if_modified(|p| {
+                    let new = Plan { targets, window };
+                    let changed = *p != new;
+                    *p = new;
+                    changed
+                });
+            }
+            Instruction::Grant(grant) => {
+                let Ok(ip) = grant.peer_address.parse::<IpAddr>() else {
+                    tracing::warn!(grant = grant.grant_id, address = %grant.peer_address, "throughput grant with a bad address; skipped");
+                    continue;
+                };
+                let Ok(port) = u16::try_from(grant.peer_port) else {
+                    tracing::warn!(
+                        grant = grant.grant_id,
+                        port = grant.peer_port,
+                        "throughput grant with a bad port; skipped"
+                    );
+                    continue;
+                };
+                let test = tcp::Test {
+                    peer: SocketAddr::new(ip, port),
+                    warmup: Duration::from_millis(grant.warmup_ms.into()),
+                    duration: Duration::from_millis(grant.duration_ms.into()),
+                    streams: grant.streams.clamp(1, 16),
+                };
+                let source = ours.iter().copied().find(|o| o.is_ipv4() == ip.is_ipv4());
+                let wait = Duration::from_millis(
+                    (grant.start_unix_ms - probe::unix_ms_now()).clamp(0, 60_000) as u64,
+                );
+                let (results, metrics) = (results.clone(), metrics.clone());
+                bulk.spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    match tcp::measure(&test, source, buffer).await {
+                        Ok(t) => {
+                            metrics.throughput_ok.inc();
+                            tracing::info!(grant = grant.grant_id, peer = %grant.peer, bps = t.throughput_bps, "throughput measured");
+                            let _ = results.send((grant.peer, t));
+                        }
+                        Err(e) => {
+                            metrics.throughput_failed.inc();
+                            tracing::warn!(grant = grant.grant_id, peer = %grant.peer, "throughput test failed: {e}");
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+async fn serve_metrics(listener: std::net::TcpListener, metrics: Arc<Metrics>) {
+    use axum::routing::get;
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "metrics endpoint cannot use its socket");
+            return;
+        }
+    };
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [("content-type", "text/plain; version=0.0.4")],
+                        metrics.render(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }));
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "metrics endpoint failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::PeerWindow;
+    use crate::stats::WindowStats;
+
+    #[test]
+    fn a_window_becomes_a_report_the_aggregator_accepts() {
+        let now = tokio::time::Instant::now();
+        let mut peers = BTreeMap::new();
+        let mut stats = WindowStats::new();
+        stats.reply(Duration::from_micros(80));
+        stats.lost();
+        peers.insert(
+            "b".to_owned(),
+            PeerWindow {
+                zone: "z".into(),
+                stats,
+            },
+        );
+        peers.insert(
+            "c".to_owned(),
+            PeerWindow {
+                zone: "z".into(),
+                stats: WindowStats::new(),
+            },
+        );
+        let window = WindowReport {
+            index: 0,
+            start: now,
+            end: now + Duration::from_secs(10),
+            end_unix_ms: 1_700_000_010_000,
+            peers,
+        };
+        let t = v1::Throughput {
+            throughput_bps: 8e6,
+            bytes: 1_000_000,
+            duration_us: 1_000_000,
+            warmup_us: 0,
+            streams: 1,
+        };
+        let mut throughput = BTreeMap::from([("d".to_owned(), t)]);
+        let mut report = build_report("a", IcmpMode::Raw, &window, &mut throughput).unwrap();
+        assert!(throughput.is_empty());
+        let dsts: Vec<&str> = report.paths.iter().map(|p| p.dst.as_str()).collect();
+        // c resolved no probe: not reported; d has only a throughput figure.
+        assert_eq!(dsts, ["b", "d"]);
+        assert_eq!(report.paths[0].window_start_unix_ms, 1_700_000_000_000);
+        report.sequence = 1;
+        let node = zonemesh_proto::domain::NodeName::parse("node", "a").unwrap();
+        zonemesh_proto::domain::Report::from_agent(&node, report).expect("valid report");
+    }
+
+    #[test]
+    fn an_empty_window_is_not_reported() {
+        let now = tokio::time::Instant::now();
+        let window = WindowReport {
+            index: 0,
+            start: now,
+            end: now,
+            end_unix_ms: 5,
+            peers: BTreeMap::new(),
+        };
+        assert!(build_report("a", IcmpMode::Tcp, &window, &mut BTreeMap::new()).is_none());
+    }
+}

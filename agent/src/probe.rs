@@ -6,11 +6,15 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use zonemesh_proto::v1;
 
 use crate::stats::WindowStats;
 
@@ -19,6 +23,12 @@ use crate::stats::WindowStats;
 pub struct Target {
     /// Peer node name.
     pub node: String,
+    /// Peer zone (labels the per-zone metrics).
+    pub zone: String,
+    /// Address probed.
+    pub address: IpAddr,
+    /// The peer's TCP probe port.
+    pub port: u16,
     /// Time between the starts of two trains.
     pub interval: Duration,
     /// Probes per train.
@@ -27,6 +37,64 @@ pub struct Target {
     pub train_gap: Duration,
     /// A probe without a reply after this long is lost.
     pub timeout: Duration,
+}
+
+impl Target {
+    /// The target of a plan entry, probing the first address of a family this node has.
+    pub fn from_wire(wire: &v1::ProbeTarget, ours: &[IpAddr]) -> Result<Self, String> {
+        let node = &wire.node;
+        let mut parsed = Vec::new();
+        for a in &wire.addresses {
+            parsed.push(
+                a.parse::<IpAddr>()
+                    .map_err(|_| format!("target {node}: address {a:?} is not an IP address"))?,
+            );
+        }
+        let address = parsed
+            .iter()
+            .copied()
+            .find(|a| ours.iter().any(|o| o.is_ipv4() == a.is_ipv4()))
+            .ok_or_else(|| {
+                format!("target {node}: no address of a family this node has ({parsed:?})")
+            })?;
+        let port = u16::try_from(wire.probe_port)
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("target {node}: probe_port {} is invalid", wire.probe_port))?;
+        if wire.interval_ms == 0 || wire.train_size == 0 || wire.timeout_ms == 0 {
+            return Err(format!(
+                "target {node}: interval_ms, train_size and timeout_ms must be above 0"
+            ));
+        }
+        Ok(Self {
+            node: node.clone(),
+            zone: wire.zone.clone(),
+            address,
+            port,
+            interval: Duration::from_millis(wire.interval_ms.into()),
+            train_size: wire.train_size,
+            train_gap: Duration::from_millis(wire.train_gap_ms.into()),
+            timeout: Duration::from_millis(wire.timeout_ms.into()),
+        })
+    }
+}
+
+/// What to probe: the targets and the report window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Peers.
+    pub targets: Vec<Target>,
+    /// Length of a report window.
+    pub window: Duration,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Self {
+            targets: Vec::new(),
+            window: Duration::from_secs(10),
+        }
+    }
 }
 
 /// What became of one probe.
@@ -41,8 +109,17 @@ pub enum Outcome {
 /// The network seam: sends one probe to a target and waits for its reply. The scheduler applies
 /// the timeout, so a prober may wait forever.
 pub trait Prober: Send + Sync + 'static {
-    /// Probe `target` once; `seq` is unique per target.
+    /// Probe `target` once; `seq` is unique among the probes in flight.
     fn probe(&self, target: &Target, seq: u64) -> impl Future<Output = Outcome> + Send;
+}
+
+/// One peer's share of a window.
+#[derive(Debug, Clone)]
+pub struct PeerWindow {
+    /// The peer's zone.
+    pub zone: String,
+    /// Its statistics.
+    pub stats: WindowStats,
 }
 
 /// The statistics of one window, per peer.
@@ -54,85 +131,181 @@ pub struct WindowReport {
     pub start: Instant,
     /// When it ended.
     pub end: Instant,
-    /// Per peer node name.
-    pub peers: BTreeMap<String, WindowStats>,
+    /// Wall-clock end, ms since the Unix epoch (the aggregator keeps its own clock; this only
+    /// labels the window).
+    pub end_unix_ms: i64,
+    /// Per peer node name; peers without a resolved probe are absent.
+    pub peers: BTreeMap<String, PeerWindow>,
 }
 
-/// Probes every target in trains and sends one [`WindowReport`] per `window` to `reports`,
-/// until `reports` is closed. A probe counts in the window in which it resolved (reply or timeout),
-/// so every probe is counted exactly once.
+impl WindowReport {
+    /// Wall-clock start, ms since the Unix epoch; always before [`Self::end_unix_ms`].
+    pub fn start_unix_ms(&self) -> i64 {
+        let length = (self.end - self.start).as_millis().max(1) as i64;
+        self.end_unix_ms - length
+    }
+}
+
+/// Probes the current plan's targets in trains and sends one [`WindowReport`] per window to
+/// `reports`. A new plan replaces the trains of changed targets at once; probes in flight still
+/// count. A probe counts in the window in which it resolved (reply or timeout), so every probe is
+/// counted exactly once. When `stop` completes, the current (partial) window is sent and `run`
+/// returns; it also returns when `reports` is closed.
 pub async fn run<P: Prober>(
     prober: Arc<P>,
-    targets: Vec<Target>,
-    window: Duration,
+    mut plan: watch::Receiver<Plan>,
     reports: mpsc::Sender<WindowReport>,
+    stop: impl Future<Output = ()>,
 ) {
-    let (results, mut results_rx) = mpsc::unbounded_channel::<(usize, Outcome)>();
-    let n = targets.len().max(1);
-    let mut trains = Vec::with_capacity(targets.len());
-    for (i, target) in targets.iter().cloned().enumerate() {
-        let prober = prober.clone();
-        let results = results.clone();
-        // Spread the targets' trains evenly over the interval instead of firing them together.
-        let offset = target.interval.mul_f64(i as f64 / n as f64);
-        trains.push(tokio::spawn(async move {
-            let mut ticks = tokio::time::interval_at(Instant::now() + offset, target.interval);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut seq = 0u64;
-            loop {
-                ticks.tick().await;
-                for k in 0..target.train_size {
-                    if k > 0 {
-                        tokio::time::sleep(target.train_gap).await;
-                    }
-                    let (prober, target, results) =
-                        (prober.clone(), target.clone(), results.clone());
-                    let s = seq;
-                    seq += 1;
-                    tokio::spawn(async move {
-                        let outcome =
-                            tokio::time::timeout(target.timeout, prober.probe(&target, s))
-                                .await
-                                .unwrap_or(Outcome::Lost);
-                        let _ = results.send((i, outcome));
-                    });
-                }
-                if results.is_closed() {
-                    return;
-                }
-            }
-        }));
-    }
-    drop(results);
-
+    let (results, mut results_rx) = mpsc::unbounded_channel::<(String, Outcome)>();
+    let mut trains = Trains {
+        prober,
+        seq: Arc::new(AtomicU64::new(0)),
+        results,
+        running: BTreeMap::new(),
+        zones: BTreeMap::new(),
+    };
+    let mut current = plan.borrow_and_update().clone();
+    trains.apply(&current);
     let mut index = 0;
     let mut start = Instant::now();
-    let mut current: Vec<WindowStats> = targets.iter().map(|_| WindowStats::new()).collect();
-    let mut window_end = tokio::time::interval_at(start + window, window);
+    let mut window_end = start + current.window;
+    let mut peers: BTreeMap<String, PeerWindow> = BTreeMap::new();
+    let mut plan_open = true;
+    tokio::pin!(stop);
+
     loop {
+        let mut stopping = false;
         tokio::select! {
-            Some((i, outcome)) = results_rx.recv() => match outcome {
-                Outcome::Reply(rtt) => current[i].reply(rtt),
-                Outcome::Lost => current[i].lost(),
-            },
-            _ = window_end.tick() => {
-                let end = Instant::now();
-                let finished = std::mem::replace(
-                    &mut current,
-                    targets.iter().map(|_| WindowStats::new()).collect(),
-                );
-                let peers = targets.iter().map(|t| t.node.clone()).zip(finished).collect();
-                if reports.send(WindowReport { index, start, end, peers }).await.is_err() {
-                    break;
+            Some((node, outcome)) = results_rx.recv() => {
+                let zone = trains.zones.get(&node).cloned().unwrap_or_default();
+                let peer = peers
+                    .entry(node)
+                    .or_insert_with(|| PeerWindow { zone, stats: WindowStats::new() });
+                match outcome {
+                    Outcome::Reply(rtt) => peer.stats.reply(rtt),
+                    Outcome::Lost => peer.stats.lost(),
                 }
-                index += 1;
-                start = end;
+                continue;
             }
+            changed = plan.changed(), if plan_open => {
+                if changed.is_err() {
+                    plan_open = false;
+                } else {
+                    current = plan.borrow_and_update().clone();
+                    trains.apply(&current);
+                    // The open window takes the new length (it closes at once if that has passed).
+                    window_end = start + current.window;
+                }
+                continue;
+            }
+            _ = tokio::time::sleep_until(window_end) => {}
+            _ = &mut stop => stopping = true,
+        }
+        let end = Instant::now();
+        let report = WindowReport {
+            index,
+            start,
+            end,
+            end_unix_ms: unix_ms_now(),
+            peers: std::mem::take(&mut peers),
+        };
+        if reports.send(report).await.is_err() || stopping {
+            break;
+        }
+        index += 1;
+        start = end;
+        window_end = start + current.window;
+    }
+}
+
+/// The running trains, one task per target.
+struct Trains<P> {
+    prober: Arc<P>,
+    seq: Arc<AtomicU64>,
+    results: mpsc::UnboundedSender<(String, Outcome)>,
+    running: BTreeMap<String, (Target, JoinHandle<()>)>,
+    /// Zone of every peer ever in a plan (results of removed targets may still arrive).
+    zones: BTreeMap<String, String>,
+}
+
+impl<P: Prober> Trains<P> {
+    /// Keeps the trains of unchanged targets, stops the others and starts the new ones.
+    fn apply(&mut self, plan: &Plan) {
+        self.running.retain(|node, (target, handle)| {
+            let keep = plan.targets.iter().any(|t| t == target && &t.node == node);
+            if !keep {
+                handle.abort();
+            }
+            keep
+        });
+        let n = plan.targets.len().max(1);
+        for (i, target) in plan.targets.iter().enumerate() {
+            self.zones.insert(target.node.clone(), target.zone.clone());
+            if self.running.contains_key(&target.node) {
+                continue;
+            }
+            // Spread the targets' trains evenly over the interval instead of firing them together.
+            let offset = target.interval.mul_f64(i as f64 / n as f64);
+            let handle = tokio::spawn(trains_to(
+                self.prober.clone(),
+                target.clone(),
+                offset,
+                self.seq.clone(),
+                self.results.clone(),
+            ));
+            self.running
+                .insert(target.node.clone(), (target.clone(), handle));
         }
     }
-    for train in trains {
-        train.abort();
+}
+
+impl<P> Drop for Trains<P> {
+    fn drop(&mut self) {
+        for (_, handle) in self.running.values() {
+            handle.abort();
+        }
     }
+}
+
+/// The trains to one target, forever: `train_size` probes `train_gap` apart every `interval`,
+/// the first after `offset`. Each probe runs in its own task under the target's timeout.
+async fn trains_to<P: Prober>(
+    prober: Arc<P>,
+    target: Target,
+    offset: Duration,
+    seq: Arc<AtomicU64>,
+    results: mpsc::UnboundedSender<(String, Outcome)>,
+) {
+    let mut ticks = tokio::time::interval_at(Instant::now() + offset, target.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let target = Arc::new(target);
+    loop {
+        ticks.tick().await;
+        for k in 0..target.train_size {
+            if k > 0 {
+                tokio::time::sleep(target.train_gap).await;
+            }
+            let (prober, target, results) = (prober.clone(), target.clone(), results.clone());
+            let s = seq.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let outcome = tokio::time::timeout(target.timeout, prober.probe(&target, s))
+                    .await
+                    .unwrap_or(Outcome::Lost);
+                let _ = results.send((target.node.clone(), outcome));
+            });
+        }
+        if results.is_closed() {
+            return;
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch by the wall clock.
+pub fn unix_ms_now() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
@@ -147,7 +320,7 @@ mod tests {
             if seq % 4 == 3 {
                 std::future::pending::<()>().await;
             }
-            let rtt = Duration::from_micros(100 + seq);
+            let rtt = Duration::from_micros(100 + seq % 50);
             tokio::time::sleep(rtt).await;
             Outcome::Reply(rtt)
         }
@@ -156,6 +329,9 @@ mod tests {
     fn target(node: &str) -> Target {
         Target {
             node: node.into(),
+            zone: format!("zone-{node}"),
+            address: "127.0.0.1".parse().unwrap(),
+            port: 7402,
             interval: Duration::from_secs(1),
             train_size: 5,
             train_gap: Duration::from_millis(10),
@@ -163,33 +339,43 @@ mod tests {
         }
     }
 
+    fn plan(targets: Vec<Target>) -> watch::Receiver<Plan> {
+        let (tx, rx) = watch::channel(Plan {
+            targets,
+            window: Duration::from_secs(10),
+        });
+        // Keep the sender alive for the test's duration: a closed plan keeps the last one.
+        std::mem::forget(tx);
+        rx
+    }
+
     #[tokio::test(start_paused = true)]
     async fn trains_are_counted_exactly_per_window() {
         let (tx, mut rx) = mpsc::channel(4);
         let run = tokio::spawn(run(
             Arc::new(FakeNetwork),
-            vec![target("b"), target("c")],
-            Duration::from_secs(10),
+            plan(vec![target("b"), target("c")]),
             tx,
+            std::future::pending(),
         ));
         let first = rx.recv().await.unwrap();
         assert_eq!(first.index, 0);
         assert_eq!(first.end - first.start, Duration::from_secs(10));
-        for (peer, stats) in &first.peers {
-            // 10 trains of 5 in 10 s; seq 3, 7, ..., 47 are lost: 12 of 50.
-            assert_eq!(stats.sent(), 50, "{peer}");
-            assert_eq!(stats.received(), 38, "{peer}");
-            let rtt = stats.rtt().unwrap();
-            // Seq 0..49 replied after 100..149 µs (HDR keeps 3 significant digits).
+        assert!(first.start_unix_ms() < first.end_unix_ms);
+        let mut lost = 0;
+        for (peer, w) in &first.peers {
+            assert_eq!(w.zone, format!("zone-{peer}"));
+            // 10 trains of 5 per peer in 10 s.
+            assert_eq!(w.stats.sent(), 50, "{peer}");
+            lost += w.stats.sent() - w.stats.received();
+            let rtt = w.stats.rtt().unwrap();
             assert!(rtt.min_us >= 99.9 && rtt.max_us <= 149.2, "{rtt:?}");
         }
+        // One in four of the 100 probes (one sequence space for all targets) never came back.
+        assert_eq!(lost, 25);
         let second = rx.recv().await.unwrap();
         assert_eq!(second.index, 1);
-        assert_eq!(
-            second.peers["b"].sent(),
-            50,
-            "the next window counts the next 10 trains"
-        );
+        assert_eq!(second.peers["b"].stats.sent(), 50, "the next 10 trains");
         drop(rx);
         tokio::time::timeout(Duration::from_secs(60), run)
             .await
@@ -208,13 +394,73 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(1);
         tokio::spawn(run(
             Arc::new(Silent),
-            vec![target("b")],
-            Duration::from_secs(10),
+            plan(vec![target("b")]),
             tx,
+            std::future::pending(),
         ));
         let w = rx.recv().await.unwrap();
         // The train at 9 s times out at 9.04 s + 200 ms, inside the window.
-        assert_eq!((w.peers["b"].sent(), w.peers["b"].received()), (50, 0));
-        assert!(w.peers["b"].rtt().is_none());
+        let b = &w.peers["b"].stats;
+        assert_eq!((b.sent(), b.received()), (50, 0));
+        assert!(b.rtt().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_plan_replaces_the_targets_without_losing_counts() {
+        let (plan_tx, plan_rx) = watch::channel(Plan {
+            targets: vec![target("b")],
+            window: Duration::from_secs(10),
+        });
+        let (tx, mut rx) = mpsc::channel(4);
+        tokio::spawn(run(
+            Arc::new(FakeNetwork),
+            plan_rx,
+            tx,
+            std::future::pending(),
+        ));
+        // Trains at 0..=4 s go to b, then the plan switches to c (its first train at once).
+        tokio::time::sleep(Duration::from_millis(4500)).await;
+        let mut c = target("c");
+        c.train_size = 1;
+        plan_tx.send_replace(Plan {
+            targets: vec![c],
+            window: Duration::from_secs(10),
+        });
+        let w = rx.recv().await.unwrap();
+        assert_eq!(
+            w.peers["b"].stats.sent(),
+            25,
+            "five trains of five reached b"
+        );
+        // c: one probe a second from 4.5 s: at 4.5, 5.5, ..., 9.5 s.
+        assert_eq!(w.peers["c"].stats.sent(), 6);
+        let w = rx.recv().await.unwrap();
+        assert!(!w.peers.contains_key("b"));
+        assert_eq!(w.peers["c"].stats.sent(), 10);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_sends_the_partial_window() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(run(
+            Arc::new(FakeNetwork),
+            plan(vec![target("b")]),
+            tx,
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        stop_tx.send(()).unwrap();
+        let w = rx.recv().await.unwrap();
+        assert_eq!(w.end - w.start, Duration::from_millis(2500));
+        // Trains at 0, 1 and 2 s, all resolved by 2.25 s.
+        assert_eq!(w.peers["b"].stats.sent(), 15);
+        run.await.unwrap();
+        assert!(
+            rx.recv().await.is_none(),
+            "nothing after the partial window"
+        );
     }
 }

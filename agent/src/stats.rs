@@ -1,5 +1,9 @@
-//! Statistics of one peer over one report window: exact probe counts and an HDR histogram of the
-//! round trips (nanoseconds, 3 significant digits), reported as quantiles plus jitter.
+//! Statistics of one peer over one report window: exact probe counts and the round trips,
+//! reported as quantiles of an HDR histogram (nanoseconds, 3 significant digits) plus jitter.
+//!
+//! A window keeps its round trips as plain samples and builds the histogram when it is read: a
+//! plan bounds the samples per window (a few dozen per peer), while a histogram of that range
+//! takes about 200 KiB, which across 100 peers would be most of the agent's memory.
 
 use std::time::Duration;
 
@@ -10,51 +14,44 @@ use zonemesh_proto::v1;
 const MAX_RTT_NS: u64 = 60_000_000_000;
 
 /// One peer's window.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct WindowStats {
     sent: u64,
-    received: u64,
-    histogram: Histogram<u64>,
-    last: Option<u64>,
+    /// Round trips of the replies, ns, in arrival order.
+    samples: Vec<u64>,
     jitter_sum_ns: u64,
     jitter_n: u64,
-}
-
-impl Default for WindowStats {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl WindowStats {
     /// An empty window.
     pub fn new() -> Self {
-        Self {
-            sent: 0,
-            received: 0,
-            histogram: Histogram::new_with_bounds(1, MAX_RTT_NS, 3).expect("valid bounds"),
-            last: None,
-            jitter_sum_ns: 0,
-            jitter_n: 0,
-        }
+        Self::default()
     }
 
     /// A probe came back after `rtt`.
     pub fn reply(&mut self, rtt: Duration) {
         let ns = (rtt.as_nanos() as u64).clamp(1, MAX_RTT_NS);
         self.sent += 1;
-        self.received += 1;
-        self.histogram.saturating_record(ns);
-        if let Some(last) = self.last {
+        if let Some(&last) = self.samples.last() {
             self.jitter_sum_ns += last.abs_diff(ns);
             self.jitter_n += 1;
         }
-        self.last = Some(ns);
+        self.samples.push(ns);
     }
 
     /// A probe got no reply before its timeout.
     pub fn lost(&mut self) {
         self.sent += 1;
+    }
+
+    /// Adds `other`'s probes to this window (to roll peers up into their zone); jitter stays the
+    /// mean of each peer's successive differences.
+    pub fn add(&mut self, other: &WindowStats) {
+        self.sent += other.sent;
+        self.samples.extend_from_slice(&other.samples);
+        self.jitter_sum_ns += other.jitter_sum_ns;
+        self.jitter_n += other.jitter_n;
     }
 
     /// Probes sent (resolved) in the window.
@@ -64,15 +61,24 @@ impl WindowStats {
 
     /// Replies received in the window.
     pub fn received(&self) -> u64 {
-        self.received
+        self.samples.len() as u64
+    }
+
+    /// The window's round trips in an HDR histogram (ns, 3 significant digits).
+    pub fn histogram(&self) -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, MAX_RTT_NS, 3).expect("valid bounds");
+        for &ns in &self.samples {
+            h.saturating_record(ns);
+        }
+        h
     }
 
     /// The RTT statistics in µs, if any reply came.
     pub fn rtt(&self) -> Option<v1::RttStats> {
-        if self.received == 0 {
+        if self.samples.is_empty() {
             return None;
         }
-        let h = &self.histogram;
+        let h = self.histogram();
         let us = |ns: u64| ns as f64 / 1000.0;
         // Quantiles of an HDR histogram are bucket edges; clamp them into [min, max] so the
         // ordering the aggregator checks always holds.
@@ -80,7 +86,7 @@ impl WindowStats {
         let q = |p: f64| us(h.value_at_quantile(p)).clamp(min, max);
         let (p50, p90, p99) = (q(0.5), q(0.9), q(0.99));
         Some(v1::RttStats {
-            samples: self.received,
+            samples: self.received(),
             min_us: min,
             p50_us: p50,
             p90_us: p90.max(p50),

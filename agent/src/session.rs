@@ -1,0 +1,239 @@
+//! The stream to the aggregator: `Hello`, then the outbox's reports in order; acknowledgements,
+//! plans and throughput grants back. Reconnects with jittered exponential backoff; the last plan
+//! keeps running meanwhile.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+use zonemesh_proto::v1::{self, agent_message, aggregator_message};
+
+use crate::metrics::Metrics;
+use crate::outbox::{Outbox, Removed};
+
+/// Reports sent on one connection and not yet acknowledged, at most (flow control: the rest wait
+/// in the outbox).
+const MAX_IN_FLIGHT: usize = 32;
+/// How long the aggregator has to answer a `Hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the session shares with the rest of the agent.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// Unacknowledged reports.
+    pub outbox: Arc<Mutex<Outbox>>,
+    /// Woken when a report is queued.
+    pub queued: Arc<Notify>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    fn counted(&self, removed: Removed, acked: bool) {
+        if acked {
+            self.metrics.acked_reports.add(removed.reports);
+            self.metrics.acked_probes.add(removed.probes);
+        }
+    }
+
+    fn update_depth(&self, outbox: &Outbox) {
+        self.metrics.buffered.set(outbox.len() as u64);
+    }
+}
+
+/// What the aggregator asks of the agent besides acknowledgements.
+#[derive(Debug)]
+pub enum Instruction {
+    /// A new probe plan.
+    Plan(v1::ProbePlan),
+    /// A throughput test to run.
+    Grant(v1::ThroughputGrant),
+}
+
+/// Connection settings.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Aggregator URL.
+    pub url: String,
+    /// The `Hello` of every stream.
+    pub hello: v1::Hello,
+    /// Reconnect backoff bounds.
+    pub backoff: (Duration, Duration),
+}
+
+/// Keeps a stream to the aggregator until `flush` turns true and the outbox is empty (every
+/// report acknowledged); then closes the stream cleanly and returns.
+pub async fn run(
+    config: SessionConfig,
+    shared: Shared,
+    instructions: mpsc::UnboundedSender<Instruction>,
+    mut flush: watch::Receiver<bool>,
+) {
+    let mut attempt = 0u32;
+    loop {
+        match connection(&config, &shared, &instructions, &mut flush, &mut attempt).await {
+            Ok(()) => return,
+            Err(e) => {
+                shared.metrics.connected.set(0);
+                shared.metrics.reconnects.inc();
+                let delay = backoff(config.backoff, attempt);
+                attempt = attempt.saturating_add(1);
+                tracing::warn!(error = %e, retry_in = ?delay, "aggregator stream lost");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// The delay before reconnect attempt `attempt`: exponential from `min`, capped at `max`, with
+/// equal jitter (half fixed, half random) so that agents restarted together spread out.
+pub fn backoff((min, max): (Duration, Duration), attempt: u32) -> Duration {
+    let cap = min.saturating_mul(1u32 << attempt.min(20)).min(max);
+    let half = cap / 2;
+    half + half.mul_f64(rand::random::<f64>())
+}
+
+async fn connection(
+    config: &SessionConfig,
+    shared: &Shared,
+    instructions: &mpsc::UnboundedSender<Instruction>,
+    flush: &mut watch::Receiver<bool>,
+    attempt: &mut u32,
+) -> Result<(), String> {
+    let channel = Endpoint::from_shared(config.url.clone())
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|e| format!("connect to {}: {e}", config.url))?;
+    let mut client = v1::ingest_client::IngestClient::new(channel);
+    let (tx, rx) = mpsc::channel::<v1::AgentMessage>(MAX_IN_FLIGHT + 2);
+    let send = |tx: &mpsc::Sender<v1::AgentMessage>, kind| {
+        let tx = tx.clone();
+        async move {
+            tx.send(v1::AgentMessage { kind: Some(kind) })
+                .await
+                .map_err(|_| "stream closed".to_string())
+        }
+    };
+    send(&tx, agent_message::Kind::Hello(config.hello.clone())).await?;
+    let mut inbound = client
+        .connect(ReceiverStream::new(rx))
+        .await
+        .map_err(|s| format!("Ingest.Connect: {}", s.message()))?
+        .into_inner();
+
+    let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.next())
+        .await
+        .map_err(|_| "no answer to Hello".to_string())?
+        .ok_or("stream ended before the answer to Hello")?
+        .map_err(|s| format!("Hello: {} ({:?})", s.message(), s.code()))?;
+    let applied = match first.kind {
+        Some(aggregator_message::Kind::Ack(ack)) => ack.sequence,
+        Some(aggregator_message::Kind::Error(e)) => {
+            return Err(format!("Hello refused: {} (field {})", e.message, e.field));
+        }
+        other => return Err(format!("expected an Ack of the Hello, got {other:?}")),
+    };
+    {
+        let mut outbox = shared.outbox.lock().expect("outbox lock");
+        let removed = outbox.connected(applied);
+        shared.counted(removed, true);
+        shared.update_depth(&outbox);
+    }
+    *attempt = 0;
+    shared.metrics.connected.set(1);
+    tracing::info!(url = %config.url, applied, "connected to the aggregator");
+
+    loop {
+        // Send what is due, at most MAX_IN_FLIGHT unacknowledged.
+        loop {
+            let next = {
+                let mut outbox = shared.outbox.lock().expect("outbox lock");
+                if outbox.in_flight() >= MAX_IN_FLIGHT {
+                    None
+                } else {
+                    outbox.next_to_send()
+                }
+            };
+            let Some(report) = next else { break };
+            send(&tx, agent_message::Kind::Report(report)).await?;
+        }
+        let done = *flush.borrow() && shared.outbox.lock().expect("outbox lock").is_empty();
+        if done {
+            // Half-close: the aggregator sees the end of the stream as a goodbye.
+            drop(tx);
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while let Some(Ok(_)) = inbound.next().await {}
+            })
+            .await;
+            shared.metrics.connected.set(0);
+            return Ok(());
+        }
+        tokio::select! {
+            message = inbound.next() => match message {
+                Some(Ok(m)) => handle(m, shared, instructions),
+                Some(Err(s)) => return Err(format!("{} ({:?})", s.message(), s.code())),
+                None => return Err("the aggregator ended the stream".into()),
+            },
+            () = shared.queued.notified() => {}
+            _ = flush.changed() => {}
+        }
+    }
+}
+
+fn handle(
+    message: v1::AggregatorMessage,
+    shared: &Shared,
+    instructions: &mpsc::UnboundedSender<Instruction>,
+) {
+    match message.kind {
+        Some(aggregator_message::Kind::Ack(ack)) => {
+            let mut outbox = shared.outbox.lock().expect("outbox lock");
+            let removed = outbox.ack(ack.sequence);
+            shared.counted(removed, true);
+            shared.update_depth(&outbox);
+        }
+        Some(aggregator_message::Kind::Plan(plan)) => {
+            let _ = instructions.send(Instruction::Plan(plan));
+        }
+        Some(aggregator_message::Kind::Grant(grant)) => {
+            let _ = instructions.send(Instruction::Grant(grant));
+        }
+        Some(aggregator_message::Kind::Error(e)) => {
+            tracing::error!(code = e.code, field = %e.field, sequence = e.sequence, "aggregator refused: {}", e.message);
+            if e.sequence != 0 {
+                let mut outbox = shared.outbox.lock().expect("outbox lock");
+                let removed = outbox.refuse(e.sequence);
+                shared.metrics.refused_reports.add(removed.reports);
+                shared.update_depth(&outbox);
+            }
+        }
+        None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_within_bounds_with_jitter() {
+        let bounds = (Duration::from_millis(200), Duration::from_secs(30));
+        for attempt in 0..40 {
+            let cap = Duration::from_millis(200)
+                .saturating_mul(1 << attempt.min(20))
+                .min(Duration::from_secs(30));
+            let d = backoff(bounds, attempt);
+            assert!(d >= cap / 2 && d <= cap, "{attempt}: {d:?} outside {cap:?}");
+        }
+        let spread: std::collections::BTreeSet<_> = (0..20).map(|_| backoff(bounds, 5)).collect();
+        assert!(spread.len() > 10, "jitter spreads reconnects");
+    }
+}
