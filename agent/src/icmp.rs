@@ -56,6 +56,49 @@ pub fn choose_mode(choice: IcmpChoice, ours: IpAddr) -> Result<IcmpMode, String>
     }
 }
 
+/// Attaches a classic BPF program to a raw ICMP socket so that the kernel hands it only echo
+/// replies carrying `ident`, as iputils ping does. Without it a raw socket wakes the agent for
+/// every ICMP packet of the host: other pingers' replies, and on loopback its own echo requests.
+/// (Datagram sockets need none: the kernel matches their replies by socket.)
+fn only_our_replies(client: &Client, v4: bool, ident: u16) -> io::Result<()> {
+    use socket2::{SockFilter, SockRef};
+    const LDX_B_MSH: u16 = 0xb1; // X = 4 * (P[k] & 0xf): the IPv4 header length
+    const LD_B_IND: u16 = 0x50; // A = P[X + k] (byte)
+    const LD_H_IND: u16 = 0x48; // A = P[X + k] (half word, network order)
+    const LD_B_ABS: u16 = 0x30; // A = P[k] (byte)
+    const LD_H_ABS: u16 = 0x28; // A = P[k] (half word)
+    const JEQ_K: u16 = 0x15; // if A == k skip jt else skip jf
+    const RET_K: u16 = 0x06;
+    let ident = u32::from(ident);
+    // An IPv4 raw socket reads the IP header first; an ICMPv6 one starts at the ICMP header.
+    let program = if v4 {
+        vec![
+            SockFilter::new(LDX_B_MSH, 0, 0, 0),
+            SockFilter::new(LD_B_IND, 0, 0, 0),
+            SockFilter::new(JEQ_K, 0, 3, 0), // echo reply (type 0)
+            SockFilter::new(LD_H_IND, 0, 0, 4),
+            SockFilter::new(JEQ_K, 0, 1, ident),
+            SockFilter::new(RET_K, 0, 0, 0xffff),
+            SockFilter::new(RET_K, 0, 0, 0),
+        ]
+    } else {
+        vec![
+            SockFilter::new(LD_B_ABS, 0, 0, 0),
+            SockFilter::new(JEQ_K, 0, 3, 129), // ICMPv6 echo reply
+            SockFilter::new(LD_H_ABS, 0, 0, 4),
+            SockFilter::new(JEQ_K, 0, 1, ident),
+            SockFilter::new(RET_K, 0, 0, 0xffff),
+            SockFilter::new(RET_K, 0, 0, 0),
+        ]
+    };
+    let fd = client.get_socket().get_native_sock();
+    // SAFETY: `fd` is the client's open socket; the client (and so the descriptor) outlives this
+    // borrow, which only sets a socket option.
+    #[allow(unsafe_code)]
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    SockRef::from(&fd).attach_filter(&program)
+}
+
 /// ICMP echo probes over raw or datagram sockets.
 pub struct IcmpProber {
     ty: Type,
@@ -113,6 +156,11 @@ impl IcmpProber {
                     let got = client.get_socket().get_type();
                     if got != self.ty {
                         tracing::warn!(?got, wanted = ?self.ty, "surge-ping opened another ICMP socket type than chosen");
+                    }
+                    if got == Type::RAW
+                        && let Err(e) = only_our_replies(&client, ip.is_ipv4(), self.ident)
+                    {
+                        tracing::warn!(error = %e, "cannot filter the raw ICMP socket; every ICMP packet of the host wakes the agent");
                     }
                     Some(client)
                 }

@@ -26,7 +26,8 @@ fn main() {
             "--zone not given: this node is reported in zone \"unknown\", and placement cannot keep jobs in its zone"
         );
     }
-    let mode = icmp::choose_mode(config.icmp, config.addresses[0]).unwrap_or_else(|e| fail(&e));
+    let mode = icmp::choose_mode(config.icmp, config.addresses[0])
+        .unwrap_or_else(|e| usage_error(PROGRAM, &e));
     tracing::info!(mode = mode.as_str(), choice = ?config.icmp, "RTT and loss method");
     let responders =
         tcp::bind_responder(&config.addresses, config.probe_port, config.socket_buffer)

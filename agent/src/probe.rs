@@ -240,17 +240,16 @@ impl<P: Prober> Trains<P> {
             keep
         });
         let n = plan.targets.len().max(1);
+        let now = Instant::now();
         for (i, target) in plan.targets.iter().enumerate() {
             self.zones.insert(target.node.clone(), target.zone.clone());
             if self.running.contains_key(&target.node) {
                 continue;
             }
-            // Spread the targets' trains evenly over the interval instead of firing them together.
-            let offset = target.interval.mul_f64(i as f64 / n as f64);
             let handle = tokio::spawn(trains_to(
                 self.prober.clone(),
                 target.clone(),
-                offset,
+                now + slot_offset(target.interval, i, n),
                 self.seq.clone(),
                 self.results.clone(),
             ));
@@ -268,16 +267,34 @@ impl<P> Drop for Trains<P> {
     }
 }
 
+/// Trains start on a grid of this step, so that the agent wakes at most this often to send,
+/// however many peers it has.
+pub const SLOT: Duration = Duration::from_millis(50);
+
+/// When the trains to target `i` of `n` start, after the plan is applied: spread evenly over the
+/// interval instead of fired together, rounded down to the [`SLOT`] grid.
+///
+/// Why a grid: every wake-up costs the agent a context switch, which on small VMs costs more than
+/// the probe itself; with 100 peers at one probe a second, 20 wake-ups a second instead of 100
+/// are what keeps the agent under 1 % of a core (docs/BENCHMARKS.md). The probes of one slot go
+/// out back to back, a few µs each, well inside the RTT between two nodes, so their replies are
+/// still timestamped as they arrive.
+pub fn slot_offset(interval: Duration, i: usize, n: usize) -> Duration {
+    let even = interval.mul_f64(i as f64 / n.max(1) as f64);
+    let step = SLOT.as_nanos();
+    Duration::from_nanos((even.as_nanos() / step * step) as u64)
+}
+
 /// The trains to one target, forever: `train_size` probes `train_gap` apart every `interval`,
-/// the first after `offset`. Each probe runs in its own task under the target's timeout.
+/// the first at `first`. Each probe runs in its own task under the target's timeout.
 async fn trains_to<P: Prober>(
     prober: Arc<P>,
     target: Target,
-    offset: Duration,
+    first: Instant,
     seq: Arc<AtomicU64>,
     results: mpsc::UnboundedSender<(String, Outcome)>,
 ) {
-    let mut ticks = tokio::time::interval_at(Instant::now() + offset, target.interval);
+    let mut ticks = tokio::time::interval_at(first, target.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let target = Arc::new(target);
     loop {
@@ -347,6 +364,25 @@ mod tests {
         // Keep the sender alive for the test's duration: a closed plan keeps the last one.
         std::mem::forget(tx);
         rx
+    }
+
+    #[test]
+    fn trains_start_spread_over_the_interval_on_the_slot_grid() {
+        let second = Duration::from_secs(1);
+        let offsets: Vec<Duration> = (0..100).map(|i| slot_offset(second, i, 100)).collect();
+        assert!(offsets.iter().all(|o| o.as_nanos() % SLOT.as_nanos() == 0));
+        assert!(offsets.windows(2).all(|w| w[0] <= w[1]));
+        let slots: std::collections::BTreeSet<_> = offsets.iter().collect();
+        // 100 peers a second share the 20 slots of 50 ms, five in each.
+        assert_eq!(slots.len(), 20);
+        assert_eq!(offsets.iter().filter(|o| o.is_zero()).count(), 5);
+        // Few peers keep slots of their own.
+        assert_eq!(
+            (0..2)
+                .map(|i| slot_offset(second, i, 2))
+                .collect::<Vec<_>>(),
+            [Duration::ZERO, Duration::from_millis(500)]
+        );
     }
 
     #[tokio::test(start_paused = true)]

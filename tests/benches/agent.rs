@@ -19,6 +19,7 @@ use zonemesh_proto::v1;
 use zonemesh_tests::{Agent, Aggregator, loopback_net};
 
 const PEERS: u32 = 100;
+/// How long the measurement runs, unless `ZONEMESH_BENCH_SECONDS` says otherwise.
 const MEASURE: Duration = Duration::from_secs(60);
 
 /// CPU seconds (user + system) of a process so far.
@@ -125,7 +126,12 @@ async fn main() -> Result<()> {
     let cpu0 = cpu_seconds(pid)?;
     let ping_cpu0 = ping_pid.map(cpu_seconds).transpose()?;
     let t0 = Instant::now();
-    tokio::time::sleep(MEASURE).await;
+    let measure = std::env::var("ZONEMESH_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(MEASURE, Duration::from_secs);
+    println!("measuring agent pid {pid} for {measure:?}");
+    tokio::time::sleep(measure).await;
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid)? - cpu0;
     let ping_cpu = match (ping_pid, ping_cpu0) {
