@@ -1,0 +1,133 @@
+//! `zonemesh-lab`: build a lab and keep it until Ctrl-C, or remove what killed labs left behind.
+//!
+//! ```text
+//! zonemesh-lab up --zone zone-a=a1,a2 --zone zone-b=b1 --link zone-a:zone-b:rtt=4ms,jitter=100us \
+//!                 --node a2:loss=5% --node b1:rate=100mbit
+//! zonemesh-lab cleanup [--prefix zmlab-] [--force]
+//! ```
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
+use zonemesh_proto::flags::{parse_or_exit, usage_error};
+
+const PROGRAM: &str = "zonemesh-lab";
+
+/// The zonemesh network lab.
+#[derive(Debug, Parser)]
+#[command(name = PROGRAM, version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Build a lab, print its nodes and keep it until Ctrl-C.
+    Up {
+        /// A zone and its nodes: zone=node,node,... (repeat per zone).
+        #[arg(long = "zone", required = true)]
+        zones: Vec<String>,
+        /// A link between two zones: a:b:rtt=4ms,jitter=100us,loss=1% (loss from a to b).
+        #[arg(long = "link")]
+        links: Vec<String>,
+        /// Impairments of a node: node:loss=5%,rate=100mbit.
+        #[arg(long = "node")]
+        nodes: Vec<String>,
+        /// Seed of the jitter.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
+    /// except those of labs whose process still runs, unless --force.
+    Cleanup {
+        /// Namespace name prefix.
+        #[arg(long, default_value = DEFAULT_PREFIX)]
+        prefix: String,
+        /// Also remove labs whose process is alive.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn main() {
+    let cli: Cli = parse_or_exit();
+    if let Err(e) = run(cli) {
+        eprintln!("{PROGRAM}: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Cmd::Up {
+            zones,
+            links,
+            nodes,
+            seed,
+        } => {
+            let mut spec = LabSpec {
+                seed,
+                ..LabSpec::new()
+            };
+            for z in &zones {
+                spec = spec
+                    .parse_zone(z)
+                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+            }
+            for l in &links {
+                spec = spec
+                    .parse_link(l)
+                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+            }
+            for n in &nodes {
+                spec = spec
+                    .parse_node(n)
+                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+            }
+            if let Err(e) = spec.validate() {
+                usage_error(PROGRAM, &e.0);
+            }
+            zonemesh_lab::cleanup_on_signals();
+            let lab = Lab::build(spec)?;
+            println!(
+                "lab {} is up (router namespace {})",
+                lab.prefix(),
+                lab.router()
+            );
+            for n in lab.nodes() {
+                println!(
+                    "  {:<12} {:<12} {:<15} ip netns exec {} …",
+                    n.name, n.zone, n.address, n.netns
+                );
+            }
+            println!("Ctrl-C removes it.");
+            let mut last = 0;
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(10));
+                if let Some(e) = lab.emulator() {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    let c = &e.counters;
+                    let released = c.released.load(Relaxed);
+                    if released != last {
+                        last = released;
+                        println!(
+                            "link emulator: {released} packets released, on average {:.1} µs late and {:.1} µs early, at most {} held at once",
+                            c.late_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                            c.early_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                            c.peak_held.load(Relaxed)
+                        );
+                    }
+                }
+            }
+        }
+        Cmd::Cleanup { prefix, force } => {
+            let removed = zonemesh_lab::cleanup(&prefix, force)?;
+            for r in &removed {
+                println!("removed {} (killed {} processes)", r.netns, r.killed);
+            }
+            println!("{} namespaces removed", removed.len());
+            Ok(())
+        }
+    }
+}
