@@ -16,7 +16,7 @@ use anyhow::{Context, Result, ensure};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use zonemesh_proto::v1;
-use zonemesh_tests::{Agent, Aggregator, loopback_net};
+use zonemesh_tests::{loopback_net, start_agent, start_aggregator};
 
 const PEERS: u32 = 100;
 /// How long the measurement runs, unless `ZONEMESH_BENCH_SECONDS` says otherwise.
@@ -47,7 +47,7 @@ fn status_kib(pid: u32, key: &str) -> Result<f64> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let aggregator = Aggregator::start(
+    let aggregator = start_aggregator(
         &[
             "--in-memory",
             "--window",
@@ -86,7 +86,7 @@ async fn main() -> Result<()> {
     }
     let address = format!("{net}200");
     let url = format!("http://{}", aggregator.grpc);
-    let agent = Agent::start(
+    let agent = start_agent(
         "bench-agent",
         &[
             "--zone",

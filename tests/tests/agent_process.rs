@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use zonemesh_proto::v1;
-use zonemesh_tests::{Agent, Aggregator, is_root, loopback_net, wait_for};
+use zonemesh_tests::{is_root, loopback_net, start_agent, start_aggregator, wait_for};
 
 /// Probe timing that fills windows quickly.
 const AGGREGATOR_FLAGS: [&str; 14] = [
@@ -95,7 +95,7 @@ async fn three_agents_fill_the_matrix_agree_with_ping_and_survive_an_aggregator_
     let listen = format!("127.0.0.1:{}", free_port()?);
     let mut flags = vec!["--data-dir", data_arg, "--listen", &listen];
     flags.extend(AGGREGATOR_FLAGS);
-    let aggregator = Aggregator::start(&flags, dir.path())?;
+    let aggregator = start_aggregator(&flags, dir.path())?;
     let url = format!("http://{listen}");
 
     let net = loopback_net();
@@ -107,7 +107,7 @@ async fn three_agents_fill_the_matrix_agree_with_ping_and_survive_an_aggregator_
     let mut agents = Vec::new();
     for (node, zone, host) in nodes {
         let address = format!("{net}{host}");
-        agents.push(Agent::start(
+        agents.push(start_agent(
             node,
             &[
                 "--zone",
@@ -186,7 +186,7 @@ async fn three_agents_fill_the_matrix_agree_with_ping_and_survive_an_aggregator_
     ensure!(acked_before > 0.0, "n1 had reports acknowledged");
     aggregator.kill();
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let aggregator = Aggregator::start(&flags, dir.path())?;
+    let aggregator = start_aggregator(&flags, dir.path())?;
     for a in &agents {
         wait_for(
             &format!("{} to reconnect", a.node),

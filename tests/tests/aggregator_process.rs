@@ -12,7 +12,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use zonemesh_proto::v1;
 use zonemesh_proto::v1::agent_message::Kind as Up;
 use zonemesh_proto::v1::aggregator_message::Kind as Down;
-use zonemesh_tests::{Aggregator, binary, now_ms};
+use zonemesh_tests::{Aggregator, binary, now_ms, start_aggregator};
 
 fn hello(node: &str) -> v1::AgentMessage {
     v1::AgentMessage {
@@ -59,7 +59,7 @@ fn report(seq: u64) -> v1::AgentMessage {
 }
 
 /// Opens an agent stream; returns the sender and a receiver of acknowledged sequences.
-async fn agent(
+async fn start_agent(
     aggregator: &Aggregator,
     node: &str,
 ) -> Result<(mpsc::Sender<v1::AgentMessage>, mpsc::UnboundedReceiver<u64>)> {
@@ -109,10 +109,10 @@ async fn sigkill_during_ingest_loses_nothing_acknowledged_and_applies_nothing_tw
     // Slow writes widen the window between applying a report and making it durable, so that an
     // acknowledgement sent too early would be caught by the kill.
     let slow = ["--data-dir", data_arg, "--fault-commit-delay", "30ms"];
-    let aggregator = Aggregator::start(&slow, dir.path())?;
-    let (b_up, mut b_acks) = agent(&aggregator, "node-b").await?;
+    let aggregator = start_aggregator(&slow, dir.path())?;
+    let (b_up, mut b_acks) = start_agent(&aggregator, "node-b").await?;
     next_ack(&mut b_acks).await?;
-    let (up, mut acks) = agent(&aggregator, "node-a").await?;
+    let (up, mut acks) = start_agent(&aggregator, "node-a").await?;
     assert_eq!(next_ack(&mut acks).await?, 0);
 
     // Pipeline reports, at most WINDOW ahead of the acknowledgements (so that the kill always
@@ -146,13 +146,13 @@ async fn sigkill_during_ingest_loses_nothing_acknowledged_and_applies_nothing_tw
     let _ = sender.await;
     drop(b_up);
 
-    let aggregator = Aggregator::start(&["--data-dir", data_arg], dir.path())?;
+    let aggregator = start_aggregator(&["--data-dir", data_arg], dir.path())?;
     let applied = probes_applied(&aggregator).await?;
     assert!(
         applied >= acked,
         "acknowledged {acked} reports but only {applied} survived the crash"
     );
-    let (up, mut acks) = agent(&aggregator, "node-a").await?;
+    let (up, mut acks) = start_agent(&aggregator, "node-a").await?;
     let durable = next_ack(&mut acks).await?;
     assert_eq!(
         durable, applied,
@@ -254,8 +254,8 @@ async fn sigterm_stops_cleanly_and_a_restart_keeps_the_matrix() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
     let data_arg = data.to_str().context("utf-8 path")?;
-    let aggregator = Aggregator::start(&["--data-dir", data_arg], dir.path())?;
-    let (up, mut acks) = agent(&aggregator, "node-a").await?;
+    let aggregator = start_aggregator(&["--data-dir", data_arg], dir.path())?;
+    let (up, mut acks) = start_agent(&aggregator, "node-a").await?;
     next_ack(&mut acks).await?;
     for seq in 1..=10 {
         up.send(report(seq)).await?;
@@ -266,7 +266,7 @@ async fn sigterm_stops_cleanly_and_a_restart_keeps_the_matrix() -> Result<()> {
     }
     let code = tokio::task::spawn_blocking(move || aggregator.terminate()).await??;
     assert_eq!(code, Some(0));
-    let aggregator = Aggregator::start(&["--data-dir", data_arg], dir.path())?;
+    let aggregator = start_aggregator(&["--data-dir", data_arg], dir.path())?;
     assert_eq!(probes_applied(&aggregator).await?, 10);
     drop(up);
     Ok(())
@@ -288,10 +288,10 @@ fn grpcurl(args: &[&str]) -> Result<String> {
 #[tokio::test]
 async fn grpcurl_lists_and_calls_every_service() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let aggregator = Aggregator::start(&["--in-memory"], dir.path())?;
-    let (up, mut acks) = agent(&aggregator, "node-a").await?;
+    let aggregator = start_aggregator(&["--in-memory"], dir.path())?;
+    let (up, mut acks) = start_agent(&aggregator, "node-a").await?;
     next_ack(&mut acks).await?;
-    let (b_up, mut b_acks) = agent(&aggregator, "node-b").await?;
+    let (b_up, mut b_acks) = start_agent(&aggregator, "node-b").await?;
     next_ack(&mut b_acks).await?;
     up.send(report(1)).await?;
     next_ack(&mut acks).await?;

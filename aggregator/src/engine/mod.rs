@@ -824,6 +824,18 @@ pub(crate) mod testing {
         loss: impl Fn(&str, &str) -> u64,
         now: UnixMs,
     ) -> Topology {
+        mesh_with_throughput(zones, per_zone, rtt, loss, |_, _| 1e9, now)
+    }
+
+    /// As [`mesh`], with each path's throughput from `tput`.
+    pub fn mesh_with_throughput(
+        zones: usize,
+        per_zone: usize,
+        rtt: impl Fn(&str, &str) -> f64,
+        loss: impl Fn(&str, &str) -> u64,
+        tput: impl Fn(&str, &str) -> f64,
+        now: UnixMs,
+    ) -> Topology {
         let mut t = Topology::new(EngineConfig::default());
         let names: Vec<(String, String)> = (0..zones)
             .flat_map(|z| (0..per_zone).map(move |n| (format!("z{z}-n{n}"), format!("zone-{z}"))))
@@ -835,7 +847,7 @@ pub(crate) mod testing {
             let paths = names
                 .iter()
                 .filter(|(d, _)| d != src)
-                .map(|(d, _)| sample(src, d, rtt(src, d), loss(src, d), Some(1e9)))
+                .map(|(d, _)| sample(src, d, rtt(src, d), loss(src, d), Some(tput(src, d))))
                 .collect();
             let id = t.id(&name(src)).unwrap();
             t.apply_report(

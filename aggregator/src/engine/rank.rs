@@ -6,6 +6,16 @@
 //! ratio and the mean throughput of those paths; a pair with no fresh measurement in either
 //! direction counts with the zone-to-zone roll-up, flagged as estimated.
 //!
+//! Without peers, loss and RTT are scored as each candidate's *own share* of its paths' figures:
+//! a path's loss or delay adds up from both of its ends (`L(x, y) ≈ o(x) + o(y)`), so a fault of
+//! the candidate shows on every one of its paths while a fault of one neighbour shows on one. With
+//! `n ≥ 3` scored candidates in a zone, each with the mean `m(x)` over its pairs, the additive
+//! model gives `T = Σ m / 2` and `o(x) = ((n − 1)·m(x) − T) / (n − 2)` (at least 0): exact when
+//! the model holds, computed from the running sums without reading a path. So the neighbours of a
+//! lossy node are not ranked down with it. Throughput is not additive (a path runs at its
+//! slower end) and stays the mean. The answer reports the measured means; the share only scores.
+//! With peers, the paths to the peers are what the job will use, so their means score as they are.
+//!
 //! Each figure is normalised by its largest value among the READY candidates (loss by at least
 //! 1 %, so that a single lost probe in a clean zone does not outweigh everything else), and the
 //! cost is `(w_loss·loss + w_delay·rtt + w_tput·(1 − tput)) / (w_loss + w_delay + w_tput)`; the
@@ -297,20 +307,24 @@ impl Topology {
             })
             .collect();
 
+        // What scores: (rtt, loss, throughput) per candidate.
+        let mut scored: Vec<(Option<f64>, Option<f64>, Option<f64>)> = ranked
+            .iter()
+            .map(|r| (r.figures.rtt_us, r.figures.loss, r.figures.tput_bps))
+            .collect();
+        if peers.is_empty() {
+            self.own_shares(&ranked, &mut scored);
+        }
         let scales = Scales::over(
             ranked
                 .iter()
-                .filter(|r| r.class() == 0)
-                .map(|r| (r.figures.rtt_us, r.figures.loss, r.figures.tput_bps)),
+                .zip(&scored)
+                .filter(|(r, _)| r.class() == 0)
+                .map(|(_, s)| *s),
         );
-        for r in &mut ranked {
+        for (r, (rtt, loss, tput)) in ranked.iter_mut().zip(&scored) {
             if r.figures.loss.is_some() {
-                r.cost = scales.cost(
-                    &query.weights,
-                    r.figures.rtt_us,
-                    r.figures.loss,
-                    r.figures.tput_bps,
-                );
+                r.cost = scales.cost(&query.weights, *rtt, *loss, *tput);
             }
         }
         ranked.sort_by(|a, b| {
@@ -323,6 +337,33 @@ impl Topology {
             ranked.truncate(query.limit);
         }
         Ok(ranked)
+    }
+
+    /// Replaces the loss and RTT of `scored` by each candidate's own share within its zone (see
+    /// the module docs); zones with fewer than three scored candidates keep their means.
+    fn own_shares(
+        &self,
+        ranked: &[Ranked],
+        scored: &mut [(Option<f64>, Option<f64>, Option<f64>)],
+    ) {
+        let mut by_zone: std::collections::HashMap<super::ZoneId, Vec<usize>> =
+            std::collections::HashMap::new();
+        for (i, r) in ranked.iter().enumerate() {
+            if r.figures.loss.is_some() && r.figures.rtt_us.is_some() {
+                by_zone.entry(self.zone_of(r.node)).or_default().push(i);
+            }
+        }
+        for members in by_zone.values().filter(|m| m.len() >= 3) {
+            let n = members.len() as f64;
+            let share = |mean: f64, total: f64| (((n - 1.0) * mean - total) / (n - 2.0)).max(0.0);
+            let loss_total = members.iter().filter_map(|&i| scored[i].1).sum::<f64>() / 2.0;
+            let rtt_total = members.iter().filter_map(|&i| scored[i].0).sum::<f64>() / 2.0;
+            for &i in members {
+                let (rtt, loss, _) = &mut scored[i];
+                *loss = loss.map(|m| share(m, loss_total));
+                *rtt = rtt.map(|m| share(m, rtt_total));
+            }
+        }
     }
 
     /// `RankNodes`.
@@ -355,6 +396,15 @@ mod tests {
 
     fn zone_of(n: &str) -> &str {
         &n[..2]
+    }
+
+    /// 100 µs inside a zone, 5 ms between zones, whoever the nodes are.
+    fn flat_rtt(src: &str, dst: &str) -> f64 {
+        if zone_of(src) == zone_of(dst) {
+            100.0
+        } else {
+            5_000.0
+        }
     }
 
     fn rtt(src: &str, dst: &str) -> f64 {
@@ -397,6 +447,66 @@ mod tests {
             ..RankQuery::default()
         };
         assert_eq!(names(&t, &t.rank_ids(&explicit, now).unwrap()), order);
+    }
+
+    #[test]
+    fn a_lossy_nodes_neighbours_are_not_ranked_down_with_it() {
+        // Three zones of three: z0-n1 drops 5 % of what reaches it, z1-n2 runs at a tenth of
+        // the others' rate, zone-2 is clean (the lab scenario of `zonemesh demo`).
+        let now = UnixMs(1_000_000);
+        let lossy = |s: &str, d: &str| if s == "z0-n1" || d == "z0-n1" { 5 } else { 0 };
+        let tput = |s: &str, d: &str| {
+            if s == "z1-n2" || d == "z1-n2" {
+                1e8
+            } else {
+                1e9
+            }
+        };
+        let t = mesh_with_throughput(3, 3, flat_rtt, lossy, tput, now);
+        let ranked = t.rank_ids(&RankQuery::default(), now).unwrap();
+        let order = names(&t, &ranked);
+        assert_eq!(&order[7..], ["z1-n2", "z0-n1"], "{order:?}");
+        // The measured means are what the answer reports: z0-n0 did lose probes to z0-n1.
+        let n0 = ranked
+            .iter()
+            .find(|r| t.node(r.node).name.as_str() == "z0-n0")
+            .unwrap();
+        assert!(n0.figures.loss.unwrap() > 0.02, "{:?}", n0.figures);
+        // With peers the paths to them score as measured: next to the lossy node is worse.
+        let query = RankQuery {
+            candidates: vec![name("z0-n0"), name("z2-n0")],
+            peers: vec![name("z0-n1")],
+            ..RankQuery::default()
+        };
+        let with_peer = t.rank_ids(&query, now).unwrap();
+        assert!(with_peer.iter().all(|r| r.figures.loss.unwrap() > 0.02));
+    }
+
+    #[test]
+    fn own_shares_undo_the_additive_model_exactly() {
+        // Pair losses o(x) + o(y) for o = (0, 5 %, 0, 1 %): the shares recover o from the means.
+        let now = UnixMs(1_000_000);
+        let own = |n: &str| match n {
+            "z0-n1" => 5,
+            "z0-n3" => 1,
+            _ => 0,
+        };
+        let t = mesh(1, 4, flat_rtt, |s, d| own(s) + own(d), now);
+        let ranked = t.rank_ids(&RankQuery::default(), now).unwrap();
+        let mut scored: Vec<_> = ranked
+            .iter()
+            .map(|r| (r.figures.rtt_us, r.figures.loss, r.figures.tput_bps))
+            .collect();
+        t.own_shares(&ranked, &mut scored);
+        for (r, (_, loss, _)) in ranked.iter().zip(&scored) {
+            let expected = f64::from(own(t.node(r.node).name.as_str()) as u32) / 100.0;
+            assert!(
+                (loss.unwrap() - expected).abs() < 1e-9,
+                "{}: {loss:?}",
+                t.node(r.node).name
+            );
+        }
+        assert_eq!(names(&t, &ranked), ["z0-n0", "z0-n2", "z0-n3", "z0-n1"]);
     }
 
     #[test]

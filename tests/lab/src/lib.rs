@@ -28,6 +28,7 @@
 pub mod emulator;
 mod lab;
 pub mod netns;
+pub mod process;
 pub mod spec;
 
 pub use lab::{
