@@ -289,7 +289,16 @@ pub struct Topology {
     dirty_nodes: HashSet<NodeId>,
     /// Nodes whose outgoing paths changed: the store keeps a node's paths together.
     dirty_sources: HashSet<NodeId>,
+    /// Per node, the intervals in which it takes part in a throughput test (see
+    /// [`Topology::note_throughput_test`]).
+    loaded: Vec<Vec<(UnixMs, UnixMs)>>,
+    /// Latency windows left out of the figures because a throughput test loaded their path.
+    windows_under_load: u64,
 }
+
+/// A latency window that ends within this long after a throughput test of one of its nodes is
+/// still taken as measured under that load (queues take a moment to drain).
+pub const LOAD_MARGIN_MS: i64 = 500;
 
 impl Topology {
     /// An empty topology.
@@ -432,6 +441,7 @@ impl Topology {
         self.incoming.push(Vec::new());
         self.node_sums.push(Sums::default());
         self.unreachable.push(false);
+        self.loaded.push(Vec::new());
         self.newest_sample.push(None);
         self.dirty_nodes.insert(id);
         self.membership_version += 1;
@@ -521,8 +531,20 @@ impl Topology {
         }
         for sample in &report.paths {
             let dst = self.intern_node(&sample.dst);
+            // The window's span by this aggregator's clock: it ended when it arrived.
+            let span = sample
+                .window_end
+                .0
+                .saturating_sub(sample.window_start.0)
+                .max(0);
+            let from = UnixMs(now.0 - span);
+            let under_load =
+                self.loaded_between(node, from, now) || self.loaded_between(dst, from, now);
+            if under_load && sample.sent > 0 {
+                self.windows_under_load += 1;
+            }
             self.update_path(node, dst, now, |state, config| {
-                state.apply(sample, now, config)
+                state.apply(sample, now, config, under_load)
             });
         }
         let info = &mut self.nodes[node.0 as usize];
@@ -530,6 +552,32 @@ impl Topology {
         info.last_seen = Some(now);
         self.dirty_nodes.insert(node);
         Ok(Applied::Applied)
+    }
+
+    /// Notes that `src` and `dst` take part in a throughput test from `from` to `until`. Their
+    /// paths' latency windows that overlap it are measured under that load (bulk traffic fills
+    /// queues and delays probes) and are left out of the RTT and loss figures, counted only in
+    /// the lifetime totals, as perfSONAR keeps latency tests apart from throughput tests.
+    pub fn note_throughput_test(&mut self, src: NodeId, dst: NodeId, from: UnixMs, until: UnixMs) {
+        let keep_after = from.0 - 10 * self.config.path.window_ms.max(1);
+        for n in [src, dst] {
+            let intervals = &mut self.loaded[n.0 as usize];
+            intervals.retain(|(_, u)| u.0 >= keep_after);
+            intervals.push((from, until));
+        }
+    }
+
+    /// Whether `node` was in a throughput test between `from` and `to` (or up to
+    /// [`LOAD_MARGIN_MS`] before `from`).
+    fn loaded_between(&self, node: NodeId, from: UnixMs, to: UnixMs) -> bool {
+        self.loaded[node.0 as usize]
+            .iter()
+            .any(|(f, u)| f.0 <= to.0 && u.0 + LOAD_MARGIN_MS >= from.0)
+    }
+
+    /// Latency windows left out because a throughput test loaded their path.
+    pub fn windows_under_load(&self) -> u64 {
+        self.windows_under_load
     }
 
     fn update_path(
@@ -922,6 +970,55 @@ mod tests {
         t.sweep(later);
         assert_eq!(t.node_sums(a).rtt_n, 0, "stale paths leave the sums");
         assert_eq!(t.state(a, later).0, NodeState::Stale);
+    }
+
+    #[test]
+    fn windows_measured_during_a_throughput_test_stay_out_of_the_figures() {
+        let now = UnixMs(1_000_000);
+        let mut t = mesh(1, 3, |_, _| 100.0, |_, _| 0, now);
+        let (a, b, c) = (
+            t.id(&name("z0-n0")).unwrap(),
+            t.id(&name("z0-n1")).unwrap(),
+            t.id(&name("z0-n2")).unwrap(),
+        );
+        // a sends to b from 1,005,000 to 1,009,000; c probes b in a window that overlaps it,
+        // with RTTs the queue of the test inflated.
+        t.note_throughput_test(a, b, UnixMs(1_005_000), UnixMs(1_009_000));
+        let loaded = |seq, at: i64| Report {
+            sequence: seq,
+            paths: vec![zonemesh_proto::domain::PathSample {
+                window_start: UnixMs(at - 10_000),
+                window_end: UnixMs(at),
+                ..sample("z0-n2", "z0-n1", 5_000.0, 50, None)
+            }],
+        };
+        let before = t.path(c, b).unwrap().clone();
+        t.apply_report(c, &loaded(100, 1_012_000), UnixMs(1_012_000))
+            .unwrap();
+        let after = t.path(c, b).unwrap();
+        assert_eq!(after.merged, before.merged, "figures unchanged");
+        assert_eq!(
+            after.sent_total,
+            before.sent_total + 100,
+            "but every probe counted"
+        );
+        assert_eq!(t.windows_under_load(), 1);
+        // A window that ends long after the test is measured as usual.
+        t.apply_report(c, &loaded(101, 1_030_000), UnixMs(1_030_000))
+            .unwrap();
+        assert!(t.path(c, b).unwrap().merged.sent > before.merged.sent);
+        assert_eq!(t.windows_under_load(), 1);
+        // b's own window over the test is left out too, whichever peer it probed.
+        t.apply_report(
+            b,
+            &Report {
+                sequence: 100,
+                paths: vec![sample("z0-n1", "z0-n2", 100.0, 0, None)],
+            },
+            UnixMs(1_012_000),
+        )
+        .unwrap();
+        assert_eq!(t.windows_under_load(), 2, "b itself was in the test");
     }
 
     #[test]

@@ -113,11 +113,18 @@ pub struct PathState {
 }
 
 impl PathState {
-    /// Folds one sample in, applied at `now`.
-    pub fn apply(&mut self, sample: &PathSample, now: UnixMs, config: &PathConfig) {
+    /// Folds one sample in, applied at `now`. A sample measured `under_load` (during a
+    /// throughput test of one of the path's nodes) counts in the lifetime totals only.
+    pub fn apply(
+        &mut self,
+        sample: &PathSample,
+        now: UnixMs,
+        config: &PathConfig,
+        under_load: bool,
+    ) {
         self.sent_total = self.sent_total.saturating_add(sample.sent);
         self.received_total = self.received_total.saturating_add(sample.received);
-        if sample.sent > 0 {
+        if sample.sent > 0 && !under_load {
             self.windows.push(Window {
                 at: now,
                 sent: sample.sent,
@@ -270,18 +277,18 @@ mod tests {
     fn windows_slide_out_by_age_and_count() {
         let config = PathConfig::default();
         let mut path = PathState::default();
-        path.apply(&sample(10, 10, 100.0), UnixMs(0), &config);
-        path.apply(&sample(10, 5, 300.0), UnixMs(10_000), &config);
+        path.apply(&sample(10, 10, 100.0), UnixMs(0), &config, false);
+        path.apply(&sample(10, 5, 300.0), UnixMs(10_000), &config, false);
         assert_eq!(path.merged.sent, 20);
         assert_eq!(path.merged.received, 15);
         // Weighted by replies: (10 * 100 + 5 * 300) / 15.
         let p50 = path.merged.rtt.unwrap().p50;
         assert!((p50 - 166.666_67).abs() < 0.01, "{p50}");
-        path.apply(&sample(10, 10, 100.0), UnixMs(65_000), &config);
+        path.apply(&sample(10, 10, 100.0), UnixMs(65_000), &config, false);
         assert_eq!(path.windows.len(), 2, "the window at 0 is older than 60 s");
         assert_eq!(path.sent_total, 30);
         for i in 0..10 {
-            path.apply(&sample(1, 1, 1.0), UnixMs(66_000 + i), &config);
+            path.apply(&sample(1, 1, 1.0), UnixMs(66_000 + i), &config, false);
         }
         assert_eq!(path.windows.len(), config.max_windows);
     }
@@ -290,7 +297,7 @@ mod tests {
     fn a_window_of_total_loss_has_no_rtt_but_counts() {
         let config = PathConfig::default();
         let mut path = PathState::default();
-        path.apply(&sample(10, 0, 0.0), UnixMs(0), &config);
+        path.apply(&sample(10, 0, 0.0), UnixMs(0), &config, false);
         assert_eq!(path.merged.loss(), Some(1.0));
         assert!(path.merged.rtt.is_none());
         assert!(!path.is_stale(UnixMs(30_000), &config));

@@ -17,7 +17,8 @@
 //! With peers, the paths to the peers are what the job will use, so their means score as they are.
 //!
 //! Each figure is normalised by its largest value among the READY candidates (loss by at least
-//! 1 %, so that a single lost probe in a clean zone does not outweigh everything else), and the
+//! 1 %, so that a single lost probe in a clean zone does not outweigh everything else; RTT by at
+//! least 500 µs, so that µs of noise between nodes of one switch do not either), and the
 //! cost is `(w_loss·loss + w_delay·rtt + w_tput·(1 − tput)) / (w_loss + w_delay + w_tput)`; the
 //! score is `1 − cost`. A candidate without a throughput figure gets the middle of that term, one
 //! without any RTT (every probe lost) the worst of it.
@@ -35,6 +36,10 @@ use crate::Error;
 
 /// Loss normalisation never divides by less than this.
 pub const LOSS_SCALE_FLOOR: f64 = 0.01;
+/// RTT normalisation never divides by less than this, µs: inside a zone RTTs of 25 and 35 µs
+/// differ by measurement noise, not in anything a training job notices, and dividing by the
+/// largest of them alone would let that noise outweigh a tenfold throughput difference.
+pub const RTT_SCALE_FLOOR_US: f64 = 500.0;
 
 /// The figures of one candidate over its scoring paths.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -128,7 +133,7 @@ impl Scales {
         figures: impl Iterator<Item = (Option<f64>, Option<f64>, Option<f64>)> + 'a,
     ) -> Self {
         let mut s = Self {
-            rtt_us: 1.0,
+            rtt_us: RTT_SCALE_FLOOR_US,
             loss: LOSS_SCALE_FLOOR,
             tput_bps: 0.0,
         };
@@ -462,7 +467,14 @@ mod tests {
                 1e9
             }
         };
-        let t = mesh_with_throughput(3, 3, flat_rtt, lossy, tput, now);
+        // Noise of a few µs favours the slow node: it must not outweigh a tenfold throughput.
+        let noisy_rtt =
+            |s: &str, d: &str| match (zone_of(s) == zone_of(d), s == "z1-n2" || d == "z1-n2") {
+                (false, _) => 5_000.0,
+                (true, false) => 30.0,
+                (true, true) => 20.0,
+            };
+        let t = mesh_with_throughput(3, 3, noisy_rtt, lossy, tput, now);
         let ranked = t.rank_ids(&RankQuery::default(), now).unwrap();
         let order = names(&t, &ranked);
         assert_eq!(&order[7..], ["z1-n2", "z0-n1"], "{order:?}");

@@ -428,6 +428,8 @@ impl Owner {
             now,
         );
         for grant in grants {
+            self.topology
+                .note_throughput_test(grant.src, grant.dst, grant.start, grant.until);
             let wire = ThroughputScheduler::wire(&self.topology, &grant);
             if let Some(s) = self.sessions.get(&grant.src) {
                 tracing::debug!(src = %self.topology.node(grant.src).name, dst = %wire.peer, id = grant.id, "throughput grant");

@@ -96,6 +96,8 @@ pub struct Metrics {
     pub connected: Gauge,
     /// Throughput grants handed out.
     pub grants: Counter,
+    /// The engine's count of latency windows left out under load (a counter, read from it).
+    windows_under_load: Gauge,
     query_seconds: [Histogram; 6],
     query_errors: [Counter; 6],
     nodes_by_state: [Gauge; 3],
@@ -138,6 +140,7 @@ impl Metrics {
                 .count() as u64,
         );
         self.paths.set(topology.path_count() as u64);
+        self.windows_under_load.set(topology.windows_under_load());
     }
 
     /// The Prometheus text exposition.
@@ -190,6 +193,12 @@ impl Metrics {
             "zonemesh_throughput_grants_total",
             "Throughput test slots granted.",
             self.grants.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_windows_under_load_total",
+            "Latency windows left out of the figures because a throughput test loaded their path.",
+            self.windows_under_load.get(),
         );
         let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");

@@ -29,7 +29,9 @@ pub mod emulator;
 mod lab;
 pub mod netns;
 pub mod process;
+pub mod scenario;
 pub mod spec;
+pub mod stack;
 
 pub use lab::{
     CONTROL_ADDRESS, DEFAULT_PREFIX, Lab, LabNode, Leftover, check_machine, cleanup,

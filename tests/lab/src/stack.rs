@@ -11,8 +11,8 @@ use anyhow::{Context, Result};
 use tonic::transport::Channel;
 use zonemesh_proto::v1;
 
-use crate::Lab;
 use crate::process::{Agent, Aggregator};
+use crate::{Lab, LabSpec};
 
 /// Where the binaries are and how to run them.
 #[derive(Debug, Clone)]
@@ -66,20 +66,7 @@ pub struct Stack {
 impl Stack {
     /// Starts the aggregator, exposes it to the lab, and starts one agent per node.
     pub fn start(lab: &mut Lab, options: &StackOptions) -> Result<Self> {
-        let listen = options.listen.to_string();
-        let http = options.http_listen.to_string();
-        let data = options
-            .data_dir
-            .as_ref()
-            .map(|d| d.to_string_lossy().into_owned());
-        let mut args: Vec<&str> = vec!["--listen", &listen, "--http-listen", &http];
-        match &data {
-            Some(d) => args.extend(["--data-dir", d]),
-            None => args.push("--in-memory"),
-        }
-        args.extend(options.aggregator_flags.iter().map(String::as_str));
-        let aggregator = Aggregator::start(&options.aggregator, &args, &options.log_dir)
-            .context("starting zonemesh-aggregator")?;
+        let aggregator = Self::start_aggregator(options)?;
         let control = lab.expose(aggregator.grpc)?;
         let agent_url = format!("http://{control}");
         let mut agents = BTreeMap::new();
@@ -115,12 +102,73 @@ impl Stack {
         })
     }
 
+    /// Without a lab (no root): the aggregator and one agent per node of `spec` on loopback
+    /// addresses `127.77.<zone>.<10 + i>` of the host, without impairments.
+    pub fn start_loopback(spec: &LabSpec, options: &StackOptions) -> Result<Self> {
+        let aggregator = Self::start_aggregator(options)?;
+        let agent_url = format!("http://{}", aggregator.grpc);
+        let mut agents = BTreeMap::new();
+        for (z, zone) in spec.zones.iter().enumerate() {
+            for (i, node) in zone.nodes.iter().enumerate() {
+                let address = loopback_address(z, i).to_string();
+                let metrics = format!("{address}:0");
+                let mut args: Vec<&str> = vec![
+                    "--zone",
+                    &zone.name,
+                    "--address",
+                    &address,
+                    "--aggregator",
+                    &agent_url,
+                    "--metrics-listen",
+                    &metrics,
+                ];
+                args.extend(options.agent_flags.iter().map(String::as_str));
+                let agent = Agent::start(
+                    std::process::Command::new(&options.agent),
+                    None,
+                    node,
+                    &args,
+                    &options.log_dir,
+                )
+                .with_context(|| format!("starting the agent of {node}"))?;
+                agents.insert(node.clone(), agent);
+            }
+        }
+        Ok(Self {
+            aggregator,
+            agents,
+            agent_url,
+        })
+    }
+
+    fn start_aggregator(options: &StackOptions) -> Result<Aggregator> {
+        let listen = options.listen.to_string();
+        let http = options.http_listen.to_string();
+        let data = options
+            .data_dir
+            .as_ref()
+            .map(|d| d.to_string_lossy().into_owned());
+        let mut args: Vec<&str> = vec!["--listen", &listen, "--http-listen", &http];
+        match &data {
+            Some(d) => args.extend(["--data-dir", d]),
+            None => args.push("--in-memory"),
+        }
+        args.extend(options.aggregator_flags.iter().map(String::as_str));
+        Aggregator::start(&options.aggregator, &args, &options.log_dir)
+            .context("starting zonemesh-aggregator")
+    }
+
     /// A Topology client of the aggregator.
     pub async fn topology(&self) -> Result<v1::topology_client::TopologyClient<Channel>> {
         Ok(v1::topology_client::TopologyClient::new(
             self.aggregator.channel().await?,
         ))
     }
+}
+
+/// The host loopback address of node `i` of zone `z` when there is no lab.
+pub fn loopback_address(z: usize, i: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 77, z as u8 + 1, i as u8 + 10)
 }
 
 /// How far the matrix has filled.
@@ -138,27 +186,30 @@ pub struct Fill {
     pub zone_links_total: usize,
     /// Nodes whose agent is connected.
     pub connected: usize,
+    /// Nodes that are READY.
+    pub ready: usize,
     /// Nodes.
     pub nodes: usize,
 }
 
 impl Fill {
-    /// Every pair inside every zone has RTT and throughput, and every zone pair has figures.
+    /// Every pair inside every zone has RTT and throughput, every zone pair has figures, and every
+    /// node is READY.
     pub fn is_full(&self) -> bool {
         self.rtt_total > 0
             && self.rtt_measured == self.rtt_total
             && self.throughput_measured == self.rtt_total
             && self.zone_links == self.zone_links_total
+            && self.ready == self.nodes
     }
 }
 
-/// Reads how far the matrix of `lab` has filled.
+/// Reads how far the matrix of the cluster `spec` has filled.
 pub async fn fill(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
-    lab: &Lab,
+    spec: &LabSpec,
 ) -> Result<Fill> {
     let mut f = Fill::default();
-    let spec = lab.spec();
     f.nodes = spec.all_nodes().count();
     for zone in &spec.zones {
         let n = zone.nodes.len();
@@ -203,21 +254,26 @@ pub async fn fill(
         .await?
         .into_inner();
     f.connected = nodes.nodes.iter().filter(|n| n.connected).count();
+    f.ready = nodes
+        .nodes
+        .iter()
+        .filter(|n| n.state == v1::NodeState::Ready as i32)
+        .count();
     Ok(f)
 }
 
-/// Waits (at most `timeout`) until the matrix of `lab` is full, calling `progress` with each new
-/// reading.
+/// Waits (at most `timeout`) until the matrix of the cluster `spec` is full, calling `progress`
+/// with each new reading.
 pub async fn wait_full(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
-    lab: &Lab,
+    spec: &LabSpec,
     timeout: Duration,
     mut progress: impl FnMut(&Fill),
 ) -> Result<Fill> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = None;
     loop {
-        let f = fill(topology, lab).await?;
+        let f = fill(topology, spec).await?;
         if last != Some(f) {
             progress(&f);
             last = Some(f);

@@ -1,0 +1,242 @@
+//! `zonemesh demo`: the whole system on one machine.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use zonemesh_lab::scenario::{self, FAST_AGGREGATOR_FLAGS};
+use zonemesh_lab::stack::{Fill, Stack, StackOptions, wait_full};
+use zonemesh_lab::{Lab, LabSpec};
+use zonemesh_proto::v1;
+
+use crate::render;
+
+/// How long the demo waits for the matrix to fill before it shows what it has.
+const FILL_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// What `zonemesh demo` was asked to do.
+#[derive(Debug)]
+pub struct Options {
+    /// Aggregator gRPC address.
+    pub listen: SocketAddr,
+    /// Aggregator HTTP address.
+    pub http_listen: SocketAddr,
+    /// Serve until Ctrl-C after the results.
+    pub wait: bool,
+    /// Loopback addresses even as root.
+    pub loopback: bool,
+}
+
+/// The directory of the other zonemesh binaries: beside this one.
+fn binaries() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("where is this program")?;
+    let dir = exe.parent().context("program directory")?.to_owned();
+    for name in ["zonemesh-aggregator", "zonemesh-agent"] {
+        if !dir.join(name).is_file() {
+            bail!(
+                "{name} is not beside {} (build the whole workspace: cargo build --release --locked)",
+                exe.display()
+            );
+        }
+    }
+    Ok(dir)
+}
+
+fn describe(spec: &LabSpec, lab: bool) {
+    println!("The cluster: {} zones of 3 nodes.", spec.zones.len());
+    if !lab {
+        println!("  (on loopback addresses: no delays, loss or rate limits between them)");
+        return;
+    }
+    for ((a, b), link) in &spec.links {
+        println!(
+            "  {a} <-> {b}: {} round trip (± {} jitter each way)",
+            render::micros(link.rtt.as_secs_f64() * 1e6),
+            render::micros(link.jitter.as_secs_f64() * 1e6)
+        );
+    }
+    for (node, imp) in &spec.nodes {
+        if imp.loss > 0.0 {
+            println!(
+                "  {node}: drops {} of the packets that reach it",
+                render::percent(imp.loss)
+            );
+        }
+        if node == scenario::SLOW_NODE
+            && let Some(bps) = imp.rate_bps
+        {
+            println!(
+                "  {node}: its link runs at {} (the others at {})",
+                render::rate(bps as f64),
+                render::rate(scenario::NODE_RATE_BPS as f64)
+            );
+        }
+    }
+}
+
+fn progress(f: &Fill) {
+    println!(
+        "  agents connected {}/{} · nodes ready {}/{} · RTT measured {}/{} paths in zones · throughput {}/{} · zone links {}/{}",
+        f.connected,
+        f.nodes,
+        f.ready,
+        f.nodes,
+        f.rtt_measured,
+        f.rtt_total,
+        f.throughput_measured,
+        f.rtt_total,
+        f.zone_links,
+        f.zone_links_total
+    );
+}
+
+/// Runs the demo.
+pub async fn run(options: Options) -> Result<()> {
+    let dir = binaries()?;
+    let spec = scenario::demo_spec();
+    let use_lab = !options.loopback
+        && match zonemesh_lab::check_machine() {
+            Ok(()) => true,
+            Err(e) => {
+                println!("No lab: {e:#}. The agents run on loopback addresses instead.");
+                false
+            }
+        };
+    let data = tempfile::Builder::new()
+        .prefix("zonemesh-demo-")
+        .tempdir()
+        .context("a temporary directory for sled")?;
+    let mut options_stack = StackOptions::new(&dir, data.path());
+    options_stack.listen = options.listen;
+    options_stack.http_listen = options.http_listen;
+    options_stack.data_dir = Some(data.path().join("sled"));
+    options_stack.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
+    for addr in [options.listen, options.http_listen] {
+        if std::net::TcpListener::bind(addr).is_err() {
+            bail!("{addr} is in use: pass --listen / --http-listen with free addresses");
+        }
+    }
+
+    describe(&spec, use_lab);
+    let mut lab = if use_lab {
+        println!("Building the lab (network namespaces, bridges, the link emulator)…");
+        Some(Lab::build(spec.clone())?)
+    } else {
+        None
+    };
+    println!(
+        "Starting the aggregator (sled in {}) and 9 agents…",
+        data.path().display()
+    );
+    let stack = match lab.as_mut() {
+        Some(lab) => Stack::start(lab, &options_stack)?,
+        None => Stack::start_loopback(&spec, &options_stack)?,
+    };
+    let methods: std::collections::BTreeSet<&str> =
+        stack.agents.values().map(|a| a.icmp.as_str()).collect();
+    println!(
+        "  aggregator on {} (agents reach it at {}); agents measure with {}",
+        stack.aggregator.grpc,
+        stack.agent_url,
+        methods.into_iter().collect::<Vec<_>>().join(", ")
+    );
+
+    let mut topology = stack.topology().await?;
+    println!("Measuring until the matrix is full (throughput tests run two at a time)…");
+    let started = std::time::Instant::now();
+    let filled = tokio::select! {
+        f = wait_full(&mut topology, &spec, FILL_TIMEOUT, progress) => Some(f),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    match filled {
+        None => {
+            println!("Interrupted; removing the lab.");
+            return Ok(());
+        }
+        Some(Ok(_)) => println!("Full after {:.0} s.", started.elapsed().as_secs_f64()),
+        Some(Err(e)) => println!("{e:#}; showing what there is."),
+    }
+
+    println!("\nZone to zone (ListZones):");
+    let zones = topology
+        .list_zones(v1::ListZonesRequest {})
+        .await?
+        .into_inner();
+    print!("{}", render::zones(&zones));
+
+    println!("\nEvery node ranked (RankNodes):");
+    let ranking = topology
+        .rank_nodes(v1::RankNodesRequest::default())
+        .await?
+        .into_inner();
+    print!("{}", render::ranking(&ranking));
+
+    println!("\nA 3-worker job (Place, one zone preferred):");
+    let place = topology
+        .place(v1::PlaceRequest {
+            workers: 3,
+            zone_policy: v1::ZonePolicy::PreferOne as i32,
+            ..Default::default()
+        })
+        .await;
+    match place {
+        Ok(p) => {
+            let p = p.into_inner();
+            print!("{}", render::placement(&p));
+            if !p.explanation.is_empty() {
+                println!("  why: {}", p.explanation);
+            }
+        }
+        Err(s) => println!("  no placement: {}", s.message()),
+    }
+
+    if !options.wait {
+        return Ok(());
+    }
+    let grpc = stack.aggregator.grpc;
+    println!("\nThe query API stays up on {grpc} until Ctrl-C. Try:");
+    for (method, body) in [
+        ("ListZones", ""),
+        ("ListNodes", ""),
+        ("GetPath", r#"{"src":"a1","dst":"c1"}"#),
+        (
+            "GetMatrix",
+            r#"{"metric":"METRIC_RTT_P50_US","zone":"zone-a"}"#,
+        ),
+        ("RankNodes", r#"{"zone":"zone-b"}"#),
+        (
+            "Place",
+            r#"{"workers":4,"zone_policy":"ZONE_POLICY_PREFER_ONE"}"#,
+        ),
+    ] {
+        let data = if body.is_empty() {
+            String::new()
+        } else {
+            format!("-d '{body}' ")
+        };
+        println!("  grpcurl -plaintext {data}{grpc} zonemesh.v1.Topology/{method}");
+    }
+    println!("  curl http://{}/metrics", stack.aggregator.http);
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    println!("\nStopping the agents and the aggregator, removing the lab…");
+    drop(topology);
+    let Stack {
+        aggregator, agents, ..
+    } = stack;
+    let stops: Vec<_> = agents
+        .into_values()
+        .map(|a| tokio::task::spawn_blocking(move || a.terminate()))
+        .collect();
+    for s in stops {
+        let _ = s.await;
+    }
+    let _ = tokio::task::spawn_blocking(move || aggregator.terminate()).await;
+    if let Some(mut lab) = lab {
+        lab.remove()?;
+    }
+    println!("Done.");
+    Ok(())
+}

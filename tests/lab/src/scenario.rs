@@ -1,0 +1,97 @@
+//! The cluster of `zonemesh demo`, of the end-to-end tests and of the accuracy report: three
+//! zones of three nodes, different delays between the zones, one lossy node and one slow node.
+
+use std::time::Duration;
+
+use crate::LabSpec;
+
+/// The node that drops 5 % of the packets that reach it.
+pub const LOSSY_NODE: &str = "a2";
+/// Its loss.
+pub const LOSSY_LOSS: f64 = 0.05;
+/// The node whose link runs at 100 Mbit/s.
+pub const SLOW_NODE: &str = "b3";
+/// Its rate, bit/s.
+pub const SLOW_RATE_BPS: u64 = 100_000_000;
+/// Every other node's link, bit/s (a 1 Gbit/s NIC).
+pub const NODE_RATE_BPS: u64 = 1_000_000_000;
+/// The zone without an impaired node: where a small job belongs.
+pub const BEST_ZONE: &str = "zone-c";
+
+/// Three zones of three nodes: zone-a and zone-b 2 ms apart, zone-a and zone-c 6 ms, zone-b and
+/// zone-c 10 ms (round trip, with jitter); `a2` loses 5 %, `b3` runs at 100 Mbit/s, every other
+/// node at 1 Gbit/s.
+pub fn demo_spec() -> LabSpec {
+    let us = Duration::from_micros;
+    let mut spec = LabSpec::new()
+        .zone("zone-a", &["a1", "a2", "a3"])
+        .zone("zone-b", &["b1", "b2", "b3"])
+        .zone("zone-c", &["c1", "c2", "c3"])
+        .delay("zone-a", "zone-b", us(2_000), us(50))
+        .delay("zone-a", "zone-c", us(6_000), us(100))
+        .delay("zone-b", "zone-c", us(10_000), us(150))
+        .node_loss(LOSSY_NODE, LOSSY_LOSS);
+    let nodes: Vec<String> = spec.all_nodes().map(str::to_owned).collect();
+    for node in nodes {
+        let rate = if node == SLOW_NODE {
+            SLOW_RATE_BPS
+        } else {
+            NODE_RATE_BPS
+        };
+        spec = spec.node_rate(&node, rate);
+    }
+    spec.seed = 7;
+    spec
+}
+
+/// Aggregator flags that fill a small cluster's matrix in about a minute: short windows, five
+/// probes a second per path, one throughput test of every planned pair (0.5 s warm-up, 2 s
+/// counted), two at a time, each node resting as long as it tested (so that idle latency windows
+/// keep coming between tests: windows under a test's load are left out of the figures).
+pub const FAST_AGGREGATOR_FLAGS: &[&str] = &[
+    "--window",
+    "2s",
+    "--probe-interval",
+    "1s",
+    "--train-size",
+    "5",
+    "--train-gap",
+    "20ms",
+    "--probe-timeout",
+    "500ms",
+    "--loss-window",
+    "20s",
+    "--stale-after",
+    "10s",
+    "--down-after",
+    "15s",
+    "--throughput-duration",
+    "2s",
+    "--throughput-warmup",
+    "500ms",
+    "--throughput-share",
+    "0.5",
+    "--throughput-max-concurrent",
+    "2",
+    "--throughput-interval",
+    "1h",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_cluster_is_valid_and_has_one_clean_zone() {
+        let spec = demo_spec();
+        spec.validate().unwrap();
+        assert_eq!(spec.all_nodes().count(), 9);
+        let clean: Vec<&str> = spec
+            .zones
+            .iter()
+            .filter(|z| z.nodes.iter().all(|n| n != LOSSY_NODE && n != SLOW_NODE))
+            .map(|z| z.name.as_str())
+            .collect();
+        assert_eq!(clean, [BEST_ZONE]);
+    }
+}
