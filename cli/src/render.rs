@@ -87,7 +87,7 @@ pub fn zones(answer: &v1::ListZonesResponse) -> String {
         "figures".into(),
     ]];
     for link in &answer.links {
-        let f = link.figures.clone().unwrap_or_default();
+        let f = link.figures.unwrap_or_default();
         rows.push(vec![
             link.src_zone.clone(),
             link.dst_zone.clone(),

@@ -25,6 +25,7 @@
 //! # anyhow::Ok(())
 //! ```
 
+pub mod accuracy;
 pub mod emulator;
 mod lab;
 pub mod netns;

@@ -1,9 +1,13 @@
 //! The cluster of `zonemesh demo`, of the end-to-end tests and of the accuracy report: three
 //! zones of three nodes, different delays between the zones, one lossy node and one slow node.
 
+use std::path::Path;
 use std::time::Duration;
 
-use crate::LabSpec;
+use anyhow::Result;
+
+use crate::stack::{Fill, Stack, StackOptions, wait_full, wait_quiet};
+use crate::{Lab, LabSpec};
 
 /// The node that drops 5 % of the packets that reach it.
 pub const LOSSY_NODE: &str = "a2";
@@ -44,25 +48,25 @@ pub fn demo_spec() -> LabSpec {
     spec
 }
 
-/// Aggregator flags that fill a small cluster's matrix in about a minute: short windows, five
-/// probes a second per path, one throughput test of every planned pair (0.5 s warm-up, 2 s
+/// Aggregator flags that fill a small cluster's matrix in about a minute: short windows, ten
+/// probes a second per path (so that 5 % loss stands out of the noise in a 30 s window), one throughput test of every planned pair (0.5 s warm-up, 2 s
 /// counted), two at a time, each node resting as long as it tested (so that idle latency windows
 /// keep coming between tests: windows under a test's load are left out of the figures).
 pub const FAST_AGGREGATOR_FLAGS: &[&str] = &[
     "--window",
-    "2s",
+    "5s",
     "--probe-interval",
     "1s",
     "--train-size",
-    "5",
+    "10",
     "--train-gap",
-    "20ms",
+    "10ms",
     "--probe-timeout",
     "500ms",
     "--loss-window",
-    "20s",
+    "30s",
     "--stale-after",
-    "10s",
+    "20s",
     "--down-after",
     "15s",
     "--throughput-duration",
@@ -76,6 +80,41 @@ pub const FAST_AGGREGATOR_FLAGS: &[&str] = &[
     "--throughput-interval",
     "1h",
 ];
+
+/// The demo cluster built and running: the lab, and the stack in it (binaries from `dir`, logs
+/// in `logs`).
+pub fn start(dir: &Path, logs: &Path) -> Result<(Lab, Stack)> {
+    let mut lab = Lab::build(demo_spec())?;
+    let mut options = StackOptions::new(dir, logs);
+    options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
+    let stack = Stack::start(&mut lab, &options)?;
+    Ok((lab, stack))
+}
+
+/// Waits until the matrix is full and the throughput tests that filled it are over, so that what
+/// is measured next sees no test traffic.
+pub async fn settle(lab: &Lab, stack: &Stack, progress: impl FnMut(&Fill)) -> Result<()> {
+    let mut topology = stack.topology().await?;
+    wait_full(
+        &mut topology,
+        lab.spec(),
+        Duration::from_secs(240),
+        progress,
+    )
+    .await?;
+    wait_quiet(
+        &stack.aggregator,
+        Duration::from_secs(5),
+        Duration::from_secs(120),
+    )
+    .await
+}
+
+/// How the accuracy comparison pings: for longer than zonemesh's figures reach back (six 5 s
+/// windows), so that both describe the same stretch of time.
+pub const PING_COUNT: u32 = 1600;
+/// Time between two of those echoes.
+pub const PING_INTERVAL: Duration = Duration::from_millis(20);
 
 #[cfg(test)]
 mod tests {

@@ -209,8 +209,10 @@ pub async fn fill(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
     spec: &LabSpec,
 ) -> Result<Fill> {
-    let mut f = Fill::default();
-    f.nodes = spec.all_nodes().count();
+    let mut f = Fill {
+        nodes: spec.all_nodes().count(),
+        ..Fill::default()
+    };
     for zone in &spec.zones {
         let n = zone.nodes.len();
         f.rtt_total += n * (n - 1);
@@ -273,7 +275,16 @@ pub async fn wait_full(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = None;
     loop {
-        let f = fill(topology, spec).await?;
+        // Until every agent has said hello, the aggregator does not know every node: not yet.
+        let f = match fill(topology, spec).await {
+            Ok(f) => f,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing_free_note(&e);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if last != Some(f) {
             progress(&f);
             last = Some(f);
@@ -286,5 +297,46 @@ pub async fn wait_full(
             "the matrix did not fill within {timeout:?}: {f:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// An error while the matrix fills is expected (nodes not registered yet); it is only shown when
+/// `ZONEMESH_LAB_DEBUG` is set.
+fn tracing_free_note(e: &anyhow::Error) {
+    if std::env::var_os("ZONEMESH_LAB_DEBUG").is_some() {
+        eprintln!("matrix not readable yet: {e:#}");
+    }
+}
+
+/// Waits (at most `timeout`) until the aggregator has granted no throughput test for `quiet`:
+/// from then on its latency figures (over a loss window no longer than `quiet`) hold no cross
+/// traffic of tests between other nodes either.
+pub async fn wait_quiet(aggregator: &Aggregator, quiet: Duration, timeout: Duration) -> Result<()> {
+    let http = aggregator.http;
+    let grants = move || -> Result<f64> {
+        let text = crate::process::http_get(http, "/metrics")?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("zonemesh_throughput_grants_total "))
+            .context("zonemesh_throughput_grants_total in /metrics")?
+            .trim()
+            .parse()
+            .context("grants")
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last = grants()?;
+    let mut since = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = grants()?;
+        if now != last {
+            last = now;
+            since = tokio::time::Instant::now();
+        } else if since.elapsed() >= quiet {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "throughput tests still being granted after {timeout:?}"
+        );
     }
 }

@@ -1,9 +1,12 @@
-//! `zonemesh-lab`: build a lab and keep it until Ctrl-C, or remove what killed labs left behind.
+//! `zonemesh-lab`: build a lab and keep it until Ctrl-C, remove what killed labs left behind,
+//! measure what the lab itself sustains, and write the accuracy report.
 //!
 //! ```text
 //! zonemesh-lab up --zone zone-a=a1,a2 --zone zone-b=b1 --link zone-a:zone-b:rtt=4ms,jitter=100us \
 //!                 --node a2:loss=5% --node b1:rate=100mbit
 //! zonemesh-lab cleanup [--prefix zmlab-] [--force]
+//! zonemesh-lab bench                       # iperf3 through the link emulator
+//! zonemesh-lab accuracy --out docs/ACCURACY.md
 //! ```
 
 use anyhow::Result;
@@ -11,7 +14,16 @@ use clap::{Parser, Subcommand};
 use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
 use zonemesh_proto::flags::{parse_or_exit, usage_error};
 
+mod report;
+
 const PROGRAM: &str = "zonemesh-lab";
+
+fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
 
 /// The zonemesh network lab.
 #[derive(Debug, Parser)]
@@ -37,6 +49,20 @@ enum Cmd {
         /// Seed of the jitter.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+    },
+    /// Measure what the lab sustains: iperf3 through the link emulator, with and without a rate
+    /// limit beside it.
+    Bench {
+        /// Seconds per iperf3 run (after a 1 s warm-up).
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+    },
+    /// Run the demo cluster with zonemesh, compare its figures with the injected impairments,
+    /// iputils ping and iperf3, and write the report.
+    Accuracy {
+        /// Where the Markdown report goes.
+        #[arg(long, default_value = "docs/ACCURACY.md")]
+        out: std::path::PathBuf,
     },
     /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
     /// except those of labs whose process still runs, unless --force.
@@ -120,6 +146,17 @@ fn run(cli: Cli) -> Result<()> {
                     }
                 }
             }
+        }
+        Cmd::Bench { seconds } => {
+            zonemesh_lab::cleanup_on_signals();
+            tokio_runtime()?.block_on(report::bench(seconds))
+        }
+        Cmd::Accuracy { out } => {
+            zonemesh_lab::cleanup_on_signals();
+            let text = tokio_runtime()?.block_on(report::accuracy())?;
+            std::fs::write(&out, text)?;
+            println!("wrote {}", out.display());
+            Ok(())
         }
         Cmd::Cleanup { prefix, force } => {
             let removed = zonemesh_lab::cleanup(&prefix, force)?;

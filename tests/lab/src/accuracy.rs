@@ -1,0 +1,409 @@
+//! zonemesh's figures side by side with what the lab injected and with the tools operators
+//! trust, on the same paths at the same time: iputils `ping` for RTT and loss, `iperf3` for
+//! throughput. Used by the end-to-end tests (which assert on it) and by
+//! `zonemesh-lab accuracy` (which writes `docs/ACCURACY.md`).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tonic::transport::Channel;
+use zonemesh_proto::v1;
+
+use crate::Lab;
+
+/// Goodput of TCP over a link of rate R: 1448 payload bytes (MSS with timestamps) in a 1514-byte
+/// Ethernet frame, which is what `tbf` counts.
+pub const TCP_GOODPUT_SHARE: f64 = 1448.0 / 1514.0;
+
+/// One directed path's RTT and loss, three ways.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathRow {
+    /// Source node.
+    pub src: String,
+    /// Destination node.
+    pub dst: String,
+    /// Round-trip delay the lab adds (0 inside a zone).
+    pub injected_rtt_us: f64,
+    /// Round-trip loss the lab injects on this path.
+    pub injected_loss: f64,
+    /// zonemesh's median RTT (over its loss window).
+    pub zonemesh_p50_us: f64,
+    /// Probes zonemesh counted in that window, and replies.
+    pub zonemesh_sent: u64,
+    /// Replies.
+    pub zonemesh_received: u64,
+    /// iputils ping's median RTT on the same path meanwhile.
+    pub ping_p50_us: f64,
+    /// Echo requests ping sent, and the replies it got.
+    pub ping_sent: u64,
+    /// Replies.
+    pub ping_received: u64,
+}
+
+/// One directed path's throughput, three ways.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThroughputRow {
+    /// Source node.
+    pub src: String,
+    /// Destination node.
+    pub dst: String,
+    /// The slower of the two nodes' `tbf` rates.
+    pub rate_bps: f64,
+    /// The round-trip delay the lab adds.
+    pub injected_rtt_us: f64,
+    /// zonemesh's figure.
+    pub zonemesh_bps: f64,
+    /// iperf3's receiver figure on the same path, run after zonemesh's test.
+    pub iperf3_bps: f64,
+}
+
+impl ThroughputRow {
+    /// What TCP can carry over the rate limit.
+    pub fn expected_goodput_bps(&self) -> f64 {
+        self.rate_bps * TCP_GOODPUT_SHARE
+    }
+}
+
+/// The lower and upper bounds of the Wilson score interval for `k` successes in `n` trials at
+/// `z` standard deviations (1.96 for 95 %, 3.29 for 99.9 %).
+pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (kf, nf) = (k as f64, n as f64);
+    let p = kf / nf;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * nf)) / (1.0 + z2 / nf);
+    let half = z * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt() / (1.0 + z2 / nf);
+    // At the ends the bounds are exact (rounding would leave 0 or 1 just outside).
+    let lo = if k == 0 {
+        0.0
+    } else {
+        (centre - half).max(0.0)
+    };
+    let hi = if k == n {
+        1.0
+    } else {
+        (centre + half).min(1.0)
+    };
+    (lo, hi)
+}
+
+/// Round-trip loss the lab injects on `src` → `dst`: the nodes' own loss (each packet arriving at
+/// a node, so once per echo for each end) and the zone link's (one direction, crossed once).
+pub fn injected_loss(lab: &Lab, src: &str, dst: &str) -> f64 {
+    let spec = lab.spec();
+    let node = |n: &str| spec.nodes.get(n).map_or(0.0, |s| s.loss);
+    let (zs, zd) = (&lab.node(src).zone, &lab.node(dst).zone);
+    let link = if zs == zd {
+        0.0
+    } else {
+        spec.link_between(zs, zd).loss
+    };
+    1.0 - (1.0 - node(src)) * (1.0 - node(dst)) * (1.0 - link)
+}
+
+/// Round-trip delay the lab adds on `src` → `dst`, µs.
+pub fn injected_rtt_us(lab: &Lab, src: &str, dst: &str) -> f64 {
+    let (zs, zd) = (&lab.node(src).zone, &lab.node(dst).zone);
+    if zs == zd {
+        0.0
+    } else {
+        lab.spec().link_between(zs, zd).rtt.as_secs_f64() * 1e6
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Starts iputils ping inside `src`'s namespace to `dst`: `count` echoes `interval` apart.
+pub fn start_ping(
+    lab: &Lab,
+    src: &str,
+    dst: &str,
+    count: u32,
+    interval: Duration,
+) -> Result<tokio::process::Child> {
+    let address = lab.node(dst).address.to_string();
+    tokio::process::Command::from(lab.command(src, "ping"))
+        .args([
+            "-n",
+            "-c",
+            &count.to_string(),
+            "-i",
+            &format!("{:.3}", interval.as_secs_f64()),
+            "-W",
+            "1",
+            &address,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("run iputils ping (apt-get install iputils-ping)")
+}
+
+/// The RTTs (µs) of the replies a ping started by [`start_ping`] printed.
+pub async fn ping_rtts(child: tokio::process::Child) -> Result<Vec<f64>> {
+    let out = child.wait_with_output().await?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rtts: Vec<f64> = text
+        .lines()
+        .filter_map(|l| {
+            l.split("time=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .map(|ms: f64| ms * 1000.0)
+        .collect();
+    if rtts.is_empty() && !out.status.success() {
+        bail!("ping: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(rtts)
+}
+
+/// Runs iperf3 from `src` to `dst` (a one-off server in `dst`'s namespace): `seconds` counted
+/// after a 1 s warm-up (`-O 1`). Returns the receiver's bits per second.
+pub async fn iperf3(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<f64> {
+    const PORT: &str = "5299";
+    let mut server = tokio::process::Command::from(lab.command(dst, "iperf3"))
+        .args(["-s", "-1", "-p", PORT])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("run iperf3 (apt-get install iperf3)")?;
+    let address = lab.node(dst).address.to_string();
+    let mut last = String::new();
+    // The server needs a moment to listen: retry the client a few times.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let out = tokio::process::Command::from(lab.command(src, "iperf3"))
+            .args([
+                "-c",
+                &address,
+                "-p",
+                PORT,
+                "-t",
+                &seconds.to_string(),
+                "-O",
+                "1",
+                "-J",
+            ])
+            .kill_on_drop(true)
+            .output()
+            .await?;
+        if out.status.success() {
+            let _ = server.wait().await;
+            let text = String::from_utf8_lossy(&out.stdout);
+            return received_bps(&text).context("iperf3 JSON without end.sum_received");
+        }
+        last = String::from_utf8_lossy(&out.stdout).into_owned();
+    }
+    let _ = server.kill().await;
+    bail!("iperf3 {src} -> {dst} failed: {last}")
+}
+
+/// `end.sum_received.bits_per_second` of iperf3's JSON, without a JSON parser dependency.
+fn received_bps(json: &str) -> Option<f64> {
+    let end = json.rfind("\"sum_received\"")?;
+    let rest = &json[end..];
+    let key = rest.find("\"bits_per_second\"")?;
+    let value = rest[key + "\"bits_per_second\"".len()..]
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
+    let number: String = value
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+        .collect();
+    number.parse().ok()
+}
+
+/// Every directed path zonemesh measured, with ping run on each at the same time (all at once:
+/// `count` echoes `interval` apart per path).
+pub async fn measure_paths(
+    lab: &Lab,
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    count: u32,
+    interval: Duration,
+) -> Result<Vec<PathRow>> {
+    let names: Vec<String> = lab.nodes().map(|n| n.name.clone()).collect();
+    let mut measured = Vec::new();
+    for src in &names {
+        for dst in &names {
+            if src == dst {
+                continue;
+            }
+            let f = path(topology, src, dst).await?;
+            if f.latency_provenance == v1::Provenance::Measured as i32 {
+                measured.push((src.clone(), dst.clone()));
+            }
+        }
+    }
+    // All at once: every ping runs while zonemesh keeps probing.
+    // Each ping's output is read by a task of its own: a ping whose pipe is full stops pinging.
+    let pings = measured
+        .iter()
+        .map(|(s, d)| start_ping(lab, s, d, count, interval).map(|c| tokio::spawn(ping_rtts(c))))
+        .collect::<Result<Vec<_>>>()?;
+    let mut rows = Vec::new();
+    for ((src, dst), child) in measured.into_iter().zip(pings) {
+        let rtts = child
+            .await
+            .context("ping task")?
+            .with_context(|| format!("ping {src} -> {dst}"))?;
+        let f = path(topology, &src, &dst).await?;
+        rows.push(PathRow {
+            injected_rtt_us: injected_rtt_us(lab, &src, &dst),
+            injected_loss: injected_loss(lab, &src, &dst),
+            zonemesh_p50_us: f.rtt.map_or(0.0, |r| r.p50_us),
+            zonemesh_sent: f.probes_sent,
+            zonemesh_received: f.probes_received,
+            ping_received: rtts.len() as u64,
+            ping_p50_us: median(rtts),
+            ping_sent: u64::from(count),
+            src,
+            dst,
+        });
+    }
+    Ok(rows)
+}
+
+/// zonemesh's figure on `src` → `dst` beside iperf3's, run now on the same path.
+pub async fn measure_throughput(
+    lab: &Lab,
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    src: &str,
+    dst: &str,
+) -> Result<ThroughputRow> {
+    let f = path(topology, src, dst).await?;
+    if f.throughput_provenance != v1::Provenance::Measured as i32 {
+        bail!("zonemesh has not measured the throughput of {src} -> {dst}");
+    }
+    let rate = |n: &str| {
+        lab.spec()
+            .nodes
+            .get(n)
+            .and_then(|s| s.rate_bps)
+            .map_or(f64::INFINITY, |r| r as f64)
+    };
+    let iperf3_bps = iperf3(lab, src, dst, 3).await?;
+    Ok(ThroughputRow {
+        src: src.into(),
+        dst: dst.into(),
+        rate_bps: rate(src).min(rate(dst)),
+        injected_rtt_us: injected_rtt_us(lab, src, dst),
+        zonemesh_bps: f.throughput_bps,
+        iperf3_bps,
+    })
+}
+
+async fn path(
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    src: &str,
+    dst: &str,
+) -> Result<v1::PathFigures> {
+    Ok(topology
+        .get_path(v1::GetPathRequest {
+            src: src.into(),
+            dst: dst.into(),
+        })
+        .await
+        .with_context(|| format!("GetPath {src} -> {dst}"))?
+        .into_inner()
+        .figures
+        .unwrap_or_default())
+}
+
+/// The paths' rows as a Markdown table.
+pub fn paths_table(rows: &[PathRow]) -> String {
+    let mut out = String::from(
+        "| path | injected RTT | zonemesh p50 | ping p50 | zonemesh − ping | injected loss | zonemesh loss (probes) | 95 % interval | ping loss (echoes) |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let lost = r.zonemesh_sent - r.zonemesh_received;
+        let (lo, hi) = wilson(lost, r.zonemesh_sent, 1.96);
+        let inside = if (lo..=hi).contains(&r.injected_loss) {
+            "✔"
+        } else {
+            "✘"
+        };
+        let _ = writeln!(
+            out,
+            "| {} → {} | {:.0} µs | {:.0} µs | {:.0} µs | {:+.0} µs | {:.1} % | {:.2} % ({}) | {:.2}–{:.2} % {inside} | {:.1} % ({}) |",
+            r.src,
+            r.dst,
+            r.injected_rtt_us,
+            r.zonemesh_p50_us,
+            r.ping_p50_us,
+            r.zonemesh_p50_us - r.ping_p50_us,
+            r.injected_loss * 100.0,
+            100.0 * lost as f64 / r.zonemesh_sent.max(1) as f64,
+            r.zonemesh_sent,
+            lo * 100.0,
+            hi * 100.0,
+            100.0 * (r.ping_sent - r.ping_received) as f64 / r.ping_sent.max(1) as f64,
+            r.ping_sent,
+        );
+    }
+    out
+}
+
+/// The throughput rows as a Markdown table.
+pub fn throughput_table(rows: &[ThroughputRow]) -> String {
+    let mut out = String::from(
+        "| path | tbf rate | injected RTT | expected TCP goodput | zonemesh | iperf3 | zonemesh / iperf3 | zonemesh / expected |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} → {} | {:.0} Mbit/s | {:.0} µs | {:.1} Mbit/s | {:.1} Mbit/s | {:.1} Mbit/s | {:.3} | {:.3} |",
+            r.src,
+            r.dst,
+            r.rate_bps / 1e6,
+            r.injected_rtt_us,
+            r.expected_goodput_bps() / 1e6,
+            r.zonemesh_bps / 1e6,
+            r.iperf3_bps / 1e6,
+            r.zonemesh_bps / r.iperf3_bps,
+            r.zonemesh_bps / r.expected_goodput_bps(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_intervals_match_known_values() {
+        // 50 lost of 1000 at 95 %: 3.81 %–6.54 % (standard tables).
+        let (lo, hi) = wilson(50, 1000, 1.96);
+        assert!(
+            (lo - 0.0381).abs() < 0.0005 && (hi - 0.0654).abs() < 0.0005,
+            "{lo} {hi}"
+        );
+        assert_eq!(wilson(0, 0, 1.96), (0.0, 1.0));
+        let (lo, hi) = wilson(0, 100, 1.96);
+        assert!(lo == 0.0 && hi < 0.04);
+        assert!(wilson(0, 119, 1.96).0 == 0.0 && wilson(7, 7, 1.96).1 == 1.0);
+    }
+
+    #[test]
+    fn iperf3_json_gives_the_receiver_rate() {
+        let json = r#"{"end":{"sum_sent":{"bits_per_second":9.9e7},"sum_received":{"seconds":3.0,"bits_per_second":95654321.5,"retransmits":0}}}"#;
+        assert_eq!(received_bps(json), Some(95_654_321.5));
+        assert_eq!(received_bps("{}"), None);
+    }
+}

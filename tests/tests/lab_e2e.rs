@@ -1,0 +1,221 @@
+//! End to end in the network lab (root; CI runs it as root): the demo cluster — three zones with
+//! 2, 6 and 10 ms between them, a node that drops 5 %, a node at 100 Mbit/s among 1 Gbit/s ones —
+//! with the real aggregator and nine real agents. zonemesh's figures must agree with what the lab
+//! injected and with iputils ping and iperf3 run on the same paths; its placement and ranking
+//! must follow them; a node cut off turns DOWN and is never placed on.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use zonemesh_lab::accuracy::{self, wilson};
+use zonemesh_lab::cleanup_on_signals;
+use zonemesh_lab::scenario::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
+use zonemesh_proto::v1;
+use zonemesh_tests::{binary, is_root, wait_for};
+
+/// z for a 99.9 % interval. A correct measurement falls outside a 95 % interval in one run of
+/// twenty, so a test that asserted 95 % would fail honest runs; the report prints the 95 % one.
+const Z_999: f64 = 3.29;
+
+fn needs_root() -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs the lab tests as root; this run is not root"
+    );
+    eprintln!("lab_e2e: not root, the lab cannot be built; skipped (CI runs it as root)");
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> Result<()> {
+    if !needs_root() {
+        return Ok(());
+    }
+    cleanup_on_signals();
+    let logs = tempfile::tempdir()?;
+    let dir = binary("zonemesh-aggregator")
+        .parent()
+        .context("binary directory")?
+        .to_owned();
+    binary("zonemesh-agent");
+    let (mut lab, stack) = scenario::start(&dir, logs.path())?;
+    for (node, agent) in &stack.agents {
+        ensure!(agent.icmp == "raw", "{node} measures with {}", agent.icmp);
+    }
+    scenario::settle(&lab, &stack, |f| eprintln!("fill: {f:?}")).await?;
+    let mut topology = stack.topology().await?;
+
+    // RTT and loss on every measured path, beside ping on the same path over the same stretch
+    // of time as zonemesh's figures.
+    let rows = accuracy::measure_paths(
+        &lab,
+        &mut topology,
+        scenario::PING_COUNT,
+        scenario::PING_INTERVAL,
+    )
+    .await?;
+    println!("{}", accuracy::paths_table(&rows));
+    ensure!(rows.len() >= 18 + 6, "{} paths measured", rows.len());
+    for r in &rows {
+        let gap = (r.zonemesh_p50_us - r.ping_p50_us).abs();
+        ensure!(
+            gap <= 50.0 || gap <= 0.02 * r.ping_p50_us,
+            "{} -> {}: zonemesh {:.0} µs, ping {:.0} µs",
+            r.src,
+            r.dst,
+            r.zonemesh_p50_us,
+            r.ping_p50_us
+        );
+        // What the lab added, plus the path's own few tens of µs and the emulator's hand-off.
+        let over = r.zonemesh_p50_us - r.injected_rtt_us;
+        ensure!(
+            (0.0..=300.0).contains(&over) || over.abs() <= 0.03 * r.injected_rtt_us,
+            "{} -> {}: zonemesh {:.0} µs for an injected {:.0} µs",
+            r.src,
+            r.dst,
+            r.zonemesh_p50_us,
+            r.injected_rtt_us
+        );
+    }
+    // Loss: the lossy node's paths pooled, and the clean paths pooled, each inside the 99.9 %
+    // interval of what zonemesh counted.
+    for lossy in [true, false] {
+        let pool: Vec<_> = rows
+            .iter()
+            .filter(|r| (r.src == LOSSY_NODE || r.dst == LOSSY_NODE) == lossy)
+            .collect();
+        let sent: u64 = pool.iter().map(|r| r.zonemesh_sent).sum();
+        let lost: u64 = pool
+            .iter()
+            .map(|r| r.zonemesh_sent - r.zonemesh_received)
+            .sum();
+        let injected = if lossy { scenario::LOSSY_LOSS } else { 0.0 };
+        let (lo, hi) = wilson(lost, sent, Z_999);
+        println!(
+            "loss, {} paths: {lost}/{sent} = {:.2} %, 99.9 % interval {:.2}–{:.2} %, injected {:.1} %",
+            if lossy { "lossy node's" } else { "other" },
+            100.0 * lost as f64 / sent as f64,
+            lo * 100.0,
+            hi * 100.0,
+            injected * 100.0
+        );
+        ensure!(sent >= 500, "only {sent} probes");
+        ensure!(
+            (lo..=hi).contains(&injected),
+            "loss {lost}/{sent} does not fit the injected {injected}"
+        );
+    }
+
+    // Throughput beside iperf3: to the slow node, and between two 1 Gbit/s nodes.
+    let mut t_rows = Vec::new();
+    for (src, dst) in [("b1", SLOW_NODE), ("c1", "c2")] {
+        t_rows.push(accuracy::measure_throughput(&lab, &mut topology, src, dst).await?);
+    }
+    println!("{}", accuracy::throughput_table(&t_rows));
+    for r in &t_rows {
+        let vs_iperf = r.zonemesh_bps / r.iperf3_bps;
+        let vs_rate = r.zonemesh_bps / r.expected_goodput_bps();
+        ensure!(
+            (0.95..=1.05).contains(&vs_iperf),
+            "{} -> {}: zonemesh {:.1} Mbit/s, iperf3 {:.1} Mbit/s",
+            r.src,
+            r.dst,
+            r.zonemesh_bps / 1e6,
+            r.iperf3_bps / 1e6
+        );
+        ensure!(
+            (0.95..=1.05).contains(&vs_rate),
+            "{} -> {}: zonemesh {:.1} Mbit/s over a {:.0} Mbit/s tbf",
+            r.src,
+            r.dst,
+            r.zonemesh_bps / 1e6,
+            r.rate_bps / 1e6
+        );
+    }
+
+    // Placement: a 3-worker job goes to the one zone without an impaired node.
+    let place = |exclude: Vec<String>| v1::PlaceRequest {
+        workers: 3,
+        zone_policy: v1::ZonePolicy::PreferOne as i32,
+        exclude,
+        ..Default::default()
+    };
+    let placed = topology.place(place(vec![])).await?.into_inner();
+    ensure!(placed.zones == [BEST_ZONE], "placed in {:?}", placed.zones);
+    ensure!(placed.assignments.len() == 3);
+
+    // Ranking: the lossy and the slow node last, overall and in their zones.
+    let rank = |zone: &str| v1::RankNodesRequest {
+        zone: zone.into(),
+        ..Default::default()
+    };
+    let all = topology.rank_nodes(rank("")).await?.into_inner();
+    let order: Vec<&str> = all.nodes.iter().map(|n| n.node.as_str()).collect();
+    println!("ranking: {order:?}");
+    let last_two: BTreeSet<&str> = order[order.len() - 2..].iter().copied().collect();
+    ensure!(
+        last_two == BTreeSet::from([LOSSY_NODE, SLOW_NODE]),
+        "ranking {order:?}"
+    );
+    for (zone, node) in [("zone-a", LOSSY_NODE), ("zone-b", SLOW_NODE)] {
+        let z = topology.rank_nodes(rank(zone)).await?.into_inner();
+        ensure!(
+            z.nodes.last().map(|n| n.node.as_str()) == Some(node),
+            "{zone}: {:?}",
+            z.nodes
+        );
+    }
+
+    // A node cut off from everything turns DOWN and is never placed on.
+    let victim = placed.assignments[0].node.clone();
+    lab.cut_off(&victim)?;
+    wait_for(
+        &format!("{victim} to turn DOWN"),
+        Duration::from_secs(90),
+        || {
+            let mut topology = topology.clone();
+            let victim = victim.clone();
+            async move {
+                let nodes = topology
+                    .list_nodes(v1::ListNodesRequest::default())
+                    .await
+                    .ok()?
+                    .into_inner();
+                nodes
+                    .nodes
+                    .iter()
+                    .any(|n| n.name == victim && n.state == v1::NodeState::Down as i32)
+                    .then_some(())
+            }
+        },
+    )
+    .await?;
+    for request in [
+        place(vec![]),
+        v1::PlaceRequest {
+            workers: 8,
+            zone_policy: v1::ZonePolicy::Any as i32,
+            ..Default::default()
+        },
+    ] {
+        let placed = topology.place(request).await?.into_inner();
+        ensure!(
+            placed.assignments.iter().all(|a| a.node != victim),
+            "placed on DOWN {victim}: {placed:?}"
+        );
+    }
+    let all = topology.rank_nodes(rank("")).await?.into_inner();
+    let last = all.nodes.last().context("ranking")?;
+    ensure!(
+        last.node == victim && last.state == v1::NodeState::Down as i32,
+        "{:?}",
+        all.nodes
+    );
+    drop(stack);
+    lab.remove()?;
+    Ok(())
+}
