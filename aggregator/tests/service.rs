@@ -23,6 +23,7 @@ impl Server {
         let config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             http_listen: "127.0.0.1:0".parse().unwrap(),
+            job_ttl_ms: zonemesh_aggregator::engine::extender::DEFAULT_JOB_TTL_MS,
             data_dir,
             engine: EngineConfig::default(),
             core: Default::default(),

@@ -6,7 +6,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-pub use zonemesh_lab::process::{Agent, AgentTotals, Aggregator, Process, field, http_get, unique};
+pub use zonemesh_lab::process::{
+    Agent, AgentTotals, Aggregator, Process, field, http_get, http_post, unique,
+};
 
 /// Path of a workspace binary, built (once per test process) so that it is never older than the
 /// code under test: `cargo test -p zonemesh-tests` alone does not rebuild other packages' binaries.
@@ -96,4 +98,107 @@ pub fn is_root() -> bool {
             .and_then(|l| l.split_whitespace().nth(1))
             == Some("0")
     })
+}
+
+/// A synthetic agent: an `Ingest.Connect` stream that said hello as `node` in `zone`.
+#[derive(Debug)]
+pub struct FakeAgent {
+    /// Messages to the aggregator.
+    pub tx: tokio::sync::mpsc::Sender<zonemesh_proto::v1::AgentMessage>,
+    /// Messages from it.
+    pub rx: tonic::Streaming<zonemesh_proto::v1::AggregatorMessage>,
+    sequence: u64,
+    node: String,
+}
+
+impl FakeAgent {
+    /// Connects to `aggregator` and says hello.
+    pub async fn connect(aggregator: &Aggregator, node: &str, zone: &str) -> Result<Self> {
+        use zonemesh_proto::v1;
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        tx.send(v1::AgentMessage {
+            kind: Some(v1::agent_message::Kind::Hello(v1::Hello {
+                node_name: node.into(),
+                zone: zone.into(),
+                addresses: vec!["192.0.2.1".into()],
+                agent_version: "test".into(),
+                icmp_mode: v1::IcmpMode::Raw as i32,
+                probe_port: 7402,
+                ..Default::default()
+            })),
+        })
+        .await?;
+        let mut client = v1::ingest_client::IngestClient::new(aggregator.channel().await?);
+        let mut rx = client
+            .connect(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        // The answer to the hello.
+        rx.message().await?;
+        Ok(Self {
+            tx,
+            rx,
+            sequence: 0,
+            node: node.into(),
+        })
+    }
+
+    /// Reports one window to each `(peer, rtt µs, lost of 100, throughput bit/s)` and waits for
+    /// its acknowledgement.
+    pub async fn report(&mut self, paths: &[(&str, f64, u64, f64)]) -> Result<()> {
+        use zonemesh_proto::v1;
+        self.sequence += 1;
+        let t = now_ms();
+        let paths = paths
+            .iter()
+            .map(|&(dst, rtt, lost, bps)| v1::PathSummary {
+                src: self.node.clone(),
+                dst: dst.into(),
+                window_start_unix_ms: t - 10_000,
+                window_end_unix_ms: t,
+                probes_sent: 100,
+                probes_received: 100 - lost,
+                rtt: (lost < 100).then_some(v1::RttStats {
+                    samples: 100 - lost,
+                    min_us: rtt,
+                    p50_us: rtt,
+                    p90_us: rtt,
+                    p99_us: rtt,
+                    max_us: rtt,
+                    mean_us: rtt,
+                    jitter_us: 0.0,
+                }),
+                throughput: Some(v1::Throughput {
+                    throughput_bps: bps,
+                    bytes: (bps / 8.0) as u64,
+                    duration_us: 1_000_000,
+                    warmup_us: 0,
+                    streams: 1,
+                }),
+                ..Default::default()
+            })
+            .collect();
+        self.tx
+            .send(v1::AgentMessage {
+                kind: Some(v1::agent_message::Kind::Report(v1::Report {
+                    sequence: self.sequence,
+                    paths,
+                })),
+            })
+            .await?;
+        loop {
+            let m = self
+                .rx
+                .message()
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("stream ended"))?;
+            match m.kind {
+                Some(v1::aggregator_message::Kind::Ack(a)) if a.sequence >= self.sequence => {
+                    return Ok(());
+                }
+                Some(v1::aggregator_message::Kind::Error(e)) => bail!("refused: {}", e.message),
+                _ => {}
+            }
+        }
+    }
 }

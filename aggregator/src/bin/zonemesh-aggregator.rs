@@ -37,6 +37,8 @@ mod env {
     pub const THROUGHPUT_MAX_CONCURRENT: &str = "ZONEMESH_THROUGHPUT_MAX_CONCURRENT";
     pub const LOG_FORMAT: &str = "ZONEMESH_LOG_FORMAT";
     pub const LOG: &str = "ZONEMESH_LOG";
+    /// `--extender-job-ttl`.
+    pub const EXTENDER_JOB_TTL: &str = "ZONEMESH_EXTENDER_JOB_TTL";
 }
 
 /// The zonemesh aggregator: ingests agents' measurements, keeps the zone-aware topology matrix in
@@ -105,6 +107,9 @@ struct Cli {
     /// Most throughput tests at once in the cluster; 0 turns them off.
     #[arg(long, env = env::THROUGHPUT_MAX_CONCURRENT, default_value_t = 2)]
     throughput_max_concurrent: usize,
+    /// How long the kube-scheduler extender keeps a job's zones after it last saw a pod of it.
+    #[arg(long, env = env::EXTENDER_JOB_TTL, default_value = "10m", value_parser = parse_duration)]
+    extender_job_ttl: Duration,
     /// Testing only: make every store write take at least this long (fault injection).
     #[arg(long, hide = true, default_value = "0ms", value_parser = parse_duration)]
     fault_commit_delay: Duration,
@@ -189,6 +194,7 @@ impl Cli {
         Ok(Config {
             listen: self.listen,
             http_listen: self.http_listen,
+            job_ttl_ms: ms(self.extender_job_ttl),
             data_dir: if self.in_memory {
                 None
             } else {

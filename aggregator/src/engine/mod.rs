@@ -8,6 +8,7 @@
 //! O(candidates) rather than O(paths); [`Topology::sweep`] recomputes them exactly, expires stale
 //! paths and re-evaluates node states, and is meant to run about once a second.
 
+pub mod extender;
 pub mod path;
 pub mod place;
 pub mod planner;

@@ -63,14 +63,16 @@ impl Histogram {
     }
 }
 
-/// The RPCs whose latency is measured.
-pub const RPCS: [&str; 6] = [
+/// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
+pub const RPCS: [&str; 8] = [
     "ListNodes",
     "ListZones",
     "GetPath",
     "GetMatrix",
     "RankNodes",
     "Place",
+    "ExtenderFilter",
+    "ExtenderPrioritize",
 ];
 
 /// Every metric of the aggregator.
@@ -98,8 +100,8 @@ pub struct Metrics {
     pub grants: Counter,
     /// The engine's count of latency windows left out under load (a counter, read from it).
     windows_under_load: Gauge,
-    query_seconds: [Histogram; 6],
-    query_errors: [Counter; 6],
+    query_seconds: [Histogram; RPCS.len()],
+    query_errors: [Counter; RPCS.len()],
     nodes_by_state: [Gauge; 3],
     zones: Gauge,
     paths: Gauge,

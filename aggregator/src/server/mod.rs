@@ -2,6 +2,7 @@
 //! `grpc.health.v1`), and HTTP for Prometheus metrics and health.
 
 pub mod core;
+pub mod extender;
 pub mod ingest;
 pub mod metrics;
 pub mod topology;
@@ -31,8 +32,10 @@ pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 pub struct Config {
     /// gRPC address.
     pub listen: SocketAddr,
-    /// HTTP address (metrics, health; the extender and web view later).
+    /// HTTP address (metrics, health, the kube-scheduler extender).
     pub http_listen: SocketAddr,
+    /// How long the extender remembers a job's zones after its last pod, ms.
+    pub job_ttl_ms: i64,
     /// sled data directory; `None` keeps everything in memory (nothing survives a restart).
     pub data_dir: Option<PathBuf>,
     /// Engine settings.
@@ -160,11 +163,14 @@ pub async fn serve(
             let _ = grpc_stop.wait_for(|s| *s).await;
         });
     let mut http_stop = stop_rx.clone();
-    let http = axum::serve(http_listener, http_router(metrics.clone())).with_graceful_shutdown(
-        async move {
-            let _ = http_stop.wait_for(|s| *s).await;
-        },
-    );
+    let extender = extender::Extender::new(core.clone(), metrics.clone(), config.job_ttl_ms);
+    let http = axum::serve(
+        http_listener,
+        http_router(metrics.clone()).merge(extender.router()),
+    )
+    .with_graceful_shutdown(async move {
+        let _ = http_stop.wait_for(|s| *s).await;
+    });
     let grpc_task = tokio::spawn(grpc);
     let http_task = tokio::spawn(async move { http.await });
 

@@ -287,6 +287,28 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
     Ok(body.to_owned())
 }
 
+/// POSTs `body` (JSON) to `path` of `addr` over plain HTTP/1.1; returns the status code and the
+/// body of the answer.
+pub fn http_post(addr: SocketAddr, path: &str, body: &str) -> Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").context("HTTP answer")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .context("HTTP status")?;
+    Ok((status, body.to_owned()))
+}
+
 /// A name part unique to this process and call.
 pub fn unique() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
