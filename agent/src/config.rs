@@ -40,7 +40,30 @@ pub mod env {
     pub const LOG_FORMAT: &str = "ZONEMESH_LOG_FORMAT";
     /// `--log`.
     pub const LOG: &str = "ZONEMESH_LOG";
+    /// `--pod-zone`: the pod's `topology.kubernetes.io/zone` label, from the downward API.
+    pub const POD_ZONE: &str = "ZONEMESH_POD_ZONE";
+    /// `--pod-region`: the pod's `topology.kubernetes.io/region` label.
+    pub const POD_REGION: &str = "ZONEMESH_POD_REGION";
+    /// `--kube-api`.
+    pub const KUBE_API: &str = "ZONEMESH_KUBE_API";
+    /// `--kube-token-file`.
+    pub const KUBE_TOKEN_FILE: &str = "ZONEMESH_KUBE_TOKEN_FILE";
+    /// `--kube-ca-file`.
+    pub const KUBE_CA_FILE: &str = "ZONEMESH_KUBE_CA_FILE";
+    /// `--zone-label`.
+    pub const ZONE_LABEL: &str = "ZONEMESH_ZONE_LABEL";
+    /// `--region-label`.
+    pub const REGION_LABEL: &str = "ZONEMESH_REGION_LABEL";
+    /// Set by Kubernetes in every pod: the API server's address.
+    pub const KUBERNETES_SERVICE_HOST: &str = "KUBERNETES_SERVICE_HOST";
+    /// Set by Kubernetes in every pod: the API server's port.
+    pub const KUBERNETES_SERVICE_PORT: &str = "KUBERNETES_SERVICE_PORT";
 }
+
+/// Where a pod finds its service-account token.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/// Where a pod finds the cluster's CA certificate.
+pub const SERVICE_ACCOUNT_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
 
 /// How the agent measures RTT and loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,9 +86,32 @@ pub struct Cli {
     /// Kubernetes node name of this node.
     #[arg(long, env = env::NODE)]
     pub node: String,
-    /// Zone of this node (topology.kubernetes.io/zone); "unknown" with a warning when not given.
+    /// Zone of this node (topology.kubernetes.io/zone). When not given: --pod-zone, then the
+    /// Node object from the API server, else "unknown" with a warning.
     #[arg(long, env = env::ZONE)]
     pub zone: Option<String>,
+    /// The pod's own zone label (downward API), where the cluster copies it from the node.
+    #[arg(long, env = env::POD_ZONE)]
+    pub pod_zone: Option<String>,
+    /// The pod's own region label (downward API).
+    #[arg(long, env = env::POD_REGION)]
+    pub pod_region: Option<String>,
+    /// API server URL for reading this node's labels; by default the in-cluster address
+    /// (KUBERNETES_SERVICE_HOST and _PORT), or none outside a cluster; "none" turns it off.
+    #[arg(long, env = env::KUBE_API)]
+    pub kube_api: Option<String>,
+    /// Bearer token file for the API server.
+    #[arg(long, env = env::KUBE_TOKEN_FILE, default_value = SERVICE_ACCOUNT_TOKEN)]
+    pub kube_token_file: std::path::PathBuf,
+    /// CA certificate (PEM) of the API server.
+    #[arg(long, env = env::KUBE_CA_FILE, default_value = SERVICE_ACCOUNT_CA)]
+    pub kube_ca_file: std::path::PathBuf,
+    /// Node label that names the zone.
+    #[arg(long, env = env::ZONE_LABEL, default_value = "topology.kubernetes.io/zone")]
+    pub zone_label: String,
+    /// Node label that names the region.
+    #[arg(long, env = env::REGION_LABEL, default_value = "topology.kubernetes.io/region")]
+    pub region_label: String,
     /// Region of this node (topology.kubernetes.io/region).
     #[arg(long, env = env::REGION)]
     pub region: Option<String>,
@@ -165,6 +211,12 @@ pub struct Config {
     pub socket_buffer: SocketBuffer,
     /// Shutdown wait for the last acknowledgement.
     pub shutdown_timeout: Duration,
+    /// The pod's zone and region labels, if the downward API handed them in.
+    pub pod_zone: (Option<ZoneName>, Option<ZoneName>),
+    /// The API server, if the zone may be read from the Node object.
+    pub kube_api: Option<crate::discover::KubeApi>,
+    /// Label keys of zone and region.
+    pub labels: crate::discover::Labels,
 }
 
 impl Cli {
@@ -228,7 +280,28 @@ impl Cli {
                 self.metrics_listen, self.probe_port
             ));
         }
+        let pod_zone = (
+            ZoneName::parse_optional("--pod-zone", self.pod_zone.clone().unwrap_or_default())
+                .map_err(|e| e.to_string())?,
+            ZoneName::parse_optional("--pod-region", self.pod_region.clone().unwrap_or_default())
+                .map_err(|e| e.to_string())?,
+        );
+        let kube_api = self.kube_api()?;
+        for (flag, label) in [
+            ("--zone-label", &self.zone_label),
+            ("--region-label", &self.region_label),
+        ] {
+            if label.trim().is_empty() || label.contains(char::is_whitespace) {
+                return Err(format!("{flag}: {label:?} is not a label key"));
+            }
+        }
         Ok(Config {
+            pod_zone,
+            kube_api,
+            labels: crate::discover::Labels {
+                zone: self.zone_label.clone(),
+                region: self.region_label.clone(),
+            },
             node,
             zone,
             region,
@@ -242,6 +315,52 @@ impl Cli {
             socket_buffer: self.socket_buffer,
             shutdown_timeout: self.shutdown_timeout,
         })
+    }
+}
+
+impl Cli {
+    /// The API server to read the Node object from: `--kube-api`, else the in-cluster address.
+    /// Token and CA are read here, so that a missing file is a startup error naming its flag
+    /// (an absent token outside a cluster is fine: `kubectl proxy` needs none).
+    fn kube_api(&self) -> Result<Option<crate::discover::KubeApi>, String> {
+        let url = match self.kube_api.as_deref() {
+            Some("none") => return Ok(None),
+            Some(url) => url.to_owned(),
+            None => match (
+                std::env::var(env::KUBERNETES_SERVICE_HOST),
+                std::env::var(env::KUBERNETES_SERVICE_PORT),
+            ) {
+                (Ok(host), Ok(port)) if host.contains(':') => format!("https://[{host}]:{port}"),
+                (Ok(host), Ok(port)) => format!("https://{host}:{port}"),
+                _ => return Ok(None),
+            },
+        };
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(format!(
+                "--kube-api: {url:?} must start with https:// or http://"
+            ));
+        }
+        let token = match std::fs::read_to_string(&self.kube_token_file) {
+            Ok(t) => Some(t.trim().to_owned()),
+            Err(_) if self.kube_token_file.as_os_str() == SERVICE_ACCOUNT_TOKEN => None,
+            Err(e) => {
+                return Err(format!(
+                    "--kube-token-file {}: {e}",
+                    self.kube_token_file.display()
+                ));
+            }
+        };
+        let ca_pem = if url.starts_with("https://") {
+            Some(std::fs::read(&self.kube_ca_file).map_err(|e| {
+                format!(
+                    "--kube-ca-file {}: {e} (needed for {url})",
+                    self.kube_ca_file.display()
+                )
+            })?)
+        } else {
+            None
+        };
+        Ok(Some(crate::discover::KubeApi { url, token, ca_pem }))
     }
 }
 
@@ -284,6 +403,27 @@ mod tests {
             (&["--socket-buffer", "12"], "--socket-buffer"),
             (&["--icmp", "udp"], "--icmp"),
             (&["--metrics-listen", "0.0.0.0:7402"], "--metrics-listen"),
+            (&["--pod-zone", "Zone A"], "--pod-zone"),
+            (&["--kube-api", "api:6443"], "--kube-api"),
+            (
+                &[
+                    "--kube-api",
+                    "https://api:6443",
+                    "--kube-ca-file",
+                    "/nonexistent/ca.crt",
+                ],
+                "--kube-ca-file",
+            ),
+            (
+                &[
+                    "--kube-api",
+                    "http://127.0.0.1:8001",
+                    "--kube-token-file",
+                    "/nonexistent/token",
+                ],
+                "--kube-token-file",
+            ),
+            (&["--zone-label", " "], "--zone-label"),
         ];
         for (args, flag) in cases {
             let mut all: Vec<&str> = Vec::new();

@@ -24,6 +24,7 @@
 //! ```
 
 pub mod config;
+pub mod discover;
 pub mod icmp;
 pub mod metrics;
 pub mod outbox;

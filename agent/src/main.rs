@@ -19,13 +19,8 @@ fn fail(message: &str) -> ! {
 
 fn main() {
     let cli: Cli = parse_or_exit();
-    let config = cli.config().unwrap_or_else(|e| usage_error(PROGRAM, &e));
+    let mut config = cli.config().unwrap_or_else(|e| usage_error(PROGRAM, &e));
     init_logging(PROGRAM, cli.log_format, &cli.log);
-    if config.zone.is_none() {
-        tracing::warn!(
-            "--zone not given: this node is reported in zone \"unknown\", and placement cannot keep jobs in its zone"
-        );
-    }
     let mode = icmp::choose_mode(config.icmp, config.addresses[0])
         .unwrap_or_else(|e| usage_error(PROGRAM, &e));
     tracing::info!(mode = mode.as_str(), choice = ?config.icmp, "RTT and loss method");
@@ -58,6 +53,21 @@ fn main() {
         .build()
         .unwrap_or_else(|e| fail(&format!("cannot start a runtime: {e}")));
     runtime.block_on(async {
+        let (zone, region, source) = zonemesh_agent::discover::zone(
+            config.node.as_str(),
+            (config.zone.clone(), config.region.clone()),
+            config.pod_zone.clone(),
+            config.kube_api.as_ref(),
+            &config.labels,
+        )
+        .await;
+        match &zone {
+            Some(z) => tracing::info!(zone = %z, source = source.as_str(), "zone"),
+            None => tracing::warn!(
+                "this node's zone is unknown (no --zone, no pod label, no zone label on the node object): it is reported in zone \"unknown\", and placement cannot keep jobs in its zone"
+            ),
+        }
+        (config.zone, config.region) = (zone, region);
         println!(
             "zonemesh-agent running node={} icmp={} probe_port={} metrics={metrics_addr}",
             config.node,
