@@ -83,8 +83,8 @@ pub struct Merged {
     pub sent: u64,
     /// Replies received in the sliding window.
     pub received: u64,
-    /// Sample-weighted RTT figures of the windows (min of mins, max of maxes, the quantiles, mean
-    /// and jitter as the mean of the windows' values weighted by their reply counts).
+    /// RTT figures of the windows: min of mins, max of maxes, each quantile as the median of the
+    /// windows' values and mean and jitter as their mean, both weighted by the windows' replies.
     pub rtt: Option<RttFigures>,
 }
 
@@ -194,7 +194,7 @@ impl PathState {
 fn merge(windows: &[Window]) -> Merged {
     let mut merged = Merged::default();
     let mut weight = 0.0f64;
-    let (mut p50, mut p90, mut p99, mut mean, mut jitter) = (0.0f64, 0.0, 0.0, 0.0, 0.0);
+    let (mut mean, mut jitter) = (0.0f64, 0.0f64);
     let mut min = f32::INFINITY;
     let mut max = 0.0f32;
     let mut samples = 0u64;
@@ -205,9 +205,6 @@ fn merge(windows: &[Window]) -> Merged {
             let k = r.samples as f64;
             weight += k;
             samples += r.samples;
-            p50 += k * f64::from(r.p50);
-            p90 += k * f64::from(r.p90);
-            p99 += k * f64::from(r.p99);
             mean += k * f64::from(r.mean);
             jitter += k * f64::from(r.jitter);
             min = min.min(r.min);
@@ -215,18 +212,46 @@ fn merge(windows: &[Window]) -> Merged {
         }
     }
     if weight > 0.0 {
+        let quantile = |q: fn(&RttFigures) -> f32| {
+            weighted_median(
+                windows
+                    .iter()
+                    .filter_map(|w| w.rtt.as_ref())
+                    .map(|r| (q(r), r.samples)),
+            )
+        };
         merged.rtt = Some(RttFigures {
             samples,
             min,
-            p50: (p50 / weight) as f32,
-            p90: (p90 / weight) as f32,
-            p99: (p99 / weight) as f32,
+            p50: quantile(|r| r.p50),
+            p90: quantile(|r| r.p90),
+            p99: quantile(|r| r.p99),
             max,
             mean: (mean / weight) as f32,
             jitter: (jitter / weight) as f32,
         });
     }
     merged
+}
+
+/// The value at which half the weight lies below and half above (the lower one on a tie).
+///
+/// A quantile of the whole sliding window cannot be recomputed from the windows' quantiles; the
+/// weighted median of them is the estimate that one disturbed window (a burst of cross traffic,
+/// a descheduled agent) cannot move, where a weighted mean moves by a sixth of the disturbance
+/// when six windows are kept.
+fn weighted_median(values: impl Iterator<Item = (f32, u64)>) -> f32 {
+    let mut values: Vec<(f32, u64)> = values.filter(|&(_, k)| k > 0).collect();
+    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: u64 = values.iter().map(|&(_, k)| k).sum();
+    let mut below = 0u64;
+    for &(v, k) in &values {
+        below += k;
+        if 2 * below >= total {
+            return v;
+        }
+    }
+    0.0
 }
 
 /// Upper end of the 95 % Wilson score interval of a loss ratio from `lost` of `sent` probes.
@@ -281,9 +306,11 @@ mod tests {
         path.apply(&sample(10, 5, 300.0), UnixMs(10_000), &config, false);
         assert_eq!(path.merged.sent, 20);
         assert_eq!(path.merged.received, 15);
-        // Weighted by replies: (10 * 100 + 5 * 300) / 15.
-        let p50 = path.merged.rtt.unwrap().p50;
-        assert!((p50 - 166.666_67).abs() < 0.01, "{p50}");
+        // Weighted by replies: 10 replies at 100 µs outweigh 5 at 300 µs for the median, and the
+        // mean is (10 * 100 + 5 * 300) / 15.
+        let rtt = path.merged.rtt.unwrap();
+        assert_eq!(rtt.p50, 100.0);
+        assert!((rtt.mean - 166.666_67).abs() < 0.01, "{}", rtt.mean);
         path.apply(&sample(10, 10, 100.0), UnixMs(65_000), &config, false);
         assert_eq!(path.windows.len(), 2, "the window at 0 is older than 60 s");
         assert_eq!(path.sent_total, 30);
@@ -291,6 +318,46 @@ mod tests {
             path.apply(&sample(1, 1, 1.0), UnixMs(66_000 + i), &config, false);
         }
         assert_eq!(path.windows.len(), config.max_windows);
+    }
+
+    #[test]
+    fn one_disturbed_window_does_not_move_the_quantiles() {
+        let config = PathConfig::default();
+        let mut path = PathState::default();
+        for (i, p50) in [2_050.0, 2_060.0, 2_400.0, 2_055.0, 2_045.0, 2_052.0]
+            .into_iter()
+            .enumerate()
+        {
+            path.apply(
+                &sample(50, 50, p50),
+                UnixMs(i as i64 * 5_000),
+                &config,
+                false,
+            );
+        }
+        let rtt = path.merged.rtt.unwrap();
+        assert_eq!(
+            rtt.p50, 2_052.0,
+            "the median of six windows, the lower middle one"
+        );
+        assert_eq!(rtt.p99, 2_052.0);
+        assert!(
+            rtt.mean > 2_100.0,
+            "the mean still shows the burst: {}",
+            rtt.mean
+        );
+        assert_eq!(rtt.max, 4_800.0);
+    }
+
+    #[test]
+    fn weighted_median_follows_the_weights() {
+        assert_eq!(
+            weighted_median([(1.0, 1), (2.0, 1), (3.0, 5)].into_iter()),
+            3.0
+        );
+        assert_eq!(weighted_median([(3.0, 1), (1.0, 1)].into_iter()), 1.0);
+        assert_eq!(weighted_median([(7.0, 0), (5.0, 2)].into_iter()), 5.0);
+        assert_eq!(weighted_median(std::iter::empty()), 0.0);
     }
 
     #[test]
