@@ -346,3 +346,80 @@ async fn grpcurl_lists_and_calls_every_service() -> Result<()> {
     drop((up, b_up));
     Ok(())
 }
+
+/// Splits a shell command line on spaces, keeping 'single-quoted' words whole.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+#[tokio::test]
+async fn the_readmes_grpcurl_commands_work() -> Result<()> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))?;
+    let block = readme
+        .split("### Querying with grpcurl")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .context("the README's grpcurl block")?;
+    let commands: Vec<Vec<String>> = block
+        .lines()
+        .filter(|l| l.starts_with("grpcurl "))
+        .map(shell_words)
+        .collect();
+    for rpc in [
+        "ListNodes",
+        "ListZones",
+        "GetPath",
+        "GetMatrix",
+        "RankNodes",
+        "Place",
+    ] {
+        assert!(
+            commands
+                .iter()
+                .any(|c| c.last().is_some_and(|m| m.ends_with(rpc))),
+            "the README shows no grpcurl command for {rpc}"
+        );
+    }
+    let dir = tempfile::tempdir()?;
+    let aggregator = start_aggregator(&["--in-memory"], dir.path())?;
+    let (up, mut acks) = start_agent(&aggregator, "node-a").await?;
+    next_ack(&mut acks).await?;
+    let (b_up, mut b_acks) = start_agent(&aggregator, "node-b").await?;
+    next_ack(&mut b_acks).await?;
+    up.send(report(1)).await?;
+    next_ack(&mut acks).await?;
+    let addr = aggregator.grpc.to_string();
+    for command in &commands {
+        let args: Vec<&str> = command[1..]
+            .iter()
+            .map(|w| {
+                if w == "127.0.0.1:7400" {
+                    addr.as_str()
+                } else {
+                    w.as_str()
+                }
+            })
+            .collect();
+        let out = grpcurl(&args).with_context(|| command.join(" "))?;
+        assert!(!out.trim().is_empty(), "{command:?} printed nothing");
+    }
+    drop((up, b_up));
+    Ok(())
+}

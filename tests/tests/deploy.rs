@@ -1,0 +1,180 @@
+//! `deploy/`: every manifest validates against the current Kubernetes schema (kubernetes-validate,
+//! strict) and lints clean (yamllint); the environment variables the manifests set are ones the
+//! binaries read; the scheduler profile calls the extender where the aggregator serves it; the
+//! Kustomize base lists every manifest; the Dockerfile builds every binary and runs as non-root.
+//! CI installs the two PyPI tools; elsewhere the tests that need them say they were skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
+use zonemesh_tests::binary;
+
+/// The Kubernetes version the manifests are checked against (kubernetes-validate's newest).
+const KUBERNETES: &str = "1.37.0";
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+fn manifests() -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(deploy())?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            name != "kustomization.yaml" && !name.starts_with('.')
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Whether `tool` runs here; in CI it must.
+fn available(tool: &str) -> bool {
+    let found = Command::new(tool).arg("--version").output().is_ok();
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "{tool} is missing in CI (pip install kubernetes-validate yamllint)"
+    );
+    if !found {
+        eprintln!("{tool} not installed: skipped here (CI runs it)");
+    }
+    found
+}
+
+#[test]
+fn every_manifest_validates_against_the_kubernetes_schema() -> Result<()> {
+    if !available("kubernetes-validate") {
+        return Ok(());
+    }
+    let files = manifests()?;
+    ensure!(files.len() >= 5, "{files:?}");
+    let out = Command::new("kubernetes-validate")
+        .args(["--strict", "-k", KUBERNETES])
+        .args(&files)
+        .output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "kubernetes-validate:\n{text}");
+    ensure!(!text.contains("ERROR") && text.contains("passed"), "{text}");
+    Ok(())
+}
+
+#[test]
+fn every_yaml_file_lints_clean() -> Result<()> {
+    if !available("yamllint") {
+        return Ok(());
+    }
+    let out = Command::new("yamllint")
+        .args(["--strict", "-c"])
+        .arg(deploy().join(".yamllint.yaml"))
+        .arg(deploy())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "yamllint:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Ok(())
+}
+
+/// The `ZONEMESH_*` names a binary reads, from its `--help` (`[env: NAME=...]`).
+fn env_names(program: &str) -> Result<Vec<String>> {
+    let out = Command::new(binary(program)).arg("--help").output()?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split("[env: ")
+        .skip(1)
+        .filter_map(|s| s.split(['=', ']']).next().map(str::to_owned))
+        .collect())
+}
+
+#[test]
+fn the_manifests_set_only_variables_the_binaries_read() -> Result<()> {
+    for (file, program) in [
+        ("agent.yaml", "zonemesh-agent"),
+        ("aggregator.yaml", "zonemesh-aggregator"),
+    ] {
+        let known = env_names(program)?;
+        ensure!(known.len() > 10, "{program} --help lists {known:?}");
+        let text = std::fs::read_to_string(deploy().join(file))?;
+        let set: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- name: "))
+            .filter(|n| n.starts_with("ZONEMESH_"))
+            .collect();
+        ensure!(!set.is_empty(), "{file} sets no ZONEMESH_ variable");
+        for name in set {
+            ensure!(
+                known.iter().any(|k| k == name),
+                "{file} sets {name}, which {program} does not read"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_scheduler_profile_calls_the_extender_where_the_aggregator_serves_it() -> Result<()> {
+    let text = std::fs::read_to_string(deploy().join("scheduler.yaml"))?;
+    let value = |key: &str| -> Result<String> {
+        text.lines()
+            .find_map(|l| {
+                l.trim()
+                    .trim_start_matches("- ")
+                    .strip_prefix(&format!("{key}: "))
+            })
+            .map(|v| v.trim().to_owned())
+            .with_context(|| format!("{key} in scheduler.yaml"))
+    };
+    let url = value("urlPrefix")?;
+    ensure!(
+        url == "http://zonemesh-aggregator.zonemesh.svc:7401/extender",
+        "urlPrefix {url}: the aggregator's Service, HTTP port, /extender"
+    );
+    ensure!(value("filterVerb")? == "filter" && value("prioritizeVerb")? == "prioritize");
+    ensure!(value("nodeCacheCapable")? == "true");
+    ensure!(
+        value("weight")?.parse::<i64>()? > 0,
+        "weight must be positive"
+    );
+    ensure!(value("percentageOfNodesToScore")? == "100");
+    ensure!(value("schedulerName")? == "zonemesh-scheduler");
+    // The port in the URL is the aggregator's HTTP port in its manifest.
+    let aggregator = std::fs::read_to_string(deploy().join("aggregator.yaml"))?;
+    ensure!(aggregator.contains("value: 0.0.0.0:7401") && aggregator.contains("port: 7401"));
+    Ok(())
+}
+
+#[test]
+fn the_kustomize_base_lists_every_manifest() -> Result<()> {
+    let text = std::fs::read_to_string(deploy().join("kustomization.yaml"))?;
+    for file in manifests()? {
+        let name = file.file_name().and_then(|n| n.to_str()).context("name")?;
+        ensure!(
+            text.contains(&format!("- {name}")),
+            "kustomization.yaml misses {name}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn the_dockerfile_builds_every_binary_and_runs_as_non_root() -> Result<()> {
+    let text = std::fs::read_to_string(deploy().join("Dockerfile"))?;
+    for bin in ["zonemesh-agent", "zonemesh-aggregator", "zonemesh"] {
+        ensure!(
+            text.contains(&format!("/src/target/release/{bin} "))
+                || text.contains(&format!("/src/target/release/{bin}\n")),
+            "Dockerfile does not copy {bin}"
+        );
+    }
+    ensure!(text.contains("--locked"));
+    ensure!(text.contains("USER 65532:65532"));
+    ensure!(text.contains("setcap cap_net_raw+ep /usr/local/bin/zonemesh-agent"));
+    ensure!(
+        text.matches("\nFROM ").count() + usize::from(text.starts_with("FROM ")) >= 2,
+        "multi-stage"
+    );
+    Ok(())
+}
