@@ -190,6 +190,35 @@ fn main() {
         println!("RankNodes over 5000 nodes scored against 8 peers: p50 {p50:?} p99 {p99:?}");
     }
 
+    if wants("zones") {
+        let mut times = Vec::new();
+        for _ in 0..300 {
+            let started = Instant::now();
+            let z = topology.list_zones(later);
+            times.push(started.elapsed());
+            assert_eq!(z.zones.len(), ZONES);
+        }
+        let (p50, p99) = quantiles(times);
+        println!("ListZones of 50 zones: p50 {p50:?} p99 {p99:?}");
+        let mut times = Vec::new();
+        for i in 0..300 {
+            let query = zonemesh_aggregator::engine::query::MatrixQuery::try_from(
+                zonemesh_proto::v1::GetMatrixRequest {
+                    metric: zonemesh_proto::v1::Metric::RttP50Us as i32,
+                    zone: format!("zone-{:02}", i % ZONES),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let started = Instant::now();
+            let m = topology.matrix(&query, later).unwrap();
+            times.push(started.elapsed());
+            assert_eq!(m.nodes.len(), PER_ZONE);
+        }
+        let (p50, p99) = quantiles(times);
+        println!("GetMatrix of one zone of 100 nodes: p50 {p50:?} p99 {p99:?}");
+    }
+
     if wants("place") {
         let mut times = Vec::new();
         let mut last = None;

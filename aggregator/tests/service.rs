@@ -25,6 +25,7 @@ impl Server {
             http_listen: "127.0.0.1:0".parse().unwrap(),
             job_ttl_ms: zonemesh_aggregator::engine::extender::DEFAULT_JOB_TTL_MS,
             data_dir,
+            store_cache_bytes: zonemesh_aggregator::store::DEFAULT_CACHE_BYTES,
             engine: EngineConfig::default(),
             core: Default::default(),
         };

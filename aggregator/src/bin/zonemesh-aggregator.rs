@@ -19,6 +19,7 @@ mod env {
     pub const HTTP_LISTEN: &str = "ZONEMESH_HTTP_LISTEN";
     pub const DATA_DIR: &str = "ZONEMESH_DATA_DIR";
     pub const IN_MEMORY: &str = "ZONEMESH_IN_MEMORY";
+    pub const STORE_CACHE_MIB: &str = "ZONEMESH_STORE_CACHE_MIB";
     pub const WINDOW: &str = "ZONEMESH_WINDOW";
     pub const PROBE_INTERVAL: &str = "ZONEMESH_PROBE_INTERVAL";
     pub const TRAIN_SIZE: &str = "ZONEMESH_TRAIN_SIZE";
@@ -59,6 +60,9 @@ struct Cli {
     /// Keep everything in memory: nothing survives a restart (demos and tests only).
     #[arg(long, env = env::IN_MEMORY, conflicts_with = "data_dir")]
     in_memory: bool,
+    /// sled's page cache, MiB (8–65536). Figures live in memory; the cache only serves writes.
+    #[arg(long, env = env::STORE_CACHE_MIB, default_value_t = 64)]
+    store_cache_mib: u64,
     /// Length of an agent's report window.
     #[arg(long, env = env::WINDOW, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
@@ -185,6 +189,12 @@ impl Cli {
                 self.throughput_share
             ));
         }
+        if !(8..=65_536).contains(&self.store_cache_mib) {
+            return Err(format!(
+                "--store-cache-mib: {} is not in 8..=65536",
+                self.store_cache_mib
+            ));
+        }
         if self.listen == self.http_listen && self.listen.port() != 0 {
             return Err(format!(
                 "--http-listen: {} is also --listen",
@@ -200,6 +210,7 @@ impl Cli {
             } else {
                 self.data_dir.clone()
             },
+            store_cache_bytes: self.store_cache_mib << 20,
             engine: EngineConfig {
                 path: PathConfig {
                     window_ms: ms(self.loss_window),

@@ -130,12 +130,17 @@ pub struct Placement {
     pub explanation: String,
 }
 
+/// Most candidates [`Topology::place_exact_ids`] accepts (it tries every subset).
+pub const MAX_EXACT_CANDIDATES: usize = 20;
+
 struct Ctx<'a> {
     topology: &'a Topology,
     weights: Weights,
     scales: Scales,
     now: UnixMs,
     budget: usize,
+    /// Try every subset instead of the greedy walk (the reference for placement quality).
+    exact: bool,
 }
 
 impl Ctx<'_> {
@@ -168,13 +173,16 @@ impl Ctx<'_> {
         &self.topology.node(n).name
     }
 
-    /// Greedy choice of nodes among `candidates` for `workers` workers, from each of up to three
-    /// seeds while the budget lasts. Returns (assignments, worst, sum) or None if they cannot hold
+    /// Greedy choice of nodes among `candidates` for `workers` workers, from each of several
+    /// starting nodes (best first) while the budget lasts. Returns (assignments, worst, sum) or None if they cannot hold
     /// the job.
     fn greedy(&mut self, candidates: &[(NodeId, u32)], workers: u32) -> Option<Choice> {
         let capacity: u64 = candidates.iter().map(|c| u64::from(c.1)).sum();
         if capacity < u64::from(workers) {
             return None;
+        }
+        if self.exact {
+            return Some(self.exhaustive(candidates, workers as usize));
         }
         let mut order: Vec<(f64, NodeId, u32)> = candidates
             .iter()
@@ -184,8 +192,14 @@ impl Ctx<'_> {
             a.0.total_cmp(&b.0)
                 .then_with(|| self.name(a.1).cmp(self.name(b.1)))
         });
+        // Three starting nodes at least; more while a quarter of the budget covers them (every
+        // candidate, when the candidates are few).
+        let per_seed = order
+            .len()
+            .saturating_mul(order.len().min(workers as usize));
+        let seeds = (self.budget / 4 / per_seed.max(1)).max(3).min(order.len());
         let mut best: Option<Choice> = None;
-        for seed in 0..order.len().min(3) {
+        for seed in 0..seeds {
             if seed > 0 && self.budget == 0 {
                 break;
             }
@@ -238,6 +252,57 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// The best `k` of `candidates` (one slot each) by (worst pair, sum of pairs), trying every
+    /// subset of that size.
+    fn exhaustive(&self, candidates: &[(NodeId, u32)], k: usize) -> Choice {
+        let n = candidates.len();
+        let cost: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        if i == j {
+                            0.0
+                        } else {
+                            self.pair_cost(candidates[i].0, candidates[j].0)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut best = Choice {
+            worst: f64::INFINITY,
+            ..Choice::default()
+        };
+        let mut pick: Vec<usize> = (0..k).collect();
+        loop {
+            let (mut worst, mut sum) = (0.0f64, 0.0f64);
+            for (x, &a) in pick.iter().enumerate() {
+                for &b in &pick[x + 1..] {
+                    worst = worst.max(cost[a][b]);
+                    sum += cost[a][b];
+                }
+            }
+            let choice = Choice {
+                assignments: pick.iter().map(|&i| (candidates[i].0, 1)).collect(),
+                worst,
+                sum,
+            };
+            if choice.better_than(&best) {
+                best = choice;
+            }
+            // The next k-subset in lexicographic order.
+            let Some(i) = (0..k).rev().find(|&i| pick[i] < n - k + i) else {
+                return best;
+            };
+            pick[i] += 1;
+            for j in i + 1..k {
+                pick[j] = pick[j - 1] + 1;
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct Choice {
     assignments: Vec<(NodeId, u32)>,
@@ -254,6 +319,24 @@ impl Choice {
 impl Topology {
     /// Places a job (see the module docs).
     pub fn place_ids(&self, query: &PlaceQuery, now: UnixMs) -> Result<Placement, Error> {
+        self.place_with(query, now, false)
+    }
+
+    /// Places a job as [`place_ids`](Self::place_ids) does — same candidates, same zone choice —
+    /// but chooses the nodes inside the zones by trying every subset: the optimum that the greedy
+    /// walk is measured against. Exponential: at most [`MAX_EXACT_CANDIDATES`] usable candidates,
+    /// one slot each.
+    pub fn place_exact_ids(&self, query: &PlaceQuery, now: UnixMs) -> Result<Placement, Error> {
+        if let Some((i, _)) = query.candidates.iter().enumerate().find(|(_, c)| c.1 != 1) {
+            return Err(Error::InvalidArgument(WireError::new(
+                format!("candidates[{i}].slots"),
+                "the exact placement takes one slot per node",
+            )));
+        }
+        self.place_with(query, now, true)
+    }
+
+    fn place_with(&self, query: &PlaceQuery, now: UnixMs, exact: bool) -> Result<Placement, Error> {
         let exclude: HashSet<NodeId> = self
             .resolve("exclude", &query.exclude)?
             .into_iter()
@@ -287,6 +370,15 @@ impl Topology {
                 ok
             })
             .collect();
+        if exact && usable.len() > MAX_EXACT_CANDIDATES {
+            return Err(Error::InvalidArgument(WireError::new(
+                "candidates",
+                format!(
+                    "{} usable candidates, the exact placement takes at most {MAX_EXACT_CANDIDATES}",
+                    usable.len()
+                ),
+            )));
+        }
         let capacity: u64 = usable.iter().map(|c| u64::from(c.1)).sum();
         if capacity < u64::from(query.workers) {
             return Err(Error::NotEnoughCapacity {
@@ -313,7 +405,12 @@ impl Topology {
             weights: query.weights,
             scales,
             now,
-            budget: self.config.place_budget,
+            budget: if exact {
+                usize::MAX
+            } else {
+                self.config.place_budget
+            },
+            exact,
         };
         let cap = |z: &ZoneId| -> u64 { by_zone[z].iter().map(|c| u64::from(c.1)).sum() };
         let name = |z: &ZoneId| &self.zone(*z).name;

@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use zonemesh_proto::v1;
 
 use crate::Error;
@@ -38,6 +39,8 @@ pub struct Config {
     pub job_ttl_ms: i64,
     /// sled data directory; `None` keeps everything in memory (nothing survives a restart).
     pub data_dir: Option<PathBuf>,
+    /// Size of sled's page cache, bytes.
+    pub store_cache_bytes: u64,
     /// Engine settings.
     pub engine: EngineConfig,
     /// Owner task settings.
@@ -80,7 +83,7 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), Error> {
     let store: Box<dyn Store> = match &config.data_dir {
-        Some(dir) => Box::new(SledStore::open(dir)?),
+        Some(dir) => Box::new(SledStore::open_with_cache(dir, config.store_cache_bytes)?),
         None => Box::new(MemStore::default()),
     };
     let started = std::time::Instant::now();
@@ -154,18 +157,31 @@ pub async fn serve(
     let mut grpc_stop = stop_rx.clone();
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        // Receive windows that grow with the traffic, so that an agent's reports are not held
+        // to 64 KiB per round trip.
+        .http2_adaptive_window(Some(true))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(ingest)
         .add_service(topology_service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), async move {
-            let _ = grpc_stop.wait_for(|s| *s).await;
-        });
+        // Answers are small writes on long-lived connections: without TCP_NODELAY, Nagle holds
+        // them until the peer's delayed ACK (40 ms on Linux). `serve_with_incoming` ignores the
+        // builder's `tcp_nodelay`, so the incoming stream sets it.
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
+            async move {
+                let _ = grpc_stop.wait_for(|s| *s).await;
+            },
+        );
     let mut http_stop = stop_rx.clone();
     let extender = extender::Extender::new(core.clone(), metrics.clone(), config.job_ttl_ms);
     let http = axum::serve(
-        http_listener,
+        http_listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY on an HTTP connection");
+            }
+        }),
         http_router(metrics.clone()).merge(extender.router()),
     )
     .with_graceful_shutdown(async move {

@@ -11,7 +11,7 @@ mod memory;
 mod sled_store;
 
 pub use memory::MemStore;
-pub use sled_store::SledStore;
+pub use sled_store::{DEFAULT_CACHE_BYTES, SledStore};
 
 use zonemesh_proto::domain::NodeName;
 

@@ -19,13 +19,24 @@ fn io(e: sled::Error) -> std::io::Error {
     }
 }
 
+/// sled's page cache unless told otherwise: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
 impl SledStore {
     /// Opens (or creates) the store in `dir`. A directory that sled cannot read, or whose records
     /// are not this aggregator's, is an error here, never an empty store.
     pub fn open(dir: &Path) -> Result<Self, Error> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`open`](Self::open) with sled's page cache limited to `cache_bytes`. The engine holds
+    /// every figure in memory and reads the store only at start, so the cache serves writes only;
+    /// sled's own default (1 GiB) costs memory for nothing.
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Self, Error> {
         let shown = dir.display().to_string();
         let db = sled::Config::new()
             .path(dir)
+            .cache_capacity(cache_bytes)
             .mode(sled::Mode::HighThroughput)
             .open()
             .map_err(|e| Error::Store {

@@ -155,6 +155,11 @@ impl Aggregator {
         self.process.kill();
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     /// Stops it with SIGTERM and waits (at most 30 s) for it to exit; returns its exit code.
     pub fn terminate(mut self) -> Result<Option<i32>> {
         self.process.terminate()

@@ -1,0 +1,357 @@
+//! `zonemesh-fleet`: run a synthetic fleet against an aggregator, or benchmark the aggregator at
+//! several cluster sizes.
+//!
+//! ```text
+//! cargo build --release --locked -p zonemesh-aggregator -p zonemesh-fleet
+//! target/release/zonemesh-fleet bench --sizes 500,1000,5000
+//! target/release/zonemesh-fleet run --aggregator http://127.0.0.1:7400 --nodes 1000 --zones 10
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use tonic::transport::Channel;
+use zonemesh_fleet::bench::{
+    self, Latency, QUERIES, STREAMS_PER_CONNECTION, ScaleFigures, ScaleRun,
+};
+use zonemesh_fleet::sim::{self, Control, Counters};
+use zonemesh_fleet::topo::{Fleet, FleetSpec};
+use zonemesh_proto::flags::{parse_duration, parse_or_exit, usage_error};
+
+const PROGRAM: &str = "zonemesh-fleet";
+
+/// Synthetic zonemesh agents against a real aggregator.
+#[derive(Debug, Parser)]
+#[command(name = PROGRAM, version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run a fleet against a running aggregator and print its counters every second.
+    Run {
+        /// The aggregator's gRPC URL.
+        #[arg(long, default_value = "http://127.0.0.1:7400")]
+        aggregator: String,
+        /// Nodes to simulate.
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        /// Zones to spread them over.
+        #[arg(long, default_value_t = 10)]
+        zones: usize,
+        /// Share of bad nodes (lossy or slow), 0..1.
+        #[arg(long, default_value_t = 0.02)]
+        bad_share: f64,
+        /// Agents that leave and come back, per mille of the fleet.
+        #[arg(long, default_value_t = 10)]
+        churn_per_mille: u64,
+        /// Report as fast as acknowledged instead of once per plan window.
+        #[arg(long)]
+        flood: bool,
+        /// How long to run.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Seed of the synthetic cluster.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also time RankNodes, Place of 64, GetMatrix and ListZones in a loop meanwhile, and
+        /// print their p50 and p99 at the end.
+        #[arg(long)]
+        queries: bool,
+    },
+    /// Start the release aggregator at each size in turn and print the scale table.
+    Bench {
+        /// Cluster sizes; 100 nodes per zone.
+        #[arg(long, value_delimiter = ',', default_value = "500,1000,5000")]
+        sizes: Vec<usize>,
+        /// Length of each measured phase.
+        #[arg(long, default_value = "20s", value_parser = parse_duration)]
+        phase: Duration,
+        /// The aggregator binary (default: next to this one).
+        #[arg(long)]
+        aggregator_bin: Option<PathBuf>,
+        /// Agents that leave and come back during the phases, per mille.
+        #[arg(long, default_value_t = 10)]
+        churn_per_mille: u64,
+    },
+}
+
+fn main() {
+    let cli: Cli = parse_or_exit();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Cmd::Run {
+                aggregator,
+                nodes,
+                zones,
+                bad_share,
+                churn_per_mille,
+                flood,
+                duration,
+                seed,
+                queries,
+            } => {
+                if zones == 0 || nodes < zones {
+                    usage_error(PROGRAM, "--zones: must be between 1 and --nodes");
+                }
+                if !(0.0..=1.0).contains(&bad_share) {
+                    usage_error(PROGRAM, "--bad-share: must be between 0 and 1");
+                }
+                if churn_per_mille > 1000 {
+                    usage_error(PROGRAM, "--churn-per-mille: must be at most 1000");
+                }
+                run(
+                    &aggregator,
+                    FleetSpec {
+                        nodes,
+                        zones,
+                        bad_share,
+                        seed,
+                    },
+                    churn_per_mille,
+                    flood,
+                    duration,
+                    queries,
+                )
+                .await
+            }
+            Cmd::Bench {
+                sizes,
+                phase,
+                aggregator_bin,
+                churn_per_mille,
+            } => {
+                if let Some(bad) = sizes.iter().find(|&&n| n < 100) {
+                    usage_error(PROGRAM, &format!("--sizes: {bad} is below 100 nodes"));
+                }
+                let aggregator = match aggregator_bin {
+                    Some(p) => p,
+                    None => std::env::current_exe()?
+                        .parent()
+                        .context("binary directory")?
+                        .join("zonemesh-aggregator"),
+                };
+                if !aggregator.is_file() {
+                    usage_error(
+                        PROGRAM,
+                        &format!(
+                            "--aggregator-bin: {} does not exist (cargo build --release -p zonemesh-aggregator)",
+                            aggregator.display()
+                        ),
+                    );
+                }
+                bench_sizes(&sizes, phase, aggregator, churn_per_mille).await
+            }
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("{PROGRAM}: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(
+    url: &str,
+    spec: FleetSpec,
+    churn_per_mille: u64,
+    flood: bool,
+    duration: Duration,
+    queries: bool,
+) -> Result<()> {
+    let fleet = Arc::new(Fleet::new(spec));
+    let mut channels = Vec::new();
+    for _ in 0..fleet.nodes.len().div_ceil(STREAMS_PER_CONNECTION) {
+        channels.push(
+            Channel::from_shared(url.to_owned())
+                .with_context(|| format!("--aggregator {url}"))?
+                .connect()
+                .await
+                .with_context(|| format!("connect to {url}"))?,
+        );
+    }
+    let control = Arc::new(Control::new());
+    control.set_flood(flood);
+    control
+        .churn_per_mille
+        .store(churn_per_mille, Ordering::Relaxed);
+    let counters = Arc::new(Counters::default());
+    let channels_for_queries = bench::query_channel(url).await?;
+    let task = tokio::spawn(sim::run(
+        fleet.clone(),
+        channels,
+        control.clone(),
+        counters.clone(),
+    ));
+    let stop_queries = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if queries {
+        // Queries start once every agent is registered and planned.
+        let n = fleet.nodes.len();
+        while counters.planned.load(Ordering::Relaxed) < n {
+            if task.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let query_task = queries.then(|| {
+        tokio::spawn(bench::query_loop(
+            channels_for_queries,
+            fleet.spec.zones,
+            stop_queries.clone(),
+        ))
+    });
+    let t0 = Instant::now();
+    let mut last = 0;
+    while t0.elapsed() < duration && !task.is_finished() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let acked = counters.summaries_acked.load(Ordering::Relaxed);
+        println!(
+            "{:>5.0} s  connected {:>5}  planned {:>5}  summaries acked {:>10} (+{:>7}/s)  resent {}  errors {}  departures {}",
+            t0.elapsed().as_secs_f64(),
+            counters.connected.load(Ordering::Relaxed),
+            counters.planned.load(Ordering::Relaxed),
+            acked,
+            acked - last,
+            counters.resent.load(Ordering::Relaxed),
+            counters.errors.load(Ordering::Relaxed),
+            counters.departures.load(Ordering::Relaxed),
+        );
+        last = acked;
+    }
+    stop_queries.store(true, Ordering::Relaxed);
+    if let Some(q) = query_task {
+        for (rpc, h) in q.await?? {
+            println!(
+                "{rpc:<10} p50 {}  p99 {}  ({} calls)",
+                ms(h.value_at_quantile(0.5)),
+                ms(h.value_at_quantile(0.99)),
+                h.len()
+            );
+        }
+    }
+    control.stop();
+    task.await??;
+    Ok(())
+}
+
+async fn bench_sizes(
+    sizes: &[usize],
+    phase: Duration,
+    aggregator: PathBuf,
+    churn_per_mille: u64,
+) -> Result<()> {
+    let mut rows = Vec::new();
+    for &nodes in sizes {
+        let run = ScaleRun {
+            spec: FleetSpec {
+                nodes,
+                zones: (nodes / 100).max(1),
+                bad_share: 0.02,
+                seed: 1,
+            },
+            phase,
+            aggregator: aggregator.clone(),
+            aggregator_args: vec!["--log".into(), "warn".into()],
+            churn_per_mille,
+        };
+        rows.push(bench::run_scale(&run, |m| eprintln!("{m}")).await?);
+    }
+    println!("{}", table(&rows));
+    Ok(())
+}
+
+fn table(rows: &[ScaleFigures]) -> String {
+    let mut out = String::from("| what |");
+    for r in rows {
+        out += &format!(" {} nodes, {} zones |", r.nodes, r.zones);
+    }
+    out += "\n|---|";
+    out += &"---|".repeat(rows.len());
+    out += "\n";
+    let mut line = |what: &str, cell: &dyn Fn(&ScaleFigures) -> String| {
+        out += &format!("| {what} |");
+        for r in rows {
+            out += &format!(" {} |", cell(r));
+        }
+        out += "\n";
+    };
+    line("registration: every agent holds a plan", &|r| {
+        format!("{:.1} s", r.registration.as_secs_f64())
+    });
+    line("peers per node in the plan (% of full mesh)", &|r| {
+        format!(
+            "{:.1} ({:.2} %)",
+            r.targets_per_node,
+            100.0 * r.targets_per_node / (r.nodes - 1) as f64
+        )
+    });
+    line("probes per node per second", &|r| {
+        format!("{:.1}", r.probes_per_node_per_s)
+    });
+    line("durable ingest at the plan's pace, summaries/s", &|r| {
+        format!("{:.0}", r.paced_ingest_per_s)
+    });
+    line(
+        "CPU at the plan's pace: aggregator / simulator, cores",
+        &|r| format!("{:.2} / {:.2}", r.paced_cpu.0, r.paced_cpu.1),
+    );
+    line("durable ingest flooding, summaries/s", &|r| {
+        format!("{:.0}", r.flood_ingest_per_s)
+    });
+    line("CPU flooding: aggregator / simulator, cores", &|r| {
+        format!("{:.2} / {:.2}", r.flood_cpu.0, r.flood_cpu.1)
+    });
+    type Phase = fn(&ScaleFigures) -> &BTreeMap<&'static str, Latency>;
+    let phases: [(&str, Phase); 2] = [("paced", |r| &r.paced), ("flooding", |r| &r.flooded)];
+    for (phase, pick) in phases {
+        for q in QUERIES {
+            let name = match q {
+                "RankNodes" => "RankNodes, every node returned,",
+                "RankNodes100" => "RankNodes, best 100 returned,",
+                "Place64" => "Place of 64 workers,",
+                "GetMatrix" => "GetMatrix of one zone,",
+                other => other,
+            };
+            line(&format!("{name} p50 / p99, ingest {phase}"), &|r| {
+                pick(r).get(q).map_or("—".into(), |l| {
+                    format!("{} / {} ({} calls)", ms(l.p50_us), ms(l.p99_us), l.calls)
+                })
+            });
+        }
+    }
+    line("aggregator RSS after the paced phase", &|r| {
+        mib(r.paced_rss_bytes)
+    });
+    line("aggregator RSS after flooding (peak)", &|r| {
+        format!("{} ({})", mib(r.rss_bytes), mib(r.peak_rss_bytes))
+    });
+    line("sled directory", &|r| mib(r.store_bytes));
+    line(
+        "restart on the full store until every node is listed",
+        &|r| format!("{:.2} s", r.restart.as_secs_f64()),
+    );
+    line("reports resent after churn / refused", &|r| {
+        format!("{} / {} ({} departures)", r.resent, r.errors, r.departures)
+    });
+    out
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2} ms", us as f64 / 1000.0)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / (1 << 20) as f64)
+}

@@ -1,0 +1,473 @@
+//! Synthetic agents: each one holds an `Ingest.Connect` stream to the real aggregator, follows
+//! the probe plan and the throughput grants it is sent, and reports what the [`Fleet`]'s truth
+//! says its probes would have seen. Many streams share a few HTTP/2 connections.
+//!
+//! Two paces: [`Pace::Plan`] reports once per plan window, as a real agent does; [`Pace::Flood`]
+//! keeps [`FLOOD_IN_FLIGHT`] reports unacknowledged at all times, to find the aggregator's durable
+//! ingest rate. Agents that churn leave for a while and come back on a new stream, sending again
+//! what was not acknowledged, as a real agent does: at every churn check (10 s unless set) an
+//! agent leaves with the churn probability and comes back after 0.5–3 s.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use zonemesh_proto::v1;
+use zonemesh_proto::v1::aggregator_message::Kind;
+
+use crate::topo::Fleet;
+
+/// Reports one agent keeps unacknowledged under [`Pace::Flood`].
+pub const FLOOD_IN_FLIGHT: usize = 2;
+
+/// How often an agent on a stream decides whether to leave for a while, unless told otherwise.
+pub const CHURN_CHECK: Duration = Duration::from_secs(10);
+
+/// How often agents report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Once per plan window.
+    Plan,
+    /// As fast as the aggregator acknowledges.
+    Flood,
+}
+
+/// Counters shared by every agent of a fleet.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Agents holding a stream now.
+    pub connected: AtomicUsize,
+    /// Agents that have received a plan.
+    pub planned: AtomicUsize,
+    /// Sum over agents of their latest plan's targets.
+    pub plan_targets: AtomicU64,
+    /// Sum over agents of the probes per second their latest plan asks for, in milli-probes.
+    pub plan_probes_milli: AtomicU64,
+    /// Reports acknowledged.
+    pub reports_acked: AtomicU64,
+    /// Path summaries in acknowledged reports.
+    pub summaries_acked: AtomicU64,
+    /// Reports sent again after a reconnect.
+    pub resent: AtomicU64,
+    /// Throughput grants received (and reported).
+    pub grants: AtomicU64,
+    /// Error messages from the aggregator.
+    pub errors: AtomicU64,
+    /// Streams that ended or failed and were opened again.
+    pub reconnects: AtomicU64,
+    /// Times an agent left on purpose (churn).
+    pub departures: AtomicU64,
+}
+
+/// Shared control of a running fleet.
+#[derive(Debug)]
+pub struct Control {
+    /// Flood instead of following the plan's pace.
+    flood: AtomicBool,
+    /// Stop after the reports in flight are acknowledged.
+    stop: AtomicBool,
+    /// Bumped on every change of `flood` or `stop`, which wakes the agents.
+    changes: tokio::sync::watch::Sender<u64>,
+    /// Chance, per mille, that an agent leaves for a while at each churn check.
+    pub churn_per_mille: AtomicU64,
+    /// Time between an agent's churn checks, ms.
+    pub churn_check_ms: AtomicU64,
+}
+
+impl Control {
+    /// A fleet that follows its plans and does not churn.
+    pub fn new() -> Self {
+        Self {
+            flood: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            changes: tokio::sync::watch::Sender::new(0),
+            churn_per_mille: AtomicU64::new(0),
+            churn_check_ms: AtomicU64::new(CHURN_CHECK.as_millis() as u64),
+        }
+    }
+
+    /// Flood (or go back to the plan's pace); the agents hear it at once.
+    pub fn set_flood(&self, flood: bool) {
+        self.flood.store(flood, Ordering::Relaxed);
+        self.changes.send_modify(|v| *v += 1);
+    }
+
+    /// Stop once what was sent is acknowledged; the agents hear it at once.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.changes.send_modify(|v| *v += 1);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn pace(&self) -> Pace {
+        if self.flood.load(Ordering::Relaxed) {
+            Pace::Flood
+        } else {
+            Pace::Plan
+        }
+    }
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+struct Plan {
+    /// Peers with the probes of one window to each.
+    targets: Vec<(usize, u32)>,
+    window_ms: u32,
+    /// Probes per second the plan asks for, in thousandths.
+    probes_milli: u64,
+}
+
+/// One synthetic agent.
+struct SimAgent {
+    fleet: Arc<Fleet>,
+    me: usize,
+    sequence: u64,
+    unacked: VecDeque<v1::Report>,
+    plan: Option<Plan>,
+    /// Peers whose throughput test ends at the instant given.
+    grants: Vec<(usize, Instant)>,
+    rng: StdRng,
+}
+
+impl SimAgent {
+    fn hello(&self) -> v1::AgentMessage {
+        let n = &self.fleet.nodes[self.me];
+        v1::AgentMessage {
+            kind: Some(v1::agent_message::Kind::Hello(v1::Hello {
+                node_name: n.name.clone(),
+                zone: Fleet::zone_name(n.zone),
+                region: String::new(),
+                // Documentation range (RFC 5737): never a real host; nothing probes it.
+                addresses: vec![format!(
+                    "198.51.{}.{}",
+                    100 + self.me / 250 % 50,
+                    1 + self.me % 250
+                )],
+                agent_version: "zonemesh-fleet".into(),
+                icmp_mode: v1::IcmpMode::Raw as i32,
+                probe_port: 7402,
+            })),
+        }
+    }
+
+    /// The report of one window: a summary per planned peer, from the truth, with the probe
+    /// outcomes drawn at random.
+    fn next_report(&mut self) -> v1::Report {
+        let end = now_ms();
+        let Some(plan) = &self.plan else {
+            return v1::Report::default();
+        };
+        let window = i64::from(plan.window_ms.max(1));
+        let now = Instant::now();
+        let mut paths = Vec::with_capacity(plan.targets.len());
+        for &(peer, probes) in &plan.targets {
+            let truth = self.fleet.truth(self.me, peer);
+            let sent = u64::from(probes.max(1));
+            let lost = (0..sent)
+                .filter(|_| self.rng.random::<f64>() < truth.loss)
+                .count() as u64;
+            let received = sent - lost;
+            let p50 = truth.rtt_us * self.rng.random_range(0.98..1.02);
+            let throughput = self
+                .grants
+                .iter()
+                .position(|&(p, at)| p == peer && at <= now)
+                .map(|i| {
+                    self.grants.swap_remove(i);
+                    let bps = truth.bps * self.rng.random_range(0.97..1.0);
+                    v1::Throughput {
+                        throughput_bps: bps,
+                        bytes: (bps * 3.0 / 8.0) as u64,
+                        duration_us: 3_000_000,
+                        warmup_us: 1_000_000,
+                        streams: 1,
+                    }
+                });
+            paths.push(v1::PathSummary {
+                src: self.fleet.nodes[self.me].name.clone(),
+                dst: self.fleet.nodes[peer].name.clone(),
+                window_start_unix_ms: end - window,
+                window_end_unix_ms: end,
+                probes_sent: sent,
+                probes_received: received,
+                rtt: (received > 0).then_some(v1::RttStats {
+                    samples: received,
+                    min_us: p50 * 0.95,
+                    p50_us: p50,
+                    p90_us: p50 * 1.1,
+                    p99_us: p50 * 1.3,
+                    max_us: p50 * 1.5,
+                    mean_us: p50 * 1.02,
+                    jitter_us: p50 * 0.05,
+                }),
+                rtt_histogram: Vec::new(),
+                throughput,
+                method: v1::IcmpMode::Raw as i32,
+            });
+        }
+        self.sequence += 1;
+        v1::Report {
+            sequence: self.sequence,
+            paths,
+        }
+    }
+
+    fn take_plan(&mut self, plan: v1::ProbePlan, counters: &Counters) {
+        let targets: Vec<(usize, u32)> = plan
+            .targets
+            .iter()
+            .filter_map(|t| {
+                let peer = self.fleet.index_of(&t.node)?;
+                // Probes in one window: trains per window times probes per train.
+                let trains = plan.window_ms / t.interval_ms.max(1);
+                Some((peer, trains.max(1) * t.train_size.max(1)))
+            })
+            .collect();
+        let probes_milli: u64 = plan
+            .targets
+            .iter()
+            .map(|t| u64::from(t.train_size) * 1_000_000 / u64::from(t.interval_ms.max(1)))
+            .sum();
+        let new = Plan {
+            targets,
+            window_ms: plan.window_ms,
+            probes_milli,
+        };
+        counters
+            .plan_targets
+            .fetch_add(new.targets.len() as u64, Ordering::Relaxed);
+        counters
+            .plan_probes_milli
+            .fetch_add(new.probes_milli, Ordering::Relaxed);
+        match self.plan.replace(new) {
+            Some(old) => {
+                counters
+                    .plan_targets
+                    .fetch_sub(old.targets.len() as u64, Ordering::Relaxed);
+                counters
+                    .plan_probes_milli
+                    .fetch_sub(old.probes_milli, Ordering::Relaxed);
+            }
+            None => {
+                counters.planned.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Runs one agent per node of `fleet` against the aggregator behind `channels`
+/// (agent `i` uses channel `i % channels.len()`) until `control.stop` is set. Returns when every
+/// agent has stopped; an agent stops only once what it sent is acknowledged (or after 30 s).
+pub async fn run(
+    fleet: Arc<Fleet>,
+    channels: Vec<Channel>,
+    control: Arc<Control>,
+    counters: Arc<Counters>,
+) -> Result<()> {
+    if channels.is_empty() {
+        bail!("no channel to the aggregator");
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for me in 0..fleet.nodes.len() {
+        let agent = SimAgent {
+            fleet: fleet.clone(),
+            me,
+            sequence: 0,
+            unacked: VecDeque::new(),
+            plan: None,
+            grants: Vec::new(),
+            rng: StdRng::seed_from_u64(fleet.spec.seed ^ (me as u64).wrapping_mul(0x9e37_79b9)),
+        };
+        let channel = channels[me % channels.len()].clone();
+        let (control, counters) = (control.clone(), counters.clone());
+        tasks.spawn(async move {
+            let name = agent.fleet.nodes[me].name.clone();
+            run_agent(agent, channel, control, counters)
+                .await
+                .with_context(|| format!("simulated agent {name}"))
+        });
+    }
+    let mut first_error = None;
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done.context("agent task").and_then(|r| r) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+async fn run_agent(
+    mut agent: SimAgent,
+    channel: Channel,
+    control: Arc<Control>,
+    counters: Arc<Counters>,
+) -> Result<()> {
+    let mut client = v1::ingest_client::IngestClient::new(channel)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20);
+    // Spread the first reports over a window, as agents that started at different times do.
+    let mut first = true;
+    let mut changes = control.changes.subscribe();
+    loop {
+        let (tx, rx) = mpsc::channel(FLOOD_IN_FLIGHT + 16);
+        tx.send(agent.hello()).await?;
+        let mut stream = match client.connect(ReceiverStream::new(rx)).await {
+            Ok(s) => s.into_inner(),
+            Err(status) if !control.stopping() => {
+                counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                drop(status);
+                pause(&mut agent.rng).await;
+                continue;
+            }
+            Err(status) => return Err(status).context("Ingest.Connect"),
+        };
+        counters.connected.fetch_add(1, Ordering::Relaxed);
+        for report in &agent.unacked {
+            tx.send(report_message(report.clone())).await?;
+            counters.resent.fetch_add(1, Ordering::Relaxed);
+        }
+        // At every churn check on the stream, an agent leaves with the churn probability.
+        let churn_every = || Duration::from_millis(control.churn_check_ms.load(Ordering::Relaxed));
+        let mut churn_check = Instant::now() + churn_every();
+        let mut next_report = Instant::now() + Duration::from_secs(3600);
+        let mut stopping_since: Option<Instant> = None;
+        let outcome = loop {
+            let window = agent
+                .plan
+                .as_ref()
+                .map(|p| Duration::from_millis(u64::from(p.window_ms.max(100))));
+            if let Some(window) = window {
+                if first {
+                    first = false;
+                    let ms = window.as_millis() as u64;
+                    next_report = Instant::now()
+                        + Duration::from_millis(agent.rng.random_range(0..ms.max(1)));
+                }
+                if control.pace() == Pace::Flood && agent.unacked.len() < FLOOD_IN_FLIGHT {
+                    next_report = Instant::now();
+                }
+            }
+            if control.stopping() {
+                let since = *stopping_since.get_or_insert_with(Instant::now);
+                if agent.unacked.is_empty() || since.elapsed() > Duration::from_secs(30) {
+                    break Ok(true);
+                }
+                // Nothing more is sent; this wakes the agent to give up on its last acks.
+                next_report = since + Duration::from_secs(30);
+            }
+            tokio::select! {
+                message = stream.message() => match message {
+                    Ok(Some(m)) => handle(&mut agent, m, &counters),
+                    Ok(None) => break Ok(false),
+                    Err(status) => break Err(status),
+                },
+                () = tokio::time::sleep_until(next_report) => {
+                    if control.stopping() {
+                        continue;
+                    }
+                    let report = agent.next_report();
+                    if report.paths.is_empty() {
+                        next_report = Instant::now() + Duration::from_millis(500);
+                        continue;
+                    }
+                    agent.unacked.push_back(report.clone());
+                    if tx.send(report_message(report)).await.is_err() {
+                        break Ok(false);
+                    }
+                    if let Some(window) = window {
+                        next_report = Instant::now() + window;
+                    }
+                }
+                () = tokio::time::sleep_until(churn_check) => {
+                    churn_check = Instant::now() + churn_every();
+                    let churn = control.churn_per_mille.load(Ordering::Relaxed);
+                    if agent.rng.random_range(0..1000) < churn {
+                        counters.departures.fetch_add(1, Ordering::Relaxed);
+                        break Ok(false);
+                    }
+                }
+                _ = changes.changed() => {}
+            }
+        };
+        counters.connected.fetch_sub(1, Ordering::Relaxed);
+        drop(tx);
+        match outcome {
+            Ok(true) => return Ok(()),
+            Ok(false) | Err(_) => {
+                if control.stopping() && agent.unacked.is_empty() {
+                    return Ok(());
+                }
+                counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                pause(&mut agent.rng).await;
+            }
+        }
+    }
+}
+
+/// A pause before coming back: 0.5–3 s.
+async fn pause(rng: &mut StdRng) {
+    tokio::time::sleep(Duration::from_millis(rng.random_range(500..3_000))).await;
+}
+
+fn report_message(report: v1::Report) -> v1::AgentMessage {
+    v1::AgentMessage {
+        kind: Some(v1::agent_message::Kind::Report(report)),
+    }
+}
+
+fn handle(agent: &mut SimAgent, message: v1::AggregatorMessage, counters: &Counters) {
+    match message.kind {
+        Some(Kind::Ack(ack)) => {
+            while agent
+                .unacked
+                .front()
+                .is_some_and(|r| r.sequence <= ack.sequence)
+            {
+                let r = agent.unacked.pop_front().expect("front exists");
+                counters.reports_acked.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .summaries_acked
+                    .fetch_add(r.paths.len() as u64, Ordering::Relaxed);
+            }
+        }
+        Some(Kind::Plan(plan)) => agent.take_plan(plan, counters),
+        Some(Kind::Grant(grant)) => {
+            if let Some(peer) = agent.fleet.index_of(&grant.peer) {
+                let start = Duration::from_millis(
+                    u64::try_from(grant.start_unix_ms - now_ms()).unwrap_or(0),
+                );
+                let length = Duration::from_millis(u64::from(grant.warmup_ms + grant.duration_ms));
+                agent.grants.push((peer, Instant::now() + start + length));
+                counters.grants.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Some(Kind::Error(error)) => {
+            // A refused report is never acknowledged: sending it again cannot succeed.
+            agent.unacked.retain(|r| r.sequence != error.sequence);
+            counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        None => {}
+    }
+}
