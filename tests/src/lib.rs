@@ -100,6 +100,20 @@ pub fn is_root() -> bool {
     })
 }
 
+/// Whether a lab test can run: as root, yes; otherwise it says it is skipped and returns false —
+/// except under CI (`CI` set), which runs as root and must never skip a lab test, where it fails.
+pub fn lab_can_run(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs the lab tests as root; this run is not root"
+    );
+    eprintln!("{test}: not root, the lab cannot be built; skipped (CI runs it as root)");
+    false
+}
+
 /// A synthetic agent: an `Ingest.Connect` stream that said hello as `node` in `zone`.
 #[derive(Debug)]
 pub struct FakeAgent {

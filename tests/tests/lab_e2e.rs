@@ -12,27 +12,15 @@ use zonemesh_lab::accuracy::{self, wilson};
 use zonemesh_lab::cleanup_on_signals;
 use zonemesh_lab::scenario::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
 use zonemesh_proto::v1;
-use zonemesh_tests::{binary, is_root, wait_for};
+use zonemesh_tests::{binary, lab_can_run, wait_for};
 
 /// z for a 99.9 % interval. A correct measurement falls outside a 95 % interval in one run of
 /// twenty, so a test that asserted 95 % would fail honest runs; the report prints the 95 % one.
 const Z_999: f64 = 3.29;
 
-fn needs_root() -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI runs the lab tests as root; this run is not root"
-    );
-    eprintln!("lab_e2e: not root, the lab cannot be built; skipped (CI runs it as root)");
-    false
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> Result<()> {
-    if !needs_root() {
+    if !lab_can_run("lab_e2e") {
         return Ok(());
     }
     cleanup_on_signals();

@@ -27,12 +27,14 @@
 
 pub mod accuracy;
 pub mod emulator;
+pub mod evaluate;
 mod lab;
 pub mod netns;
 pub mod process;
 pub mod scenario;
 pub mod spec;
 pub mod stack;
+pub mod train;
 
 pub use lab::{
     CONTROL_ADDRESS, DEFAULT_PREFIX, Lab, LabNode, Leftover, check_machine, cleanup,

@@ -7,6 +7,7 @@
 //! zonemesh-lab cleanup [--prefix zmlab-] [--force]
 //! zonemesh-lab bench                       # iperf3 through the link emulator
 //! zonemesh-lab accuracy --out docs/ACCURACY.md
+//! zonemesh-lab evaluate --seeds 1,2,3 --gradient 4MB --out docs/EVALUATION.md
 //! ```
 
 use anyhow::Result;
@@ -14,9 +15,37 @@ use clap::{Parser, Subcommand};
 use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
 use zonemesh_proto::flags::{parse_or_exit, usage_error};
 
+mod evaluation;
 mod report;
 
 const PROGRAM: &str = "zonemesh-lab";
+
+/// "25MB", "4MiB", "1000000": bytes (MB = 10^6, MiB = 2^20), at least 1 KB.
+fn parse_bytes(value: &str) -> Result<usize, String> {
+    let v = value.trim();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (number, unit) = v.split_at(split);
+    let n: usize = number
+        .parse()
+        .map_err(|_| format!("{value:?} is not a size such as 25MB"))?;
+    let scale = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "KiB" => 1 << 10,
+        "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        other => {
+            return Err(format!(
+                "unit {other:?} of {value:?}: use B, KB, KiB, MB or MiB"
+            ));
+        }
+    };
+    let bytes = n * scale;
+    if bytes < 1_000 {
+        return Err(format!("{value:?} is below 1 KB"));
+    }
+    Ok(bytes)
+}
 
 fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
@@ -63,6 +92,26 @@ enum Cmd {
         /// Where the Markdown report goes.
         #[arg(long, default_value = "docs/ACCURACY.md")]
         out: std::path::PathBuf,
+    },
+    /// Place a distributed-training job with five strategies (kube-scheduler's default spread,
+    /// random, zone-only, zone-then-score, zonemesh) on labs of three zones of four nodes, run it
+    /// (ring all-reduce and parameter server over real TCP), and write the report.
+    Evaluate {
+        /// Where the Markdown report goes (the SVG plot goes beside it).
+        #[arg(long, default_value = "docs/EVALUATION.md")]
+        out: std::path::PathBuf,
+        /// Lab seeds (each one a lab with its own delays and degraded nodes).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        seeds: Vec<u64>,
+        /// Workers per job (2–4: one zone holds four).
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Bytes of a gradient (25MB is about ResNet-50's fp32 gradients).
+        #[arg(long, default_value = "4MB", value_parser = parse_bytes)]
+        gradient: usize,
+        /// Timed iterations per run.
+        #[arg(long, default_value_t = 3)]
+        iterations: u32,
     },
     /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
     /// except those of labs whose process still runs, unless --force.
@@ -157,6 +206,35 @@ fn run(cli: Cli) -> Result<()> {
             std::fs::write(&out, text)?;
             println!("wrote {}", out.display());
             Ok(())
+        }
+        Cmd::Evaluate {
+            out,
+            seeds,
+            workers,
+            gradient,
+            iterations,
+        } => {
+            if !(2..=4).contains(&workers) {
+                usage_error(PROGRAM, "--workers: must be 2, 3 or 4 (a zone holds four)");
+            }
+            if seeds.is_empty() {
+                usage_error(PROGRAM, "--seeds: at least one");
+            }
+            if iterations == 0 {
+                usage_error(PROGRAM, "--iterations: at least 1");
+            }
+            zonemesh_lab::cleanup_on_signals();
+            let plan = zonemesh_lab::evaluate::Plan {
+                seeds,
+                workers,
+                gradient_bytes: gradient,
+                iterations,
+                collectives: vec![
+                    zonemesh_lab::train::Collective::Ring,
+                    zonemesh_lab::train::Collective::ParameterServer,
+                ],
+            };
+            tokio_runtime()?.block_on(evaluation::evaluate(&plan, &out))
         }
         Cmd::Cleanup { prefix, force } => {
             let removed = zonemesh_lab::cleanup(&prefix, force)?;
