@@ -249,6 +249,18 @@ impl Owner {
                         }
                     }
                 }
+                // Before commands, so that a steady stream of reports cannot hold off the sweep.
+                _ = tick.tick() => {
+                    // A pass still running when the next tick comes simply goes on.
+                    self.sweeping = true;
+                }
+                // One step at a time: queries and finished writes get their turn between steps.
+                _ = std::future::ready(()), if self.sweeping => {
+                    if self.topology.sweep_step(wall_clock(), SWEEP_STEP_PATHS) {
+                        self.sweeping = false;
+                        self.after_sweep();
+                    }
+                }
                 command = commands.recv() => {
                     let Some(command) = command else { break };
                     let mut stop = !self.handle(command);
@@ -264,17 +276,6 @@ impl Owner {
                     if stop {
                         break;
                     }
-                }
-                // Between two steps of the sweep, queries and writes get their turn.
-                _ = std::future::ready(()), if self.sweeping => {
-                    if self.topology.sweep_step(wall_clock(), SWEEP_STEP_PATHS) {
-                        self.sweeping = false;
-                        self.after_sweep();
-                    }
-                }
-                _ = tick.tick() => {
-                    // A pass still running when the next tick comes simply goes on.
-                    self.sweeping = true;
                 }
             }
             let may_write = retry_at.is_none_or(|t| tokio::time::Instant::now() >= t);
