@@ -2,7 +2,9 @@
 //!
 //! gRPC handlers send it commands (hello, report, goodbye) and queries (closures over the
 //! topology), and never touch the state themselves. Queries have priority over ingest, so a query
-//! waits for at most one command, never for a queue of them.
+//! waits for at most one batch of commands or one step of the sweep, never for a queue of them.
+//! The once-a-second tick and the sweep's steps come before ingest commands, so that a steady
+//! stream of reports cannot hold off housekeeping.
 //!
 //! Durability is group commit: while one batch is being written (on a blocking thread), every
 //! report that arrives is applied in memory and its acknowledgement waits for the *next* batch.
