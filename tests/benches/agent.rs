@@ -12,37 +12,16 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use zonemesh_lab::process::{cpu_seconds, status_kib};
 use zonemesh_proto::v1;
 use zonemesh_tests::{loopback_net, start_agent, start_aggregator};
 
 const PEERS: u32 = 100;
 /// How long the measurement runs, unless `ZONEMESH_BENCH_SECONDS` says otherwise.
 const MEASURE: Duration = Duration::from_secs(60);
-
-/// CPU seconds (user + system) of a process so far.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    let rest = stat.rsplit_once(')').context("stat format")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    Ok(ticks / 100.0)
-}
-
-/// A `/proc/<pid>/status` field in KiB (VmRSS, VmHWM).
-fn status_kib(pid: u32, key: &str) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB"))
-        .context("status field")?
-        .trim()
-        .parse()
-        .context("status value")
-}
 
 #[tokio::main]
 async fn main() -> Result<()> {

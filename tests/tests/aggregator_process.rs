@@ -285,16 +285,25 @@ fn grpcurl(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
+/// Agents for `node-a` and `node-b` of `zone-1`, and one acknowledged report from `node-a`: the
+/// data the grpcurl commands query. Keep the senders: dropping them ends the streams.
+async fn two_nodes_measured(
+    aggregator: &Aggregator,
+) -> Result<[mpsc::Sender<v1::AgentMessage>; 2]> {
+    let (up, mut acks) = start_agent(aggregator, "node-a").await?;
+    next_ack(&mut acks).await?;
+    let (b_up, mut b_acks) = start_agent(aggregator, "node-b").await?;
+    next_ack(&mut b_acks).await?;
+    up.send(report(1)).await?;
+    next_ack(&mut acks).await?;
+    Ok([up, b_up])
+}
+
 #[tokio::test]
 async fn grpcurl_lists_and_calls_every_service() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let aggregator = start_aggregator(&["--in-memory"], dir.path())?;
-    let (up, mut acks) = start_agent(&aggregator, "node-a").await?;
-    next_ack(&mut acks).await?;
-    let (b_up, mut b_acks) = start_agent(&aggregator, "node-b").await?;
-    next_ack(&mut b_acks).await?;
-    up.send(report(1)).await?;
-    next_ack(&mut acks).await?;
+    let _agents = two_nodes_measured(&aggregator).await?;
 
     let addr = aggregator.grpc.to_string();
     let list = grpcurl(&["-plaintext", &addr, "list"])?;
@@ -343,7 +352,6 @@ async fn grpcurl_lists_and_calls_every_service() -> Result<()> {
     }
     let describe = grpcurl(&["-plaintext", &addr, "describe", "zonemesh.v1.Topology"])?;
     assert!(describe.contains("rpc Place"), "{describe}");
-    drop((up, b_up));
     Ok(())
 }
 
@@ -399,12 +407,7 @@ async fn the_readmes_grpcurl_commands_work() -> Result<()> {
     }
     let dir = tempfile::tempdir()?;
     let aggregator = start_aggregator(&["--in-memory"], dir.path())?;
-    let (up, mut acks) = start_agent(&aggregator, "node-a").await?;
-    next_ack(&mut acks).await?;
-    let (b_up, mut b_acks) = start_agent(&aggregator, "node-b").await?;
-    next_ack(&mut b_acks).await?;
-    up.send(report(1)).await?;
-    next_ack(&mut acks).await?;
+    let _agents = two_nodes_measured(&aggregator).await?;
     let addr = aggregator.grpc.to_string();
     for command in &commands {
         let args: Vec<&str> = command[1..]
@@ -420,6 +423,5 @@ async fn the_readmes_grpcurl_commands_work() -> Result<()> {
         let out = grpcurl(&args).with_context(|| command.join(" "))?;
         assert!(!out.trim().is_empty(), "{command:?} printed nothing");
     }
-    drop((up, b_up));
     Ok(())
 }

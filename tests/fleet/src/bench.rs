@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use hdrhistogram::Histogram;
 use tonic::transport::Channel;
-use zonemesh_lab::process::Aggregator;
+use zonemesh_lab::process::{Aggregator, cpu_seconds, status_kib};
 use zonemesh_proto::v1;
 
 use crate::sim::{self, Control, Counters};
@@ -258,25 +258,6 @@ async fn measure_phase(
     Ok((rate, latencies, cpu))
 }
 
-/// User and system CPU time of a process so far, seconds (`/proc/<pid>/stat`).
-pub fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').context("/proc/<pid>/stat")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the ')'.
-    let ticks: f64 = fields
-        .get(11..13)
-        .context("utime and stime")?
-        .iter()
-        .map(|f| f.parse::<f64>())
-        .sum::<Result<f64, _>>()?;
-    Ok(ticks / CLOCK_TICKS_PER_SECOND)
-}
-
-/// `sysconf(_SC_CLK_TCK)` on Linux.
-const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
-
 /// Calls the four queries one after another until `stop`, the zone of `GetMatrix` in turn among
 /// `zones`,, timing each call as a client sees it
 /// (gRPC on loopback included).
@@ -374,20 +355,8 @@ async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<(
 
 /// (VmRSS, VmHWM) of a process, bytes.
 pub fn rss(pid: u32) -> Result<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb = |key: &str| -> Result<u64> {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .with_context(|| format!("{key} in /proc/{pid}/status"))?;
-        Ok(line
-            .split_whitespace()
-            .nth(1)
-            .context("a number")?
-            .parse::<u64>()?
-            * 1024)
-    };
-    Ok((kb("VmRSS:")?, kb("VmHWM:")?))
+    let bytes = |key| status_kib(pid, key).map(|kib| (kib * 1024.0) as u64);
+    Ok((bytes("VmRSS:")?, bytes("VmHWM:")?))
 }
 
 /// Bytes of the files under `dir`.

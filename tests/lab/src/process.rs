@@ -108,6 +108,34 @@ pub fn field(line: &str, key: &str) -> Result<String> {
         .with_context(|| format!("{key}= in {line:?}"))
 }
 
+/// CPU seconds (user + system) a process has used so far (`/proc/<pid>/stat`).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which is in parentheses and may contain spaces); utime and
+    // stime are the 12th and 13th of them. Ticks are 1/100 s (`sysconf(_SC_CLK_TCK)` on Linux).
+    let rest = stat.rsplit_once(')').context("stat format")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields
+        .get(11..13)
+        .context("utime and stime")?
+        .iter()
+        .map(|f| f.parse::<f64>())
+        .sum::<Result<f64, _>>()?;
+    Ok(ticks / 100.0)
+}
+
+/// A `/proc/<pid>/status` field in KiB (`VmRSS:`, `VmHWM:`).
+pub fn status_kib(pid: u32, key: &str) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB"))
+        .with_context(|| format!("{key} in /proc/{pid}/status"))?
+        .trim()
+        .parse()
+        .context("status value")
+}
+
 /// A running `zonemesh-aggregator`.
 #[derive(Debug)]
 pub struct Aggregator {

@@ -13,7 +13,7 @@
 //! does on arrival is there too (a byte-wise add, cheap beside the network).
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -325,11 +325,6 @@ pub fn predict(
         }
     };
     Duration::from_secs_f64(seconds)
-}
-
-/// Addresses of `nodes`, for logs.
-pub fn addresses(lab: &Lab, nodes: &[String]) -> Vec<Ipv4Addr> {
-    nodes.iter().map(|n| lab.node(n).address).collect()
 }
 
 #[cfg(test)]
