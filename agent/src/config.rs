@@ -121,6 +121,9 @@ pub struct Cli {
     /// URL of the aggregator's gRPC endpoint.
     #[arg(long, env = env::AGGREGATOR, default_value = "http://zonemesh-aggregator:7400")]
     pub aggregator: String,
+    /// TLS to the aggregator: the agent presents a certificate naming its node.
+    #[command(flatten)]
+    pub tls: zonemesh_proto::tls::TlsArgs,
     /// TCP port of this agent's RTT and throughput responder, on every --address.
     #[arg(long, env = env::PROBE_PORT, default_value_t = 7402)]
     pub probe_port: u16,
@@ -197,6 +200,8 @@ pub struct Config {
     pub addresses: Vec<IpAddr>,
     /// Aggregator URL.
     pub aggregator: String,
+    /// TLS to the aggregator.
+    pub tls: zonemesh_proto::tls::ClientTls,
     /// Responder port.
     pub probe_port: u16,
     /// Prometheus endpoint.
@@ -258,6 +263,7 @@ impl Cli {
         }
         tonic::transport::Endpoint::from_shared(url.clone())
             .map_err(|e| format!("--aggregator: {url:?}: {e}"))?;
+        let tls = self.tls.client_tls(url)?;
         if self.probe_port == 0 {
             return Err("--probe-port: 0 is not a port peers can reach".into());
         }
@@ -307,6 +313,7 @@ impl Cli {
             region,
             addresses,
             aggregator: url.clone(),
+            tls,
             probe_port: self.probe_port,
             metrics_listen: self.metrics_listen,
             icmp: self.icmp,

@@ -185,6 +185,7 @@ pub async fn run(
     let session = tokio::spawn(session::run(
         SessionConfig {
             url: config.aggregator.clone(),
+            tls: config.tls.clone(),
             hello: hello(&config, mode),
             backoff: config.reconnect,
         },

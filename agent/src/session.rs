@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Endpoint;
 use zonemesh_proto::v1::{self, agent_message, aggregator_message};
 
 use crate::metrics::Metrics;
@@ -58,6 +57,8 @@ pub enum Instruction {
 pub struct SessionConfig {
     /// Aggregator URL.
     pub url: String,
+    /// TLS; its files are read at every connect, so rotated certificates are used.
+    pub tls: zonemesh_proto::tls::ClientTls,
     /// The `Hello` of every stream.
     pub hello: v1::Hello,
     /// Reconnect backoff bounds.
@@ -103,15 +104,8 @@ async fn connection(
     flush: &mut watch::Receiver<bool>,
     attempt: &mut u32,
 ) -> Result<(), String> {
-    let channel = Endpoint::from_shared(config.url.clone())
-        .map_err(|e| e.to_string())?
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .map_err(|e| format!("connect to {}: {e}", config.url))?;
+    let channel =
+        zonemesh_proto::tls::connect(&config.url, &config.tls, Duration::from_secs(5)).await?;
     let mut client = v1::ingest_client::IngestClient::new(channel);
     let (tx, rx) = mpsc::channel::<v1::AgentMessage>(MAX_IN_FLIGHT + 2);
     let send = |tx: &mpsc::Sender<v1::AgentMessage>, kind| {

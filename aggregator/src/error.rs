@@ -77,6 +77,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The server's configuration cannot be used (a TLS or token file); the message names the flag.
+    #[error("{0}")]
+    Config(String),
+    /// A limit refused a report or a node (`--max-*`); the message names the flag.
+    #[error("{0}")]
+    Limit(String),
     /// Something inside the server that is not the caller's fault.
     #[error("internal: {0}")]
     Internal(String),
@@ -99,7 +105,9 @@ impl Error {
             Self::NoZoneFits { .. } | Self::NotEnoughCapacity { .. } => {
                 tonic::Status::failed_precondition(message)
             }
+            Self::Limit(_) => tonic::Status::resource_exhausted(message),
             Self::Store { .. }
+            | Self::Config(_)
             | Self::Corrupt { .. }
             | Self::Listen { .. }
             | Self::Internal(_)

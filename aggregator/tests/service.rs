@@ -28,6 +28,11 @@ impl Server {
             store_cache_bytes: zonemesh_aggregator::store::DEFAULT_CACHE_BYTES,
             engine: EngineConfig::default(),
             core: Default::default(),
+            ingest: Default::default(),
+            tls: None,
+            allow_plaintext: false,
+            tokens_file: None,
+            reload_every: std::time::Duration::from_secs(10),
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let (bound_tx, bound_rx) = oneshot::channel();

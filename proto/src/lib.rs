@@ -24,6 +24,8 @@
 pub mod domain;
 pub mod flags;
 pub mod prom;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use domain::WireError;
 

@@ -6,6 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+
+pub mod pki;
 pub use zonemesh_lab::process::{
     Agent, AgentTotals, Aggregator, Process, field, http_get, http_post, unique,
 };
@@ -128,6 +130,16 @@ pub struct FakeAgent {
 impl FakeAgent {
     /// Connects to `aggregator` and says hello.
     pub async fn connect(aggregator: &Aggregator, node: &str, zone: &str) -> Result<Self> {
+        Self::connect_on(aggregator.channel().await?, node, zone).await
+    }
+
+    /// Says hello as `node` in `zone` on `channel`. A refusal is a [`tonic::Status`] in the
+    /// error's chain.
+    pub async fn connect_on(
+        channel: tonic::transport::Channel,
+        node: &str,
+        zone: &str,
+    ) -> Result<Self> {
         use zonemesh_proto::v1;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         tx.send(v1::AgentMessage {
@@ -142,7 +154,7 @@ impl FakeAgent {
             })),
         })
         .await?;
-        let mut client = v1::ingest_client::IngestClient::new(aggregator.channel().await?);
+        let mut client = v1::ingest_client::IngestClient::new(channel);
         let mut rx = client
             .connect(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await?

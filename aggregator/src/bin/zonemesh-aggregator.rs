@@ -40,6 +40,18 @@ mod env {
     pub const LOG: &str = "ZONEMESH_LOG";
     /// `--extender-job-ttl`.
     pub const EXTENDER_JOB_TTL: &str = "ZONEMESH_EXTENDER_JOB_TTL";
+    pub const TLS_CERT: &str = "ZONEMESH_TLS_CERT";
+    pub const TLS_KEY: &str = "ZONEMESH_TLS_KEY";
+    pub const TLS_CLIENT_CA: &str = "ZONEMESH_TLS_CLIENT_CA";
+    pub const ALLOW_PLAINTEXT: &str = "ZONEMESH_ALLOW_PLAINTEXT";
+    pub const TOKENS_FILE: &str = "ZONEMESH_TOKENS_FILE";
+    pub const CREDENTIAL_RELOAD: &str = "ZONEMESH_CREDENTIAL_RELOAD";
+    pub const MAX_NODES: &str = "ZONEMESH_MAX_NODES";
+    pub const MAX_PATHS: &str = "ZONEMESH_MAX_PATHS";
+    pub const MAX_REPORT_PATHS: &str = "ZONEMESH_MAX_REPORT_PATHS";
+    pub const MAX_REPORT_BYTES: &str = "ZONEMESH_MAX_REPORT_BYTES";
+    pub const MAX_REPORT_RATE: &str = "ZONEMESH_MAX_REPORT_RATE";
+    pub const REPORT_BURST: &str = "ZONEMESH_REPORT_BURST";
 }
 
 /// The zonemesh aggregator: ingests agents' measurements, keeps the zone-aware topology matrix in
@@ -114,6 +126,46 @@ struct Cli {
     /// How long the kube-scheduler extender keeps a job's zones after it last saw a pod of it.
     #[arg(long, env = env::EXTENDER_JOB_TTL, default_value = "10m", value_parser = parse_duration)]
     extender_job_ttl: Duration,
+    /// Server certificate chain (PEM). With it both ports speak TLS only.
+    #[arg(long, env = env::TLS_CERT, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long, env = env::TLS_KEY, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// CA of the client certificates (PEM): agents must then present a certificate naming their
+    /// node (URI SAN spiffe://<domain>/node/<name>), and queries a scheduler or reader
+    /// certificate or a bearer token.
+    #[arg(long, env = env::TLS_CLIENT_CA, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// With --tls-cert, accept plain-text connections too (for a migration; off by default).
+    #[arg(long, env = env::ALLOW_PLAINTEXT, requires = "tls_cert")]
+    allow_plaintext: bool,
+    /// Bearer tokens for queries: lines of `<scheduler|reader> <name> <token>`. With it, queries
+    /// need credentials.
+    #[arg(long, env = env::TOKENS_FILE)]
+    tokens_file: Option<PathBuf>,
+    /// How often the TLS and token files are read again (Kubernetes rotates Secrets in place).
+    #[arg(long, env = env::CREDENTIAL_RELOAD, default_value = "10s", value_parser = parse_duration)]
+    credential_reload: Duration,
+    /// Most nodes the aggregator keeps; an agent or report that would add more is refused.
+    #[arg(long, env = env::MAX_NODES, default_value_t = 20_000)]
+    max_nodes: usize,
+    /// Most directed paths the aggregator keeps; a report that would add more is refused.
+    #[arg(long, env = env::MAX_PATHS, default_value_t = 4_000_000)]
+    max_paths: usize,
+    /// Most path summaries in one report; a larger report is refused.
+    #[arg(long, env = env::MAX_REPORT_PATHS, default_value_t = 10_000)]
+    max_report_paths: usize,
+    /// Largest message an agent may send, bytes; a larger one closes its stream.
+    #[arg(long, env = env::MAX_REPORT_BYTES, default_value_t = 16 << 20)]
+    max_report_bytes: usize,
+    /// Reports per second one agent may send on average (0: no limit); faster agents are read
+    /// more slowly, and nothing is lost.
+    #[arg(long, env = env::MAX_REPORT_RATE, default_value_t = 10.0)]
+    max_report_rate: f64,
+    /// Reports an agent may send at once above --max-report-rate (its backlog after a reconnect).
+    #[arg(long, env = env::REPORT_BURST, default_value_t = 120)]
+    report_burst: u32,
     /// Testing only: make every store write take at least this long (fault injection).
     #[arg(long, hide = true, default_value = "0ms", value_parser = parse_duration)]
     fault_commit_delay: Duration,
@@ -201,7 +253,46 @@ impl Cli {
                 self.http_listen
             ));
         }
+        if !(self.max_report_rate >= 0.0 && self.max_report_rate.is_finite()) {
+            return Err(format!(
+                "--max-report-rate: {} is not a rate (0 or more reports a second)",
+                self.max_report_rate
+            ));
+        }
+        for (flag, value, min) in [
+            ("max-nodes", self.max_nodes, 2),
+            ("max-paths", self.max_paths, 1),
+            ("max-report-paths", self.max_report_paths, 1),
+            ("max-report-bytes", self.max_report_bytes, 4096),
+            ("report-burst", self.report_burst as usize, 1),
+        ] {
+            if value < min {
+                return Err(format!("--{flag}: {value} is less than {min}"));
+            }
+        }
+        at_least(
+            "credential-reload",
+            self.credential_reload,
+            Duration::from_millis(100),
+        )?;
         Ok(Config {
+            ingest: server::ingest::IngestLimits {
+                max_report_paths: self.max_report_paths,
+                max_report_bytes: self.max_report_bytes,
+                reports_per_second: self.max_report_rate,
+                report_burst: self.report_burst,
+            },
+            tls: match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => Some(server::tls::TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: self.tls_client_ca.clone(),
+                }),
+                _ => None,
+            },
+            allow_plaintext: self.allow_plaintext,
+            tokens_file: self.tokens_file.clone(),
+            reload_every: self.credential_reload,
             listen: self.listen,
             http_listen: self.http_listen,
             job_ttl_ms: ms(self.extender_job_ttl),
@@ -237,6 +328,8 @@ impl Cli {
                     share: self.throughput_share,
                     max_concurrent: self.throughput_max_concurrent,
                 },
+                max_nodes: self.max_nodes,
+                max_paths: self.max_paths,
                 ..EngineConfig::default()
             },
             core: server::core::CoreConfig {

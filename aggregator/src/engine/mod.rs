@@ -78,6 +78,12 @@ pub struct EngineConfig {
     /// Pair-cost evaluations `Place` may spend comparing candidate zones (at least one zone is
     /// always evaluated). Default 40,000.
     pub place_budget: usize,
+    /// Most nodes the topology holds (registered or named as a report's destination); a Hello
+    /// or report that would add more is refused. Default 20,000.
+    pub max_nodes: usize,
+    /// Most directed paths the topology holds; a report that would add more is refused.
+    /// Default 4,000,000 (a full mesh of 2,000 nodes, or 800 peers each of 5,000).
+    pub max_paths: usize,
 }
 
 impl Default for EngineConfig {
@@ -88,6 +94,27 @@ impl Default for EngineConfig {
             plan: PlanConfig::default(),
             throughput: ThroughputConfig::default(),
             place_budget: 40_000,
+            max_nodes: 20_000,
+            max_paths: 4_000_000,
+        }
+    }
+}
+
+/// A limit of [`EngineConfig`] that refused a Hello or a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitHit {
+    /// [`EngineConfig::max_nodes`].
+    Nodes,
+    /// [`EngineConfig::max_paths`].
+    Paths,
+}
+
+impl LimitHit {
+    /// The metric label (`zonemesh_limit_hits_total{limit}`).
+    pub fn label(self) -> &'static str {
+        match self {
+            LimitHit::Nodes => "nodes",
+            LimitHit::Paths => "paths",
         }
     }
 }
@@ -461,6 +488,67 @@ impl Topology {
         self.dirty_nodes.insert(id);
         self.membership_version += 1;
         id
+    }
+
+    /// Whether a Hello from `hello.node` fits under [`EngineConfig::max_nodes`].
+    pub fn admit_hello(&self, hello: &Hello) -> Result<(), (LimitHit, Error)> {
+        if self.names.contains_key(&hello.node) || self.nodes.len() < self.config.max_nodes {
+            return Ok(());
+        }
+        Err((
+            LimitHit::Nodes,
+            Error::Limit(format!(
+                "hello.node: {} would be node {} of at most {} (--max-nodes)",
+                hello.node,
+                self.nodes.len() + 1,
+                self.config.max_nodes
+            )),
+        ))
+    }
+
+    /// Whether the report of `node` fits under [`EngineConfig::max_nodes`] (its destinations
+    /// become nodes) and [`EngineConfig::max_paths`]. Replays always fit.
+    pub fn admit_report(&self, node: NodeId, report: &Report) -> Result<(), (LimitHit, Error)> {
+        if report.sequence <= self.nodes[node.0 as usize].applied_seq {
+            return Ok(());
+        }
+        let mut new_nodes = HashSet::new();
+        let mut new_paths = 0usize;
+        for sample in &report.paths {
+            match self.names.get(&sample.dst) {
+                Some(dst) => {
+                    if !self.paths.contains_key(&(node, *dst)) {
+                        new_paths += 1;
+                    }
+                }
+                None => {
+                    if new_nodes.insert(&sample.dst) {
+                        new_paths += 1;
+                    }
+                }
+            }
+        }
+        if self.nodes.len() + new_nodes.len() > self.config.max_nodes {
+            return Err((
+                LimitHit::Nodes,
+                Error::Limit(format!(
+                    "report {}: its {} unknown destinations would pass the {} nodes of --max-nodes",
+                    report.sequence,
+                    new_nodes.len(),
+                    self.config.max_nodes
+                )),
+            ));
+        }
+        if self.paths.len() + new_paths > self.config.max_paths {
+            return Err((
+                LimitHit::Paths,
+                Error::Limit(format!(
+                    "report {}: its {new_paths} new paths would pass the {} paths of --max-paths",
+                    report.sequence, self.config.max_paths
+                )),
+            ));
+        }
+        Ok(())
     }
 
     /// An agent said hello: records (or updates) its node and marks it connected. Returns the node
@@ -971,6 +1059,48 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::*;
+
+    #[test]
+    fn limits_refuse_new_nodes_and_paths_but_never_replays_or_known_ones() {
+        let now = UnixMs(1_000_000);
+        let mut t = Topology::new(EngineConfig {
+            max_nodes: 3,
+            max_paths: 2,
+            ..EngineConfig::default()
+        });
+        let (a, _) = t.register(&hello("a", "z1"), now);
+        let report = |sequence, dsts: &[&str]| Report {
+            sequence,
+            paths: dsts
+                .iter()
+                .map(|d| sample("a", d, 100.0, 0, None))
+                .collect(),
+        };
+        // b and c fit (3 nodes, 2 paths); so does the same pair again.
+        let first = report(1, &["b", "c"]);
+        assert!(t.admit_report(a, &first).is_ok());
+        t.apply_report(a, &first, now).unwrap();
+        assert!(t.admit_report(a, &report(2, &["b", "c"])).is_ok());
+        // A fourth node does not, as a destination or as an agent.
+        let (hit, e) = t.admit_report(a, &report(2, &["d"])).unwrap_err();
+        assert_eq!(hit, LimitHit::Nodes);
+        assert!(e.to_string().contains("--max-nodes"), "{e}");
+        let (hit, _) = t.admit_hello(&hello("d", "z1")).unwrap_err();
+        assert_eq!(hit, LimitHit::Nodes);
+        // A known node says hello again; a replay is always admitted.
+        assert!(t.admit_hello(&hello("b", "z1")).is_ok());
+        assert!(t.admit_report(a, &report(1, &["d", "e"])).is_ok());
+        // b's path to a would be a third path.
+        let b = t.id(&name("b")).unwrap();
+        let back = Report {
+            sequence: 1,
+            paths: vec![sample("b", "a", 100.0, 0, None)],
+        };
+        let (hit, e) = t.admit_report(b, &back).unwrap_err();
+        assert_eq!(hit, LimitHit::Paths);
+        assert!(e.to_string().contains("--max-paths"), "{e}");
+        assert_eq!(t.path_count(), 2);
+    }
 
     #[test]
     fn replays_are_applied_once() {

@@ -46,8 +46,8 @@ pub enum Command {
         hello: Hello,
         /// The stream's outbound half.
         outbound: Outbound,
-        /// Gets the node and the session id.
-        reply: oneshot::Sender<(NodeId, u64)>,
+        /// Gets the node and the session id, or why the node is refused (`--max-nodes`).
+        reply: oneshot::Sender<Result<(NodeId, u64), Error>>,
     },
     /// A checked report from the agent of `node`.
     Report {
@@ -373,6 +373,12 @@ impl Owner {
                 outbound,
                 reply,
             } => {
+                if let Err((limit, e)) = self.topology.admit_hello(&hello) {
+                    self.metrics.security.limit_hit(limit.label());
+                    tracing::warn!(node = %hello.node, "agent refused: {e}");
+                    let _ = reply.send(Err(e));
+                    return true;
+                }
                 let (node, applied) = self.topology.register(&hello, now);
                 let session = self.next_session;
                 self.next_session += 1;
@@ -392,7 +398,7 @@ impl Owner {
                     },
                 );
                 self.metrics.connected.set(self.sessions.len() as u64);
-                let _ = reply.send((node, session));
+                let _ = reply.send(Ok((node, session)));
             }
             Command::Report {
                 node,
@@ -403,6 +409,20 @@ impl Owner {
                     return true; // a stream that was replaced; its agent resends on the new one
                 };
                 let outbound = s.outbound.clone();
+                if let Err((limit, e)) = self.topology.admit_report(node, &report) {
+                    self.metrics.security.limit_hit(limit.label());
+                    self.metrics.refused_reports.inc();
+                    tracing::warn!(node = %self.topology.node(node).name, sequence = report.sequence, "report refused: {e}");
+                    let refusal = super::ingest::refusal(
+                        tonic::Code::ResourceExhausted,
+                        "paths",
+                        e.to_string(),
+                        report.sequence,
+                    );
+                    // `try_send`: the owner task never waits for a stream.
+                    let _ = outbound.try_send(Ok(refusal));
+                    return true;
+                }
                 let paths = report.paths.len() as u64;
                 match self.topology.apply_report(node, &report, now) {
                     Ok(Applied::Applied) => {

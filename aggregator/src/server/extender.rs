@@ -14,6 +14,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use zonemesh_proto::domain::UnixMs;
 
+use super::auth::{Denied, Guard, Need};
 use super::core::Core;
 use super::metrics::Metrics;
 use crate::engine::Topology;
@@ -37,12 +38,15 @@ impl Extender {
         }
     }
 
-    /// Its routes.
-    pub fn router(self) -> Router {
+    /// Its routes, for the callers `guard` lets schedule.
+    pub fn router(self, guard: Arc<Guard>) -> Router {
         Router::new()
             .route("/extender/filter", post(filter))
             .route("/extender/prioritize", post(prioritize))
             .with_state(self)
+            .layer(axum::middleware::from_fn(move |request, next| {
+                authorize(guard.clone(), request, next)
+            }))
     }
 
     async fn run<T: serde::Serialize + Send + 'static>(
@@ -104,4 +108,31 @@ async fn prioritize(State(x): State<Extender>, body: axum::body::Bytes) -> Respo
             .map_err(|bad| format!("zonemesh: {bad}"))
     })
     .await
+}
+
+/// Lets a request through when its certificate or bearer token may schedule; else 401 (with
+/// `WWW-Authenticate: Bearer`) or 403, and nothing of the topology.
+async fn authorize(
+    guard: Arc<Guard>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<super::tls::Peer>>()
+        .map(|c| &c.0);
+    let authorization = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    match guard.check("extender", peer, authorization, Need::Schedule) {
+        Ok(_) => next.run(request).await,
+        Err(Denied::Unauthenticated(m)) => (
+            StatusCode::UNAUTHORIZED,
+            [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+            m + "\n",
+        )
+            .into_response(),
+        Err(Denied::Forbidden(m)) => (StatusCode::FORBIDDEN, m + "\n").into_response(),
+    }
 }

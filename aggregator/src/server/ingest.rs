@@ -8,6 +8,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::{ReceiverStream, WatchStream};
@@ -16,33 +17,111 @@ use tonic::{Request, Response, Status, Streaming};
 use zonemesh_proto::domain::{Hello, Report};
 use zonemesh_proto::v1;
 
+use super::auth::Guard;
 use super::core::{Command, Core};
 use super::metrics::Metrics;
+use super::tls::Peer;
+
+/// What one agent may send (`--max-report-*` flags).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IngestLimits {
+    /// Most path summaries in one report; a larger report is refused. Default 10,000.
+    pub max_report_paths: usize,
+    /// Largest encoded message, bytes; a larger one ends the stream. Default 16 MiB.
+    pub max_report_bytes: usize,
+    /// Reports per second one stream may send on average; 0 turns the limit off. Above it the
+    /// stream is read more slowly (HTTP/2 flow control holds the agent back) and nothing is
+    /// lost. Default 10 (an agent sends one report a window, 10 s by default).
+    pub reports_per_second: f64,
+    /// Reports a stream may send at once above the rate (an agent's backlog after a
+    /// reconnect). Default 120.
+    pub report_burst: u32,
+}
+
+impl Default for IngestLimits {
+    fn default() -> Self {
+        Self {
+            max_report_paths: 10_000,
+            max_report_bytes: super::MAX_MESSAGE_BYTES,
+            reports_per_second: 10.0,
+            report_burst: 120,
+        }
+    }
+}
+
+/// A token bucket: how long a report must wait to keep a stream under its rate.
+#[derive(Debug)]
+struct Bucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn new(limits: &IngestLimits, now: Instant) -> Self {
+        let burst = f64::from(limits.report_burst.max(1));
+        Self {
+            rate: limits.reports_per_second,
+            burst,
+            tokens: burst,
+            last: now,
+        }
+    }
+
+    /// Takes a token; `Some(wait)` when the report must wait that long first.
+    fn take(&mut self, now: Instant) -> Option<Duration> {
+        if self.rate <= 0.0 {
+            return None;
+        }
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst) - 1.0;
+        (self.tokens < 0.0).then(|| Duration::from_secs_f64(-self.tokens / self.rate))
+    }
+}
 
 /// The Ingest service.
 #[derive(Debug, Clone)]
 pub struct IngestService {
+    limits: IngestLimits,
     core: Core,
     metrics: Arc<Metrics>,
+    guard: Arc<Guard>,
     stop: watch::Receiver<bool>,
 }
 
 impl IngestService {
-    /// A service that feeds `core`.
+    /// A service that feeds `core`, for the agents `guard` lets in.
     /// Streams end when `stop` turns true.
-    pub fn new(core: Core, metrics: Arc<Metrics>, stop: watch::Receiver<bool>) -> Self {
+    pub fn new(
+        core: Core,
+        metrics: Arc<Metrics>,
+        guard: Arc<Guard>,
+        limits: IngestLimits,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
         Self {
+            limits,
             core,
             metrics,
+            guard,
             stop,
         }
     }
 }
 
-fn refusal(field: &str, message: String, sequence: u64) -> v1::AggregatorMessage {
+/// An `Error` message on an agent's stream: the report `sequence` (0: none) is not applied and
+/// never will be.
+pub fn refusal(
+    code: tonic::Code,
+    field: &str,
+    message: String,
+    sequence: u64,
+) -> v1::AggregatorMessage {
     v1::AggregatorMessage {
         kind: Some(v1::aggregator_message::Kind::Error(v1::Error {
-            code: tonic::Code::InvalidArgument as i32,
+            code: code as i32,
             message,
             field: field.to_owned(),
             sequence,
@@ -59,6 +138,7 @@ impl v1::ingest_server::Ingest for IngestService {
         &self,
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let mut inbound = request.into_inner();
         let first = inbound
             .message()
@@ -76,6 +156,12 @@ impl v1::ingest_server::Ingest for IngestService {
             }
             None => return Err(Status::invalid_argument("kind: empty AgentMessage")),
         };
+        self.guard
+            .check_ingest(peer.as_ref(), hello.node.as_str())
+            .map_err(|d| {
+                tracing::warn!(node = %hello.node, peer = ?peer, "agent refused: {d:?}");
+                d.status()
+            })?;
         let name = hello.node.clone();
         let (outbound, outbound_rx) = mpsc::channel(256);
         let (reply, replied) = oneshot::channel();
@@ -88,12 +174,14 @@ impl v1::ingest_server::Ingest for IngestService {
             .await?;
         let (node, session) = replied
             .await
-            .map_err(|_| Status::unavailable("the aggregator is shutting down"))?;
+            .map_err(|_| Status::unavailable("the aggregator is shutting down"))??;
 
         let core = self.core.clone();
         let metrics = self.metrics.clone();
         let mut stop = self.stop.clone();
+        let limits = self.limits;
         tokio::spawn(async move {
+            let mut bucket = Bucket::new(&limits, Instant::now());
             loop {
                 let next = tokio::select! {
                     next = inbound.message() => next,
@@ -104,13 +192,40 @@ impl v1::ingest_server::Ingest for IngestService {
                     Ok(Some(m)) => m,
                     Ok(None) => break,
                     Err(status) => {
-                        tracing::debug!(node = %name, %status, "agent stream failed");
+                        if status.code() == tonic::Code::OutOfRange {
+                            // tonic's answer to a message above max_decoding_message_size.
+                            metrics.security.limit_hit("report_bytes");
+                            tracing::warn!(node = %name, %status, "report above --max-report-bytes; stream closed");
+                        } else {
+                            tracing::debug!(node = %name, %status, "agent stream failed");
+                        }
                         break;
                     }
                 };
                 match message.kind {
                     Some(v1::agent_message::Kind::Report(wire)) => {
                         let sequence = wire.sequence;
+                        if wire.paths.len() > limits.max_report_paths {
+                            metrics.security.limit_hit("report_paths");
+                            metrics.refused_reports.inc();
+                            tracing::warn!(node = %name, sequence, paths = wire.paths.len(), "report refused: too many paths");
+                            let message = format!(
+                                "report {sequence}: {} paths, more than the {} of --max-report-paths",
+                                wire.paths.len(),
+                                limits.max_report_paths
+                            );
+                            let refused =
+                                refusal(tonic::Code::ResourceExhausted, "paths", message, sequence);
+                            let _ = outbound.send(Ok(refused)).await;
+                            continue;
+                        }
+                        if let Some(wait) = bucket.take(Instant::now()) {
+                            metrics.security.limit_hit("report_rate");
+                            tokio::select! {
+                                _ = tokio::time::sleep(wait) => {}
+                                _ = stop.wait_for(|s| *s) => break,
+                            }
+                        }
                         match Report::from_agent(&name, wire) {
                             Ok(report) => {
                                 let command = Command::Report {
@@ -127,6 +242,7 @@ impl v1::ingest_server::Ingest for IngestService {
                                 tracing::warn!(node = %name, sequence, error = %e, "report refused");
                                 let _ = outbound
                                     .send(Ok(refusal(
+                                        tonic::Code::InvalidArgument,
                                         e.field(),
                                         format!("report {sequence}: {e}"),
                                         sequence,
@@ -138,6 +254,7 @@ impl v1::ingest_server::Ingest for IngestService {
                     Some(v1::agent_message::Kind::Hello(_)) => {
                         let _ = outbound
                             .send(Ok(refusal(
+                                tonic::Code::InvalidArgument,
                                 "hello",
                                 "a second Hello on one stream; open a new stream instead".into(),
                                 0,
@@ -146,7 +263,12 @@ impl v1::ingest_server::Ingest for IngestService {
                     }
                     None => {
                         let _ = outbound
-                            .send(Ok(refusal("kind", "empty AgentMessage".into(), 0)))
+                            .send(Ok(refusal(
+                                tonic::Code::InvalidArgument,
+                                "kind",
+                                "empty AgentMessage".into(),
+                                0,
+                            )))
                             .await;
                     }
                 }
@@ -164,5 +286,47 @@ impl v1::ingest_server::Ingest for IngestService {
             .take_while(Option::is_some)
             .map(|m| m.expect("take_while keeps Some"));
         Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_lets_a_burst_through_then_holds_to_the_rate() {
+        let limits = IngestLimits {
+            reports_per_second: 2.0,
+            report_burst: 3,
+            ..IngestLimits::default()
+        };
+        let t0 = Instant::now();
+        let mut bucket = Bucket::new(&limits, t0);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(t0), None);
+        }
+        let wait = bucket.take(t0).expect("the fourth report waits");
+        assert!((wait.as_secs_f64() - 0.5).abs() < 1e-9, "{wait:?}");
+        // Sent after its wait, the next one waits another half second.
+        let t1 = t0 + wait;
+        let wait = bucket.take(t1).expect("still at the rate");
+        assert!((wait.as_secs_f64() - 0.5).abs() < 1e-9, "{wait:?}");
+        // Idle for long, the bucket refills only to the burst.
+        let t2 = t1 + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(t2), None);
+        }
+        assert!(bucket.take(t2).is_some());
+    }
+
+    #[test]
+    fn a_zero_rate_never_waits() {
+        let limits = IngestLimits {
+            reports_per_second: 0.0,
+            ..IngestLimits::default()
+        };
+        let t0 = Instant::now();
+        let mut bucket = Bucket::new(&limits, t0);
+        assert!((0..10_000).all(|_| bucket.take(t0).is_none()));
     }
 }

@@ -75,9 +75,109 @@ pub const RPCS: [&str; 8] = [
     "ExtenderPrioritize",
 ];
 
+/// The surfaces whose refusals are counted, and the reasons.
+const SURFACES: [&str; 3] = ["ingest", "query", "extender"];
+const REASONS: [&str; 2] = ["unauthenticated", "forbidden"];
+
+/// The limits that can bite (`--max-*` flags).
+pub const LIMITS: [&str; 5] = [
+    "report_rate",
+    "report_paths",
+    "report_bytes",
+    "nodes",
+    "paths",
+];
+
+/// TLS, authentication and abuse limits.
+#[derive(Debug, Default)]
+pub struct SecurityMetrics {
+    /// TLS handshakes that failed (no certificate the CA signed, plain text on a TLS port, ...).
+    pub handshake_failures: Counter,
+    /// Reloads of the TLS or token files that took effect.
+    pub reloads_ok: Counter,
+    /// Reloads that failed (the previous files stay in force).
+    pub reloads_failed: Counter,
+    refusals: [[Counter; REASONS.len()]; SURFACES.len()],
+    limit_hits: [Counter; LIMITS.len()],
+}
+
+impl SecurityMetrics {
+    /// Counts a refused caller.
+    pub fn refused(&self, surface: &str, reason: &str) {
+        let s = SURFACES.iter().position(|x| *x == surface);
+        let r = REASONS.iter().position(|x| *x == reason);
+        if let (Some(s), Some(r)) = (s, r) {
+            self.refusals[s][r].inc();
+        }
+    }
+
+    /// Refusals on `surface`, all reasons.
+    pub fn refusals(&self, surface: &str) -> u64 {
+        SURFACES
+            .iter()
+            .position(|x| *x == surface)
+            .map_or(0, |s| self.refusals[s].iter().map(Counter::get).sum())
+    }
+
+    /// Counts one time `limit` (one of [`LIMITS`]) bit.
+    pub fn limit_hit(&self, limit: &str) {
+        if let Some(i) = LIMITS.iter().position(|x| *x == limit) {
+            self.limit_hits[i].inc();
+        }
+    }
+
+    /// Times `limit` bit.
+    pub fn limit_hits(&self, limit: &str) -> u64 {
+        LIMITS
+            .iter()
+            .position(|x| *x == limit)
+            .map_or(0, |i| self.limit_hits[i].get())
+    }
+
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_tls_handshake_failures_total TLS handshakes that failed.\n# TYPE zonemesh_tls_handshake_failures_total counter\nzonemesh_tls_handshake_failures_total {}",
+            self.handshake_failures.get()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_credential_reloads_total Reloads of the TLS and token files, by result.\n# TYPE zonemesh_credential_reloads_total counter\nzonemesh_credential_reloads_total{{result=\"ok\"}} {}\nzonemesh_credential_reloads_total{{result=\"error\"}} {}",
+            self.reloads_ok.get(),
+            self.reloads_failed.get()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_auth_refusals_total Callers refused, by surface and reason.\n# TYPE zonemesh_auth_refusals_total counter"
+        );
+        for (surface, counters) in SURFACES.iter().zip(&self.refusals) {
+            for (reason, c) in REASONS.iter().zip(counters) {
+                let _ = writeln!(
+                    out,
+                    "zonemesh_auth_refusals_total{{surface=\"{surface}\",reason=\"{reason}\"}} {}",
+                    c.get()
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_limit_hits_total Times an abuse limit bit (a report slowed or refused, a node or path not admitted).\n# TYPE zonemesh_limit_hits_total counter"
+        );
+        for (limit, c) in LIMITS.iter().zip(&self.limit_hits) {
+            let _ = writeln!(
+                out,
+                "zonemesh_limit_hits_total{{limit=\"{limit}\"}} {}",
+                c.get()
+            );
+        }
+    }
+}
+
 /// Every metric of the aggregator.
 #[derive(Debug, Default)]
 pub struct Metrics {
+    /// TLS, authentication and abuse limits.
+    pub security: SecurityMetrics,
     /// Reports applied.
     pub reports: Counter,
     /// Path summaries applied.
@@ -264,6 +364,7 @@ impl Metrics {
                 c.get()
             );
         }
+        self.security.render(&mut out);
         out
     }
 }

@@ -1,10 +1,12 @@
 //! The aggregator server: Ingest and Topology over gRPC (with reflection v1 and v1alpha and
 //! `grpc.health.v1`), and HTTP for Prometheus metrics and health.
 
+pub mod auth;
 pub mod core;
 pub mod extender;
 pub mod ingest;
 pub mod metrics;
+pub mod tls;
 pub mod topology;
 
 use std::future::Future;
@@ -13,10 +15,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::server::TcpIncoming;
 use zonemesh_proto::v1;
 
 use crate::Error;
@@ -45,6 +45,16 @@ pub struct Config {
     pub engine: EngineConfig,
     /// Owner task settings.
     pub core: CoreConfig,
+    /// What one agent may send.
+    pub ingest: ingest::IngestLimits,
+    /// TLS on both ports; `None`: plain text.
+    pub tls: Option<tls::TlsFiles>,
+    /// With TLS, accept plain-text connections too (migrations; refused by default).
+    pub allow_plaintext: bool,
+    /// Bearer tokens for queries.
+    pub tokens_file: Option<PathBuf>,
+    /// How often the TLS and token files are read again.
+    pub reload_every: Duration,
 }
 
 /// Addresses the server actually listens on (useful with port 0).
@@ -82,6 +92,28 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), Error> {
+    let metrics = Arc::new(Metrics::default());
+    let tls = match &config.tls {
+        Some(files) => Some(Arc::new(
+            tls::Tls::load(files.clone(), config.allow_plaintext).map_err(Error::Config)?,
+        )),
+        None => None,
+    };
+    let guard = Arc::new(
+        auth::Guard::new(
+            tls.as_ref().is_some_and(|t| t.verifies_clients()),
+            config.tokens_file.clone(),
+            metrics.clone(),
+        )
+        .map_err(Error::Config)?,
+    );
+    if tls.is_none() && guard.enabled() {
+        tracing::warn!("bearer tokens over plain text: anyone on the network can read them");
+    }
+    if !guard.enabled() {
+        tracing::warn!("no client CA and no tokens: every caller may report and query");
+    }
+
     let store: Box<dyn Store> = match &config.data_dir {
         Some(dir) => Box::new(SledStore::open_with_cache(dir, config.store_cache_bytes)?),
         None => Box::new(MemStore::default()),
@@ -117,7 +149,6 @@ pub async fn serve(
             .map_err(|e| bind_error(config.http_listen, e))?,
     };
 
-    let metrics = Arc::new(Metrics::default());
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<v1::ingest_server::IngestServer<ingest::IngestService>>()
@@ -143,13 +174,25 @@ pub async fn serve(
     let ingest = v1::ingest_server::IngestServer::new(ingest::IngestService::new(
         core.clone(),
         metrics.clone(),
+        guard.clone(),
+        config.ingest,
         stop_rx.clone(),
     ))
-    .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    let topology_service = v1::topology_server::TopologyServer::new(
-        topology::TopologyService::new(core.clone(), metrics.clone()),
-    )
-    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    .max_decoding_message_size(config.ingest.max_report_bytes);
+    let topology_service = tonic::service::interceptor::InterceptedService::new(
+        v1::topology_server::TopologyServer::new(topology::TopologyService::new(
+            core.clone(),
+            metrics.clone(),
+        ))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        topology::authenticate(guard.clone()),
+    );
+    auth::spawn_reloader(
+        tls.clone(),
+        guard.clone(),
+        metrics.clone(),
+        config.reload_every,
+    );
 
     on_bound(bound);
     tracing::info!(grpc = %bound.grpc, http = %bound.http, "serving");
@@ -166,10 +209,10 @@ pub async fn serve(
         .add_service(ingest)
         .add_service(topology_service)
         // Answers are small writes on long-lived connections: without TCP_NODELAY, Nagle holds
-        // them until the peer's delayed ACK (40 ms on Linux). `serve_with_incoming` ignores the
-        // builder's `tcp_nodelay`, so the incoming stream sets it.
+        // them until the peer's delayed ACK (40 ms on Linux). The listener sets it on every
+        // connection (`serve_with_incoming` ignores the builder's `tcp_nodelay`).
         .serve_with_incoming_shutdown(
-            TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
+            tls::incoming(grpc_listener, tls.clone(), metrics.clone()),
             async move {
                 let _ = grpc_stop.wait_for(|s| *s).await;
             },
@@ -177,12 +220,10 @@ pub async fn serve(
     let mut http_stop = stop_rx.clone();
     let extender = extender::Extender::new(core.clone(), metrics.clone(), config.job_ttl_ms);
     let http = axum::serve(
-        http_listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY on an HTTP connection");
-            }
-        }),
-        http_router(metrics.clone()).merge(extender.router()),
+        tls::incoming(http_listener, tls.clone(), metrics.clone()),
+        http_router(metrics.clone())
+            .merge(extender.router(guard.clone()))
+            .into_make_service_with_connect_info::<tls::Peer>(),
     )
     .with_graceful_shutdown(async move {
         let _ = http_stop.wait_for(|s| *s).await;

@@ -41,6 +41,24 @@ impl TopologyService {
     }
 }
 
+/// The interceptor in front of the Topology service: every RPC needs read access (see
+/// [`super::auth`]).
+pub fn authenticate(
+    guard: Arc<super::auth::Guard>,
+) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone + Send + Sync + 'static {
+    move |request: Request<()>| {
+        let peer = request.extensions().get::<super::tls::Peer>();
+        let authorization = request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.as_bytes());
+        guard
+            .check("query", peer, authorization, super::auth::Need::Read)
+            .map_err(|d| d.status())?;
+        Ok(request)
+    }
+}
+
 fn invalid(e: zonemesh_proto::WireError) -> Status {
     Error::InvalidArgument(e).status()
 }

@@ -263,7 +263,13 @@ async fn bench_sizes(
             },
             phase,
             aggregator: aggregator.clone(),
-            aggregator_args: vec!["--log".into(), "warn".into()],
+            // The bench measures what the server can take, not the per-agent rate limit.
+            aggregator_args: vec![
+                "--log".into(),
+                "warn".into(),
+                "--max-report-rate".into(),
+                "0".into(),
+            ],
             churn_per_mille,
         };
         rows.push(bench::run_scale(&run, |m| eprintln!("{m}")).await?);

@@ -1,0 +1,491 @@
+//! Who may do what.
+//!
+//! Authentication is on as soon as there is a way to authenticate: a client CA (`--tls-client-ca`)
+//! or a bearer token file (`--tokens-file`). Then
+//!
+//! - `Ingest` takes a stream only from a client certificate naming a node, and only for that node
+//!   (`PERMISSION_DENIED` names both);
+//! - the `Topology` service takes a `scheduler` or `reader` certificate, or
+//!   `authorization: Bearer <token>`;
+//! - the extender (which remembers jobs) takes `scheduler` credentials only;
+//! - everything else is `UNAUTHENTICATED` (gRPC) or 401 (HTTP), and learns nothing else.
+//!
+//! Health, reflection (the public schema), `/healthz` and `/metrics` (zone-level figures only)
+//! stay open for probes and scrapers. Without a client CA or tokens, everything is open: the
+//! local demo and tests.
+//!
+//! The token file has one token a line, `<role> <name> <token>`, with `role` `scheduler` or
+//! `reader`; `#` starts a comment. It is read again when it changes.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use zonemesh_proto::tls::{Identity, Role};
+
+use super::metrics::Metrics;
+use super::tls::Peer;
+
+/// What a caller wants to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Read the topology (every Topology RPC).
+    Read,
+    /// Schedule through the extender.
+    Schedule,
+}
+
+/// Why a caller was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// No valid credentials.
+    Unauthenticated(String),
+    /// Valid credentials that do not allow this.
+    Forbidden(String),
+}
+
+impl Denied {
+    /// The gRPC status.
+    pub fn status(&self) -> tonic::Status {
+        match self {
+            Denied::Unauthenticated(m) => tonic::Status::unauthenticated(m.clone()),
+            Denied::Forbidden(m) => tonic::Status::permission_denied(m.clone()),
+        }
+    }
+
+    /// The metric label of the reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Denied::Unauthenticated(_) => "unauthenticated",
+            Denied::Forbidden(_) => "forbidden",
+        }
+    }
+}
+
+/// Bearer tokens, loaded from a file.
+#[derive(Debug, Default)]
+struct Tokens {
+    entries: Vec<(Vec<u8>, Identity)>,
+}
+
+impl Tokens {
+    fn parse(path: &Path, text: &str) -> Result<Self, String> {
+        let mut entries = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let at = || format!("--tokens-file {}:{}", path.display(), i + 1);
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [role, name, token] = fields[..] else {
+                return Err(format!(
+                    "{}: expected `<role> <name> <token>`, found {} fields",
+                    at(),
+                    fields.len()
+                ));
+            };
+            let role = match Role::parse(role) {
+                Some(Role::Node) => {
+                    return Err(format!(
+                        "{}: role node: agents authenticate with certificates, not tokens",
+                        at()
+                    ));
+                }
+                Some(r) => r,
+                None => {
+                    return Err(format!(
+                        "{}: role {role:?} is neither scheduler nor reader",
+                        at()
+                    ));
+                }
+            };
+            if token.len() < 16 {
+                return Err(format!(
+                    "{}: the token of {name} is shorter than 16 characters",
+                    at()
+                ));
+            }
+            entries.push((
+                token.as_bytes().to_vec(),
+                Identity {
+                    role,
+                    name: name.to_owned(),
+                },
+            ));
+        }
+        Ok(Self { entries })
+    }
+
+    /// The identity of `token`, comparing every entry in constant time.
+    fn lookup(&self, token: &[u8]) -> Option<&Identity> {
+        let mut found = None;
+        for (t, identity) in &self.entries {
+            if constant_time_eq(t, token) {
+                found = Some(identity);
+            }
+        }
+        found
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The access policy of one server.
+#[derive(Debug)]
+pub struct Guard {
+    verifies_clients: bool,
+    tokens_file: Option<PathBuf>,
+    tokens: RwLock<(u64, Arc<Tokens>)>,
+    metrics: Arc<Metrics>,
+}
+
+fn fingerprint(text: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+impl Guard {
+    /// A policy; `verifies_clients` when a client CA is configured. Reads the token file.
+    pub fn new(
+        verifies_clients: bool,
+        tokens_file: Option<PathBuf>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, String> {
+        let tokens = match &tokens_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
+                (fingerprint(&text), Arc::new(Tokens::parse(path, &text)?))
+            }
+            None => (0, Arc::default()),
+        };
+        Ok(Self {
+            verifies_clients,
+            tokens_file,
+            tokens: RwLock::new(tokens),
+            metrics,
+        })
+    }
+
+    /// Whether callers must authenticate.
+    pub fn enabled(&self) -> bool {
+        self.verifies_clients || self.tokens_file.is_some()
+    }
+
+    /// Reads the token file again if it changed. `Ok(true)` when the tokens were replaced.
+    pub fn reload(&self) -> Result<bool, String> {
+        let Some(path) = &self.tokens_file else {
+            return Ok(false);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
+        let print = fingerprint(&text);
+        if print == self.tokens.read().expect("tokens lock").0 {
+            return Ok(false);
+        }
+        let tokens = Tokens::parse(path, &text)?;
+        *self.tokens.write().expect("tokens lock") = (print, Arc::new(tokens));
+        Ok(true)
+    }
+
+    fn refused(&self, surface: &'static str, denied: Denied) -> Denied {
+        self.metrics.security.refused(surface, denied.reason());
+        denied
+    }
+
+    /// May the agent behind `peer` stream reports for `node`?
+    pub fn check_ingest(&self, peer: Option<&Peer>, node: &str) -> Result<(), Denied> {
+        if !self.verifies_clients {
+            return Ok(());
+        }
+        match peer.and_then(|p| p.identity.as_ref()) {
+            Some(Identity {
+                role: Role::Node,
+                name,
+            }) if name == node => Ok(()),
+            Some(Identity {
+                role: Role::Node,
+                name,
+            }) => Err(self.refused(
+                "ingest",
+                Denied::Forbidden(format!(
+                    "hello.node: the client certificate names node {name}, the Hello says {node}"
+                )),
+            )),
+            Some(other) => Err(self.refused(
+                "ingest",
+                Denied::Forbidden(format!(
+                    "the client certificate is a {} certificate; Ingest takes node certificates",
+                    other.role.as_str()
+                )),
+            )),
+            None => Err(self.refused(
+                "ingest",
+                Denied::Unauthenticated(
+                    "Ingest needs a client certificate that names the node".into(),
+                ),
+            )),
+        }
+    }
+
+    /// May the caller (`peer`, and the value of its `authorization` header) do `need`?
+    /// `surface` labels the refusal metric (`query`, `extender`).
+    pub fn check(
+        &self,
+        surface: &'static str,
+        peer: Option<&Peer>,
+        authorization: Option<&[u8]>,
+        need: Need,
+    ) -> Result<Option<Identity>, Denied> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        let identity = match authorization {
+            Some(value) => {
+                let token = value
+                    .strip_prefix(b"Bearer ")
+                    .or_else(|| value.strip_prefix(b"bearer "))
+                    .map(|t| t.trim_ascii());
+                let tokens = self.tokens.read().expect("tokens lock").1.clone();
+                match token.and_then(|t| tokens.lookup(t)) {
+                    Some(identity) => identity.clone(),
+                    None => {
+                        return Err(self.refused(
+                            surface,
+                            Denied::Unauthenticated(
+                                "authorization: not a valid bearer token".into(),
+                            ),
+                        ));
+                    }
+                }
+            }
+            None => match peer.and_then(|p| p.identity.clone()) {
+                Some(identity) => identity,
+                None => {
+                    return Err(self.refused(
+                        surface,
+                        Denied::Unauthenticated(
+                            "credentials required: a client certificate or a bearer token".into(),
+                        ),
+                    ));
+                }
+            },
+        };
+        let allowed = match (identity.role, need) {
+            (Role::Scheduler, _) => true,
+            (Role::Reader, Need::Read) => true,
+            (Role::Reader, Need::Schedule) | (Role::Node, _) => false,
+        };
+        if allowed {
+            Ok(Some(identity))
+        } else {
+            Err(self.refused(
+                surface,
+                Denied::Forbidden(format!(
+                    "{identity} may not {}",
+                    match need {
+                        Need::Read => "query the topology",
+                        Need::Schedule => "schedule through the extender",
+                    }
+                )),
+            ))
+        }
+    }
+}
+
+/// Reloads the TLS files and the token file every `every`, until the process ends.
+pub fn spawn_reloader(
+    tls: Option<Arc<super::tls::Tls>>,
+    guard: Arc<Guard>,
+    metrics: Arc<Metrics>,
+    every: std::time::Duration,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let results = [
+                ("TLS files", tls.as_ref().map(|t| t.reload())),
+                ("token file", Some(guard.reload())),
+            ];
+            for (what, result) in results {
+                match result {
+                    Some(Ok(true)) => {
+                        metrics.security.reloads_ok.inc();
+                        tracing::info!("{what} reloaded");
+                    }
+                    Some(Err(e)) => {
+                        metrics.security.reloads_failed.inc();
+                        tracing::error!(error = %e, "{what} not reloaded; the previous ones stay");
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(identity: Option<Identity>) -> Peer {
+        Peer {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            tls: true,
+            identity,
+        }
+    }
+
+    fn id(role: Role, name: &str) -> Option<Identity> {
+        Some(Identity {
+            role,
+            name: name.into(),
+        })
+    }
+
+    fn guard(tokens: &str) -> Guard {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        std::fs::write(&path, tokens).unwrap();
+        Guard::new(true, Some(path), Arc::default()).unwrap()
+    }
+
+    #[test]
+    fn a_node_certificate_reports_for_its_node_only() {
+        let g = guard("");
+        assert_eq!(
+            g.check_ingest(Some(&peer(id(Role::Node, "a1"))), "a1"),
+            Ok(())
+        );
+        let Err(Denied::Forbidden(m)) = g.check_ingest(Some(&peer(id(Role::Node, "a1"))), "b1")
+        else {
+            panic!("a1's certificate reported for b1");
+        };
+        assert!(m.contains("a1") && m.contains("b1"), "{m}");
+        assert!(matches!(
+            g.check_ingest(Some(&peer(None)), "a1"),
+            Err(Denied::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            g.check_ingest(Some(&peer(id(Role::Scheduler, "a1"))), "a1"),
+            Err(Denied::Forbidden(_))
+        ));
+        assert_eq!(g.metrics.security.refusals("ingest"), 3);
+    }
+
+    #[test]
+    fn tokens_and_certificates_grant_their_roles() {
+        let g = guard(
+            "# dashboards\nreader grafana r3ad3r-t0ken-0123456789\nscheduler ks s3hed-t0ken-0123456789\n",
+        );
+        let none = peer(None);
+        let read = |auth: &[u8], need| g.check("query", Some(&none), Some(auth), need);
+        assert_eq!(
+            read(b"Bearer r3ad3r-t0ken-0123456789", Need::Read)
+                .unwrap()
+                .unwrap()
+                .name,
+            "grafana"
+        );
+        assert!(matches!(
+            read(b"Bearer r3ad3r-t0ken-0123456789", Need::Schedule),
+            Err(Denied::Forbidden(_))
+        ));
+        assert!(read(b"Bearer s3hed-t0ken-0123456789", Need::Schedule).is_ok());
+        assert!(matches!(
+            read(b"Bearer s3hed-t0ken-012345678", Need::Read),
+            Err(Denied::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            read(b"Basic s3hed-t0ken-0123456789", Need::Read),
+            Err(Denied::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            g.check("query", Some(&none), None, Need::Read),
+            Err(Denied::Unauthenticated(_))
+        ));
+        let node = peer(id(Role::Node, "a1"));
+        assert!(matches!(
+            g.check("query", Some(&node), None, Need::Read),
+            Err(Denied::Forbidden(_))
+        ));
+        let scheduler = peer(id(Role::Scheduler, "kube-scheduler"));
+        assert!(
+            g.check("extender", Some(&scheduler), None, Need::Schedule)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn without_a_client_ca_or_tokens_everything_is_open() {
+        let g = Guard::new(false, None, Arc::default()).unwrap();
+        assert!(!g.enabled());
+        assert_eq!(g.check("query", None, None, Need::Schedule), Ok(None));
+        assert_eq!(g.check_ingest(None, "a1"), Ok(()));
+    }
+
+    #[test]
+    fn a_bad_token_file_names_the_line() {
+        let path = Path::new("t");
+        for (text, needle) in [
+            ("reader grafana\n", "t:1: expected"),
+            ("\nnode a1 0123456789abcdefgh\n", "t:2: role node"),
+            ("admin x 0123456789abcdefgh", "neither scheduler nor reader"),
+            ("reader x short", "shorter than 16"),
+        ] {
+            let e = Tokens::parse(path, text).unwrap_err();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn tokens_reload_when_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        std::fs::write(&path, "reader a aaaaaaaaaaaaaaaaaaaa\n").unwrap();
+        let g = Guard::new(false, Some(path.clone()), Arc::default()).unwrap();
+        assert!(!g.reload().unwrap());
+        std::fs::write(&path, "reader b bbbbbbbbbbbbbbbbbbbb\n").unwrap();
+        assert!(g.reload().unwrap());
+        assert!(
+            g.check(
+                "query",
+                None,
+                Some(b"Bearer aaaaaaaaaaaaaaaaaaaa"),
+                Need::Read
+            )
+            .is_err()
+        );
+        assert!(
+            g.check(
+                "query",
+                None,
+                Some(b"Bearer bbbbbbbbbbbbbbbbbbbb"),
+                Need::Read
+            )
+            .is_ok()
+        );
+        // A broken file keeps the tokens that loaded.
+        std::fs::write(&path, "reader b\n").unwrap();
+        assert!(g.reload().is_err());
+        assert!(
+            g.check(
+                "query",
+                None,
+                Some(b"Bearer bbbbbbbbbbbbbbbbbbbb"),
+                Need::Read
+            )
+            .is_ok()
+        );
+    }
+}

@@ -1,0 +1,535 @@
+//! Trust: mutual TLS between agents and the aggregator, node identity, authenticated queries and
+//! extender calls, credentials reloaded from disk, and the abuse limits — against the real
+//! aggregator (and a real agent) over real TLS.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use tonic::transport::Channel;
+use zonemesh_proto::tls::{ClientTls, Role, connect};
+use zonemesh_proto::v1;
+use zonemesh_tests::pki::{Ca, Files};
+use zonemesh_tests::{FakeAgent, loopback_net, start_agent, start_aggregator, wait_for};
+
+const READER_TOKEN: &str = "r3ader-t0ken-0123456789";
+const SCHEDULER_TOKEN: &str = "sched-t0ken-0123456789ab";
+
+/// A TLS aggregator with a client CA and tokens, and the PKI around it.
+struct Secured {
+    dir: tempfile::TempDir,
+    ca: Ca,
+    ca_file: PathBuf,
+    client_ca_file: PathBuf,
+    aggregator: zonemesh_tests::Aggregator,
+}
+
+impl Secured {
+    fn start(extra: &[&str]) -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let ca = Ca::new("zonemesh test CA")?;
+        let ca_file = ca.write(&dir.path().join("ca.crt"))?;
+        let client_ca_file = ca.write(&dir.path().join("client-ca.crt"))?;
+        let server = ca.server(dir.path(), "aggregator")?;
+        let tokens = dir.path().join("tokens");
+        std::fs::write(
+            &tokens,
+            format!("reader grafana {READER_TOKEN}\nscheduler kube-scheduler {SCHEDULER_TOKEN}\n"),
+        )?;
+        let (cert, key, client, tokens) = (
+            path(&server.cert)?,
+            path(&server.key)?,
+            path(&client_ca_file)?,
+            path(&tokens)?,
+        );
+        let mut args = vec![
+            "--in-memory",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &client,
+            "--tokens-file",
+            &tokens,
+            "--credential-reload",
+            "200ms",
+        ];
+        args.extend(extra);
+        let aggregator = start_aggregator(&args, dir.path())?;
+        Ok(Self {
+            dir,
+            ca,
+            ca_file,
+            client_ca_file,
+            aggregator,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("https://{}", self.aggregator.grpc)
+    }
+
+    fn tls(&self, client: Option<&Files>) -> ClientTls {
+        ClientTls {
+            ca: Some(self.ca_file.clone()),
+            cert: client.map(|f| f.cert.clone()),
+            key: client.map(|f| f.key.clone()),
+            server_name: None,
+        }
+    }
+
+    async fn channel(&self, client: Option<&Files>) -> Result<Channel> {
+        connect(&self.url(), &self.tls(client), Duration::from_secs(5))
+            .await
+            .map_err(anyhow::Error::msg)
+    }
+
+    fn client(&self, role: Role, name: &str) -> Result<Files> {
+        self.ca.client(self.dir.path(), role, name)
+    }
+
+    /// `curl` over HTTPS to the aggregator's HTTP port: (status, body).
+    fn curl(
+        &self,
+        path: &str,
+        body: Option<&str>,
+        client: Option<&Files>,
+        token: Option<&str>,
+    ) -> Result<(u16, String)> {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(&self.ca_file)
+            .args(["-w", "\n%{http_code}"]);
+        if let Some(f) = client {
+            cmd.arg("--cert").arg(&f.cert).arg("--key").arg(&f.key);
+        }
+        if let Some(t) = token {
+            cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+        }
+        if let Some(b) = body {
+            cmd.args(["-H", "Content-Type: application/json", "--data", b]);
+        }
+        cmd.arg(format!(
+            "https://127.0.0.1:{}{path}",
+            self.aggregator.http.port()
+        ));
+        let out = cmd.output().context("run curl")?;
+        ensure!(
+            out.status.success(),
+            "curl {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout)?;
+        let (body, code) = text.rsplit_once('\n').context("curl output")?;
+        Ok((code.trim().parse()?, body.to_owned()))
+    }
+
+    fn metric(&self, line_prefix: &str) -> Result<f64> {
+        let (code, text) = self.curl("/metrics", None, None, None)?;
+        ensure!(code == 200, "/metrics: {code}");
+        metric_value(&text, line_prefix)
+    }
+}
+
+fn metric_value(text: &str, line_prefix: &str) -> Result<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix))
+        .with_context(|| format!("no {line_prefix} in the metrics"))?
+        .trim()
+        .parse()
+        .context("metric value")
+}
+
+fn path(p: &Path) -> Result<String> {
+    p.to_str().map(str::to_owned).context("utf-8 path")
+}
+
+/// The gRPC status in an error's chain.
+fn status_of(e: &anyhow::Error) -> Option<&tonic::Status> {
+    e.chain().find_map(|c| c.downcast_ref::<tonic::Status>())
+}
+
+fn expect_code<T: std::fmt::Debug>(
+    what: &str,
+    result: Result<T>,
+    code: tonic::Code,
+) -> Result<String> {
+    match result {
+        Ok(v) => bail!("{what}: accepted ({v:?}), expected {code:?}"),
+        Err(e) => match status_of(&e) {
+            Some(s) if s.code() == code => Ok(s.message().to_owned()),
+            _ => bail!("{what}: expected {code:?}, got {e:#}"),
+        },
+    }
+}
+
+async fn list_nodes(channel: Channel, token: Option<&str>) -> Result<Vec<v1::Node>> {
+    let header: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> = token
+        .map(|t| format!("Bearer {t}").parse())
+        .transpose()
+        .context("token header")?;
+    let mut client = v1::topology_client::TopologyClient::with_interceptor(
+        channel,
+        move |mut request: tonic::Request<()>| {
+            if let Some(h) = &header {
+                request.metadata_mut().insert("authorization", h.clone());
+            }
+            Ok(request)
+        },
+    );
+    Ok(client
+        .list_nodes(v1::ListNodesRequest::default())
+        .await?
+        .into_inner()
+        .nodes)
+}
+
+fn extender_body() -> String {
+    serde_json::json!({
+        "Pod": {"metadata": {"name": "w0", "namespace": "ml"}, "spec": {}},
+        "NodeNames": ["a1"],
+        "Nodes": null
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_certified_agents_report_and_only_for_their_node() -> Result<()> {
+    let s = Secured::start(&[])?;
+    let a1 = s.client(Role::Node, "a1")?;
+
+    // A certificate for a1 reports for a1.
+    let mut agent = FakeAgent::connect_on(s.channel(Some(&a1)).await?, "a1", "zone-a").await?;
+    agent.report(&[("b1", 200.0, 0, 1e9)]).await?;
+
+    // The same certificate cannot speak for b1.
+    let message = expect_code(
+        "a1's certificate saying hello as b1",
+        FakeAgent::connect_on(s.channel(Some(&a1)).await?, "b1", "zone-a").await,
+        tonic::Code::PermissionDenied,
+    )?;
+    ensure!(
+        message.contains("a1") && message.contains("b1"),
+        "{message}"
+    );
+
+    // TLS without a client certificate cannot register.
+    expect_code(
+        "an agent without a certificate",
+        FakeAgent::connect_on(s.channel(None).await?, "a1", "zone-a").await,
+        tonic::Code::Unauthenticated,
+    )?;
+
+    // A scheduler's certificate is not a node's.
+    let scheduler = s.client(Role::Scheduler, "kube-scheduler")?;
+    expect_code(
+        "a scheduler certificate saying hello",
+        FakeAgent::connect_on(s.channel(Some(&scheduler)).await?, "a1", "zone-a").await,
+        tonic::Code::PermissionDenied,
+    )?;
+
+    // A certificate from another CA fails the handshake: no stream at all.
+    let stranger_ca = Ca::new("someone else")?;
+    let forged = stranger_ca.client(s.dir.path(), Role::Node, "a1")?;
+    let forged_result = match s.channel(Some(&forged)).await {
+        Ok(channel) => FakeAgent::connect_on(channel, "a1", "zone-a")
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e),
+    };
+    ensure!(
+        forged_result.is_err(),
+        "a certificate from another CA was accepted"
+    );
+
+    // Plain text to a TLS port is refused.
+    let plain = Channel::from_shared(format!("http://{}", s.aggregator.grpc))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(5));
+    let plain_result = match plain.connect().await {
+        Ok(channel) => FakeAgent::connect_on(channel, "a1", "zone-a")
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e.into()),
+    };
+    ensure!(plain_result.is_err(), "plain text was accepted");
+
+    // The only agent connected is a1: the refused ones left nothing.
+    let scheduler_channel = s.channel(Some(&scheduler)).await?;
+    let connected: Vec<String> = list_nodes(scheduler_channel, None)
+        .await?
+        .into_iter()
+        .filter(|n| n.connected)
+        .map(|n| n.name)
+        .collect();
+    ensure!(connected == ["a1"], "connected nodes {connected:?}");
+
+    ensure!(
+        s.metric("zonemesh_auth_refusals_total{surface=\"ingest\",reason=\"forbidden\"}")? >= 2.0
+    );
+    ensure!(
+        s.metric("zonemesh_auth_refusals_total{surface=\"ingest\",reason=\"unauthenticated\"}")?
+            >= 1.0
+    );
+    ensure!(s.metric("zonemesh_tls_handshake_failures_total")? >= 2.0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_and_the_extender_need_credentials() -> Result<()> {
+    let s = Secured::start(&[])?;
+    let a1 = s.client(Role::Node, "a1")?;
+    let mut agent = FakeAgent::connect_on(s.channel(Some(&a1)).await?, "a1", "zone-a").await?;
+    agent.report(&[("b1", 200.0, 0, 1e9)]).await?;
+
+    // gRPC: nothing without credentials, nothing with a bad token, nothing for a node.
+    expect_code(
+        "ListNodes without credentials",
+        list_nodes(s.channel(None).await?, None).await,
+        tonic::Code::Unauthenticated,
+    )?;
+    expect_code(
+        "ListNodes with a wrong token",
+        list_nodes(s.channel(None).await?, Some("not-a-token-0123456789")).await,
+        tonic::Code::Unauthenticated,
+    )?;
+    expect_code(
+        "ListNodes with a node certificate",
+        list_nodes(s.channel(Some(&a1)).await?, None).await,
+        tonic::Code::PermissionDenied,
+    )?;
+    // Readers and schedulers, by token or certificate, see the topology.
+    let reader = s.client(Role::Reader, "dashboard")?;
+    let scheduler = s.client(Role::Scheduler, "kube-scheduler")?;
+    for (what, channel, token) in [
+        ("reader token", s.channel(None).await?, Some(READER_TOKEN)),
+        (
+            "scheduler token",
+            s.channel(None).await?,
+            Some(SCHEDULER_TOKEN),
+        ),
+        ("reader certificate", s.channel(Some(&reader)).await?, None),
+        (
+            "scheduler certificate",
+            s.channel(Some(&scheduler)).await?,
+            None,
+        ),
+    ] {
+        let nodes = list_nodes(channel, token).await.context(what)?;
+        ensure!(nodes.iter().any(|n| n.name == "a1"), "{what}: {nodes:?}");
+    }
+
+    // The extender: 401 without credentials, 403 for a reader, 200 for a scheduler.
+    let body = extender_body();
+    let (code, text) = s.curl("/extender/filter", Some(&body), None, None)?;
+    ensure!(code == 401 && !text.contains("a1"), "{code} {text}");
+    let (code, _) = s.curl(
+        "/extender/filter",
+        Some(&body),
+        None,
+        Some("not-a-token-0123456789"),
+    )?;
+    ensure!(code == 401, "bad token: {code}");
+    let (code, _) = s.curl("/extender/filter", Some(&body), None, Some(READER_TOKEN))?;
+    ensure!(code == 403, "reader token: {code}");
+    let (code, _) = s.curl("/extender/filter", Some(&body), Some(&reader), None)?;
+    ensure!(code == 403, "reader certificate: {code}");
+    for (what, client, token) in [
+        ("scheduler token", None, Some(SCHEDULER_TOKEN)),
+        ("scheduler certificate", Some(&scheduler), None),
+    ] {
+        let (code, text) = s.curl("/extender/filter", Some(&body), client, token)?;
+        ensure!(code == 200, "{what}: {code} {text}");
+        let answer: serde_json::Value = serde_json::from_str(&text)?;
+        ensure!(
+            answer["NodeNames"] == serde_json::json!(["a1"]),
+            "{what}: {text}"
+        );
+    }
+    // Probes and scrapers need no credentials.
+    let (code, _) = s.curl("/healthz", None, None, None)?;
+    ensure!(code == 200);
+    ensure!(
+        s.metric("zonemesh_auth_refusals_total{surface=\"query\",reason=\"unauthenticated\"}")?
+            >= 2.0
+    );
+    ensure!(
+        s.metric("zonemesh_auth_refusals_total{surface=\"extender\",reason=\"forbidden\"}")? >= 2.0
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_reload_from_disk() -> Result<()> {
+    let s = Secured::start(&[])?;
+    // Rotate the client CA in place, as Kubernetes updates a mounted Secret.
+    let next_ca = Ca::new("next CA")?;
+    let old = s.client(Role::Node, "a1")?;
+    let new = next_ca.client(s.dir.path(), Role::Node, "b1")?;
+    std::fs::write(&s.client_ca_file, &next_ca.cert_pem)?;
+    wait_for(
+        "the new CA's certificate to be accepted",
+        Duration::from_secs(15),
+        || async {
+            let channel = s.channel(Some(&new)).await.ok()?;
+            FakeAgent::connect_on(channel, "b1", "zone-b").await.ok()
+        },
+    )
+    .await?;
+    let old_result = match s.channel(Some(&old)).await {
+        Ok(channel) => FakeAgent::connect_on(channel, "a1", "zone-a")
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e),
+    };
+    ensure!(old_result.is_err(), "the old CA's certificate still works");
+
+    // Tokens too: a new token works, the old one no longer does.
+    std::fs::write(
+        s.dir.path().join("tokens"),
+        "reader grafana n3w-r3ader-t0ken-0123456789\n",
+    )?;
+    wait_for(
+        "the new token to be accepted",
+        Duration::from_secs(15),
+        || async {
+            let channel = s.channel(None).await.ok()?;
+            list_nodes(channel, Some("n3w-r3ader-t0ken-0123456789"))
+                .await
+                .ok()
+        },
+    )
+    .await?;
+    expect_code(
+        "the old token",
+        list_nodes(s.channel(None).await?, Some(READER_TOKEN)).await,
+        tonic::Code::Unauthenticated,
+    )?;
+
+    // A broken file is refused and counted; what loaded last stays in force.
+    std::fs::write(&s.client_ca_file, "not a certificate\n")?;
+    wait_for(
+        "the failed reload to be counted",
+        Duration::from_secs(15),
+        || async {
+            let v = s
+                .metric("zonemesh_credential_reloads_total{result=\"error\"}")
+                .ok()?;
+            (v >= 1.0).then_some(())
+        },
+    )
+    .await?;
+    FakeAgent::connect_on(s.channel(Some(&new)).await?, "b1", "zone-b").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_agent_reports_over_mutual_tls() -> Result<()> {
+    let s = Secured::start(&[])?;
+    let n1 = s.client(Role::Node, "n1")?;
+    let (ca, cert, key) = (path(&s.ca_file)?, path(&n1.cert)?, path(&n1.key)?);
+    let url = s.url();
+    // An address of its own in loopback, so that the default probe port is free.
+    let address = format!("{}11", loopback_net());
+    let metrics = format!("{address}:0");
+    let _agent = start_agent(
+        "n1",
+        &[
+            "--zone",
+            "zone-a",
+            "--address",
+            &address,
+            "--icmp",
+            "tcp",
+            "--aggregator",
+            &url,
+            "--tls-ca",
+            &ca,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--metrics-listen",
+            &metrics,
+        ],
+        s.dir.path(),
+    )?;
+    let scheduler = s.client(Role::Scheduler, "kube-scheduler")?;
+    wait_for(
+        "n1 to connect over mutual TLS",
+        Duration::from_secs(30),
+        || async {
+            let channel = s.channel(Some(&scheduler)).await.ok()?;
+            let nodes = list_nodes(channel, None).await.ok()?;
+            nodes
+                .iter()
+                .any(|n| n.name == "n1" && n.connected)
+                .then_some(())
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abuse_limits_bite_are_counted_and_lose_nothing_acknowledged() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let aggregator = start_aggregator(
+        &[
+            "--in-memory",
+            "--max-nodes",
+            "4",
+            "--max-report-paths",
+            "2",
+            "--max-report-rate",
+            "4",
+            "--report-burst",
+            "2",
+        ],
+        dir.path(),
+    )?;
+    let metric = |name: &str| -> Result<f64> {
+        metric_value(
+            &zonemesh_tests::http_get(aggregator.http, "/metrics")?,
+            name,
+        )
+    };
+    let mut a1 = FakeAgent::connect(&aggregator, "a1", "zone-a").await?;
+    // Too many paths in one report.
+    let e = a1
+        .report(&[
+            ("b1", 100.0, 0, 1e9),
+            ("b2", 100.0, 0, 1e9),
+            ("b3", 100.0, 0, 1e9),
+        ])
+        .await
+        .expect_err("a report of 3 paths passed --max-report-paths 2");
+    ensure!(e.to_string().contains("--max-report-paths"), "{e}");
+    // Destinations count as nodes: a1, b1, b2 fit; a report adding b3 and b4 does not.
+    a1.report(&[("b1", 100.0, 0, 1e9), ("b2", 100.0, 0, 1e9)])
+        .await?;
+    let e = a1
+        .report(&[("b3", 100.0, 0, 1e9), ("b4", 100.0, 0, 1e9)])
+        .await
+        .expect_err("a report passed --max-nodes");
+    ensure!(e.to_string().contains("--max-nodes"), "{e}");
+    // A fourth node still fits, a fifth agent does not.
+    let _b1 = FakeAgent::connect(&aggregator, "b3", "zone-b").await?;
+    expect_code(
+        "a fifth node",
+        FakeAgent::connect(&aggregator, "c1", "zone-c").await,
+        tonic::Code::ResourceExhausted,
+    )?;
+    // Above the rate, reports wait and are all acknowledged.
+    for _ in 0..8 {
+        a1.report(&[("b1", 100.0, 0, 1e9)]).await?;
+    }
+    ensure!(metric("zonemesh_limit_hits_total{limit=\"report_rate\"}")? >= 1.0);
+    ensure!(metric("zonemesh_limit_hits_total{limit=\"report_paths\"}")? == 1.0);
+    ensure!(metric("zonemesh_limit_hits_total{limit=\"nodes\"}")? == 2.0);
+    // 1 + 8 reports applied; the two refused were not.
+    ensure!(metric("zonemesh_reports_total")? == 9.0);
+    Ok(())
+}
