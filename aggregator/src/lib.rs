@@ -71,6 +71,7 @@
 
 pub mod engine;
 mod error;
+pub mod fuzz;
 pub mod server;
 pub mod store;
 
