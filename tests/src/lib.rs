@@ -125,6 +125,8 @@ pub struct FakeAgent {
     pub rx: tonic::Streaming<zonemesh_proto::v1::AggregatorMessage>,
     sequence: u64,
     node: String,
+    /// The highest sequence the aggregator said was applied, in its answer to the hello.
+    pub applied: u64,
 }
 
 impl FakeAgent {
@@ -159,22 +161,37 @@ impl FakeAgent {
             .connect(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await?
             .into_inner();
-        // The answer to the hello.
-        rx.message().await?;
+        // The answer to the hello: what is applied already.
+        let applied = match rx.message().await?.and_then(|m| m.kind) {
+            Some(v1::aggregator_message::Kind::Ack(a)) => a.sequence,
+            other => bail!("the answer to the hello was {other:?}"),
+        };
         Ok(Self {
             tx,
             rx,
-            sequence: 0,
+            sequence: applied,
             node: node.into(),
+            applied,
         })
     }
 
     /// Reports one window to each `(peer, rtt µs, lost of 100, throughput bit/s)` and waits for
     /// its acknowledgement.
     pub async fn report(&mut self, paths: &[(&str, f64, u64, f64)]) -> Result<()> {
+        self.send_report(paths, 0).await?;
+        self.wait_ack(self.sequence).await
+    }
+
+    /// Sends one report as [`FakeAgent::report`] does, with window times `skew_ms` off this
+    /// machine's clock (another node's clock), without waiting; returns its sequence.
+    pub async fn send_report(
+        &mut self,
+        paths: &[(&str, f64, u64, f64)],
+        skew_ms: i64,
+    ) -> Result<u64> {
         use zonemesh_proto::v1;
         self.sequence += 1;
-        let t = now_ms();
+        let t = now_ms() + skew_ms;
         let paths = paths
             .iter()
             .map(|&(dst, rtt, lost, bps)| v1::PathSummary {
@@ -212,6 +229,12 @@ impl FakeAgent {
                 })),
             })
             .await?;
+        Ok(self.sequence)
+    }
+
+    /// Waits for the acknowledgement of `sequence` (or a later one); a refusal is an error.
+    pub async fn wait_ack(&mut self, sequence: u64) -> Result<()> {
+        use zonemesh_proto::v1;
         loop {
             let m = self
                 .rx
@@ -219,7 +242,7 @@ impl FakeAgent {
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("stream ended"))?;
             match m.kind {
-                Some(v1::aggregator_message::Kind::Ack(a)) if a.sequence >= self.sequence => {
+                Some(v1::aggregator_message::Kind::Ack(a)) if a.sequence >= sequence => {
                     return Ok(());
                 }
                 Some(v1::aggregator_message::Kind::Error(e)) => bail!("refused: {}", e.message),

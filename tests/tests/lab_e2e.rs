@@ -203,6 +203,91 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         "{:?}",
         all.nodes
     );
+
+    // A whole zone cut off (a rack or an availability zone lost): its nodes turn DOWN, no
+    // placement uses them, and when it comes back its agents deliver what they buffered —
+    // every report acknowledged, none refused or dropped.
+    lab.reconnect(&victim)?;
+    let cut_zone = "zone-a";
+    let cut: Vec<String> = stack
+        .agents
+        .keys()
+        .filter(|n| n.starts_with('a'))
+        .cloned()
+        .collect();
+    ensure!(cut.len() == 3, "{cut:?}");
+    for node in &cut {
+        lab.cut_off(node)?;
+    }
+    let client = topology.clone();
+    let states = |want: v1::NodeState| {
+        let topology = client.clone();
+        let cut = cut.clone();
+        move || {
+            let mut topology = topology.clone();
+            let cut = cut.clone();
+            async move {
+                let nodes = topology
+                    .list_nodes(v1::ListNodesRequest::default())
+                    .await
+                    .ok()?
+                    .into_inner()
+                    .nodes;
+                cut.iter()
+                    .all(|c| nodes.iter().any(|n| &n.name == c && n.state == want as i32))
+                    .then_some(())
+            }
+        }
+    };
+    wait_for(
+        &format!("every node of {cut_zone} to turn DOWN"),
+        Duration::from_secs(90),
+        states(v1::NodeState::Down),
+    )
+    .await?;
+    let placed = topology
+        .place(v1::PlaceRequest {
+            workers: 5,
+            zone_policy: v1::ZonePolicy::Any as i32,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    ensure!(
+        placed.assignments.iter().all(|a| a.zone != cut_zone),
+        "placed in the cut-off {cut_zone}: {placed:?}"
+    );
+    for node in &cut {
+        lab.reconnect(node)?;
+    }
+    wait_for(
+        &format!("every node of {cut_zone} to be READY again"),
+        Duration::from_secs(120),
+        states(v1::NodeState::Ready),
+    )
+    .await?;
+    for node in &cut {
+        let agent = &stack.agents[node];
+        wait_for(
+            &format!("{node} to deliver what it buffered while cut off"),
+            Duration::from_secs(60),
+            || async {
+                (agent.metric("zonemesh_agent_buffered_reports").ok()? == 0.0).then_some(())
+            },
+        )
+        .await?;
+        for lost in [
+            "zonemesh_agent_reports_refused_total",
+            "zonemesh_agent_reports_dropped_total",
+        ] {
+            ensure!(agent.metric(lost)? == 0.0, "{node}: {lost} is not 0");
+        }
+        ensure!(
+            agent.metric("zonemesh_agent_reconnects_total")? >= 1.0,
+            "{node} never reconnected"
+        );
+    }
+
     drop(stack);
     lab.remove()?;
     Ok(())

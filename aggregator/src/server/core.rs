@@ -235,11 +235,23 @@ impl Owner {
                         Ok((store, batch, result)) => {
                             self.store = Some(store);
                             match result {
-                                Ok(()) => self.acknowledge(),
+                                Ok(()) => {
+                                    let recovered = self.metrics.store_failure.lock().expect("metrics lock").take();
+                                    if recovered.is_some() {
+                                        tracing::info!("store writes succeed again; held acknowledgements sent");
+                                        self.health.set_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
+                                    }
+                                    self.acknowledge();
+                                }
                                 Err(e) => {
-                                    tracing::error!(error = %e, "store write failed; acknowledgements held, retrying");
                                     self.metrics.store_errors.inc();
-                                    self.health.set_not_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
+                                    let first = self.metrics.store_failure.lock().expect("metrics lock").replace(e.to_string()).is_none();
+                                    if first {
+                                        tracing::error!(error = %e, "store write failed; acknowledgements held, retrying every second");
+                                        self.health.set_not_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
+                                    } else {
+                                        tracing::debug!(error = %e, "store write failed again");
+                                    }
                                     self.failed = Some(batch);
                                     retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
                                 }
@@ -282,9 +294,7 @@ impl Owner {
             }
             let may_write = retry_at.is_none_or(|t| tokio::time::Instant::now() >= t);
             if inflight.is_none() && may_write {
-                if retry_at.take().is_some() {
-                    self.health.set_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
-                }
+                retry_at = None;
                 inflight = self.start_write(config.commit_delay);
             }
         }

@@ -178,6 +178,8 @@ impl SecurityMetrics {
 pub struct Metrics {
     /// TLS, authentication and abuse limits.
     pub security: SecurityMetrics,
+    /// Why the store cannot be written, while it cannot (`None`: healthy).
+    pub store_failure: Mutex<Option<String>>,
     /// Reports applied.
     pub reports: Counter,
     /// Path summaries applied.
@@ -208,6 +210,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Why the store cannot be written, if it cannot.
+    pub fn store_failure(&self) -> Option<String> {
+        self.store_failure.lock().expect("metrics lock").clone()
+    }
+
     /// Records one query.
     pub fn observe_query(&self, rpc: &str, seconds: f64, ok: bool) {
         if let Some(i) = RPCS.iter().position(|r| *r == rpc) {
@@ -310,6 +317,12 @@ impl Metrics {
             "zonemesh_store_size_bytes",
             "Bytes the store takes on disk.",
             self.store_bytes.get(),
+        );
+        gauge(
+            &mut out,
+            "zonemesh_store_healthy",
+            "1 while store writes succeed, 0 while they fail (acknowledgements are held).",
+            u64::from(self.store_failure().is_none()),
         );
         gauge(
             &mut out,

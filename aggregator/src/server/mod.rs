@@ -247,6 +247,7 @@ pub async fn serve(
 fn http_router(metrics: Arc<Metrics>) -> axum::Router {
     use axum::http::header;
     use axum::routing::get;
+    let health_metrics = metrics.clone();
     axum::Router::new()
         .route(
             "/metrics",
@@ -263,5 +264,21 @@ fn http_router(metrics: Arc<Metrics>) -> axum::Router {
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok\n" }))
+        // Liveness: 200 while the process serves, so that a full disk does not turn into a
+        // restart loop; the body says when the store cannot be written (and the gRPC health of
+        // zonemesh.v1.Ingest is NOT_SERVING meanwhile).
+        .route(
+            "/healthz",
+            get(move || {
+                let metrics = health_metrics.clone();
+                async move {
+                    match metrics.store_failure() {
+                        None => "ok\n".to_owned(),
+                        Some(e) => format!(
+                            "degraded: the store cannot be written, acknowledgements are held and retried every second: {e}\n"
+                        ),
+                    }
+                }
+            }),
+        )
 }

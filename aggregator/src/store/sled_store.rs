@@ -1,4 +1,9 @@
 //! The on-disk store: one sled tree, one atomic batch per commit, flushed before it returns.
+//!
+//! A failed write (a full disk, an I/O error) closes the database: sled keeps a failed flush as
+//! an error of the whole instance, so the next commit opens it again — recovery replays sled's
+//! log up to the last flushed batch, which holds everything acknowledged — and writes the whole
+//! batch once more.
 
 use std::path::{Path, PathBuf};
 
@@ -8,8 +13,10 @@ use crate::Error;
 /// A sled database in a data directory.
 #[derive(Debug)]
 pub struct SledStore {
-    db: sled::Db,
+    /// `None` after a failed write, until the next commit opens it again.
+    db: Option<sled::Db>,
     path: PathBuf,
+    cache_bytes: u64,
 }
 
 fn io(e: sled::Error) -> std::io::Error {
@@ -33,72 +40,109 @@ impl SledStore {
     /// every figure in memory and reads the store only at start, so the cache serves writes only;
     /// sled's own default (1 GiB) costs memory for nothing.
     pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Self, Error> {
-        let shown = dir.display().to_string();
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| Error::Store {
-                path: shown.clone(),
-                action: "open",
-                source: io(e),
-            })?;
-        let store = Self {
-            db,
+        Ok(Self {
+            db: Some(open_db(dir, cache_bytes)?),
             path: dir.to_owned(),
-        };
-        match store.db.get(codec::META_KEY) {
-            Ok(Some(format)) if format.as_ref() != codec::FORMAT => {
-                return Err(Error::Corrupt {
-                    path: shown,
-                    key: String::from_utf8_lossy(codec::META_KEY).into_owned(),
-                    reason: format!(
-                        "format {:?} is not {:?}",
-                        String::from_utf8_lossy(&format),
-                        String::from_utf8_lossy(codec::FORMAT)
-                    ),
-                });
-            }
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                if !store.db.is_empty() {
-                    return Err(Error::Corrupt {
-                        path: shown,
-                        key: String::from_utf8_lossy(codec::META_KEY).into_owned(),
-                        reason: "records without a format marker: not a zonemesh store".into(),
-                    });
-                }
-                store
-                    .db
-                    .insert(codec::META_KEY, codec::FORMAT)
-                    .and_then(|_| store.db.flush())
-                    .map_err(|e| Error::Store {
-                        path: shown,
-                        action: "initialise",
-                        source: io(e),
-                    })?;
-            }
-            Err(e) => {
-                return Err(Error::Store {
-                    path: shown,
-                    action: "read the format marker",
-                    source: io(e),
-                });
-            }
-        }
-        Ok(store)
+            cache_bytes,
+        })
     }
 
     fn shown(&self) -> String {
         self.path.display().to_string()
     }
+
+    fn db(&self) -> Result<&sled::Db, Error> {
+        self.db.as_ref().ok_or_else(|| Error::Store {
+            path: self.shown(),
+            action: "read",
+            source: std::io::Error::other("closed after a failed write"),
+        })
+    }
+
+    fn write(&mut self, batch: &Batch) -> Result<(), Error> {
+        if self.db.is_none() {
+            self.db = Some(open_db(&self.path, self.cache_bytes)?);
+            tracing::info!(path = %self.shown(), "store opened again after a failed write");
+        }
+        let db = self.db()?;
+        let mut b = sled::Batch::default();
+        for node in &batch.nodes {
+            b.insert(codec::node_key(&node.name), codec::encode_node(node));
+        }
+        for row in &batch.rows {
+            b.insert(codec::row_key(&row.src), codec::encode_row(row));
+        }
+        db.apply_batch(b).map_err(|e| Error::Store {
+            path: self.shown(),
+            action: "write",
+            source: io(e),
+        })?;
+        db.flush().map_err(|e| Error::Store {
+            path: self.shown(),
+            action: "flush",
+            source: io(e),
+        })?;
+        Ok(())
+    }
+}
+
+/// Opens the database in `dir` and checks (or writes) its format marker.
+fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, Error> {
+    let shown = dir.display().to_string();
+    let db = sled::Config::new()
+        .path(dir)
+        .cache_capacity(cache_bytes)
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .map_err(|e| Error::Store {
+            path: shown.clone(),
+            action: "open",
+            source: io(e),
+        })?;
+    match db.get(codec::META_KEY) {
+        Ok(Some(format)) if format.as_ref() != codec::FORMAT => {
+            return Err(Error::Corrupt {
+                path: shown,
+                key: String::from_utf8_lossy(codec::META_KEY).into_owned(),
+                reason: format!(
+                    "format {:?} is not {:?}",
+                    String::from_utf8_lossy(&format),
+                    String::from_utf8_lossy(codec::FORMAT)
+                ),
+            });
+        }
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            if !db.is_empty() {
+                return Err(Error::Corrupt {
+                    path: shown,
+                    key: String::from_utf8_lossy(codec::META_KEY).into_owned(),
+                    reason: "records without a format marker: not a zonemesh store".into(),
+                });
+            }
+            db.insert(codec::META_KEY, codec::FORMAT)
+                .and_then(|_| db.flush())
+                .map_err(|e| Error::Store {
+                    path: shown,
+                    action: "initialise",
+                    source: io(e),
+                })?;
+        }
+        Err(e) => {
+            return Err(Error::Store {
+                path: shown,
+                action: "read the format marker",
+                source: io(e),
+            });
+        }
+    }
+    Ok(db)
 }
 
 impl Store for SledStore {
     fn load(&self) -> Result<Snapshot, Error> {
         let mut snapshot = Snapshot::default();
-        for item in self.db.iter() {
+        for item in self.db()?.iter() {
             let (key, value) = item.map_err(|e| Error::Store {
                 path: self.shown(),
                 action: "read",
@@ -114,27 +158,17 @@ impl Store for SledStore {
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
-        let mut b = sled::Batch::default();
-        for node in &batch.nodes {
-            b.insert(codec::node_key(&node.name), codec::encode_node(node));
+        let result = self.write(batch);
+        if result.is_err() {
+            // Dropping the database releases its lock, so that the next commit can open it.
+            self.db = None;
         }
-        for row in &batch.rows {
-            b.insert(codec::row_key(&row.src), codec::encode_row(row));
-        }
-        self.db.apply_batch(b).map_err(|e| Error::Store {
-            path: self.shown(),
-            action: "write",
-            source: io(e),
-        })?;
-        self.db.flush().map_err(|e| Error::Store {
-            path: self.shown(),
-            action: "flush",
-            source: io(e),
-        })?;
-        Ok(())
+        result
     }
 
     fn size_bytes(&self) -> u64 {
-        self.db.size_on_disk().unwrap_or(0)
+        self.db
+            .as_ref()
+            .map_or(0, |db| db.size_on_disk().unwrap_or(0))
     }
 }
