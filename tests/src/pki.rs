@@ -54,6 +54,13 @@ impl Ca {
         Ok(path.to_owned())
     }
 
+    /// Writes the CA's private key to `path` (for tools that sign with it, such as
+    /// `deploy/tls/node-certs.sh`).
+    pub fn write_key(&self, path: &Path) -> Result<PathBuf> {
+        std::fs::write(path, self.key.serialize_pem())?;
+        Ok(path.to_owned())
+    }
+
     fn issue(&self, params: CertificateParams, dir: &Path, stem: &str) -> Result<Files> {
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.cert, &self.key)?;

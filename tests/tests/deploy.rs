@@ -94,6 +94,9 @@ fn the_manifests_set_only_variables_the_binaries_read() -> Result<()> {
     for (file, program) in [
         ("agent.yaml", "zonemesh-agent"),
         ("aggregator.yaml", "zonemesh-aggregator"),
+        ("tls/agent.yaml", "zonemesh-agent"),
+        ("tls/aggregator.yaml", "zonemesh-aggregator"),
+        ("tls/aggregator-tokens.yaml", "zonemesh-aggregator"),
     ] {
         let known = env_names(program)?;
         ensure!(known.len() > 10, "{program} --help lists {known:?}");
@@ -176,5 +179,94 @@ fn the_dockerfile_builds_every_binary_and_runs_as_non_root() -> Result<()> {
         text.matches("\nFROM ").count() + usize::from(text.starts_with("FROM ")) >= 2,
         "multi-stage"
     );
+    Ok(())
+}
+
+/// The `- ` list items right under `key:` in `text` (one level of a YAML list).
+fn list_under(text: &str, key: &str) -> Vec<String> {
+    let mut lines = text.lines().skip_while(|l| l.trim() != format!("{key}:"));
+    lines.next();
+    lines
+        .map_while(|l| l.trim().strip_prefix("- "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .collect()
+}
+
+#[test]
+fn the_tls_component_wires_certificates_to_the_paths_the_binaries_read() -> Result<()> {
+    let tls = deploy().join("tls");
+    let read = |f: &str| std::fs::read_to_string(tls.join(f));
+    let (certs, scheduler, aggregator, agent) = (
+        read("cert-manager.yaml")?,
+        read("scheduler.yaml")?,
+        read("aggregator.yaml")?,
+        read("agent.yaml")?,
+    );
+    // The scheduler calls the extender over HTTPS at a name the server certificate carries,
+    // with the client certificate cert-manager issues it, mounted where tlsConfig looks.
+    let url = scheduler
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("- urlPrefix: "))
+        .context("urlPrefix")?;
+    let host = url
+        .strip_prefix("https://")
+        .and_then(|r| r.split(':').next())
+        .with_context(|| format!("{url} is not https://"))?;
+    ensure!(
+        list_under(&certs, "dnsNames").iter().any(|d| d == host),
+        "the server certificate does not name {host}"
+    );
+    ensure!(url.ends_with(":7401/extender"), "{url}");
+    let uris = list_under(&certs, "uris");
+    ensure!(
+        uris.iter()
+            .any(|u| zonemesh_proto::tls::parse_identity_uri(u)
+                .is_some_and(|i| i.role == zonemesh_proto::tls::Role::Scheduler)),
+        "no scheduler identity among {uris:?}"
+    );
+    ensure!(scheduler.contains("enableHTTPS: true"));
+    for key in ["certFile", "keyFile", "caFile"] {
+        let path = scheduler
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+            .with_context(|| format!("tlsConfig.{key}"))?;
+        ensure!(
+            path.starts_with("/etc/zonemesh-tls/")
+                && scheduler.contains("mountPath: /etc/zonemesh-tls"),
+            "{key} {path} is not in the mounted Secret"
+        );
+    }
+    // The aggregator and the agents point their TLS variables at files inside their mounts.
+    for (file, text, mount) in [
+        ("aggregator.yaml", &aggregator, "/etc/zonemesh-tls/"),
+        ("agent.yaml", &agent, "/etc/zonemesh/pki/"),
+    ] {
+        let mut lines = text.lines();
+        let mut seen = 0;
+        while let Some(line) = lines.next() {
+            if let Some(name) = line.trim().strip_prefix("- name: ZONEMESH_TLS_") {
+                let value = lines
+                    .next()
+                    .and_then(|l| l.trim().strip_prefix("value: "))
+                    .with_context(|| format!("{file}: ZONEMESH_TLS_{name} has no value"))?;
+                ensure!(
+                    value.starts_with(mount),
+                    "{file}: ZONEMESH_TLS_{name}={value}"
+                );
+                seen += 1;
+            }
+        }
+        ensure!(seen == 3, "{file}: {seen} TLS variables");
+        ensure!(
+            text.contains(&format!("mountPath: {}", mount.trim_end_matches('/'))),
+            "{file} does not mount {mount}"
+        );
+    }
+    ensure!(
+        agent.contains("value: https://"),
+        "the agents do not use https://"
+    );
+    // Probes cannot present client certificates: they use /healthz, which stays open.
+    ensure!(aggregator.contains("path: /healthz") && aggregator.contains("scheme: HTTPS"));
     Ok(())
 }

@@ -125,14 +125,21 @@ async fn authorize(
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .map(|v| v.as_bytes());
-    match guard.check("extender", peer, authorization, Need::Schedule) {
-        Ok(_) => next.run(request).await,
-        Err(Denied::Unauthenticated(m)) => (
+    let denied = match guard.check("extender", peer, authorization, Need::Schedule) {
+        Ok(_) => return next.run(request).await,
+        Err(denied) => denied,
+    };
+    // Read what the client sends (up to 1 MiB) before answering: an HTTP/2 answer that leaves
+    // the request body unread ends with a stream reset, which some clients (curl 7.88) report
+    // as an error instead of the 401 or 403.
+    let _ = axum::body::to_bytes(request.into_body(), 1 << 20).await;
+    match denied {
+        Denied::Unauthenticated(m) => (
             StatusCode::UNAUTHORIZED,
             [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
             m + "\n",
         )
             .into_response(),
-        Err(Denied::Forbidden(m)) => (StatusCode::FORBIDDEN, m + "\n").into_response(),
+        Denied::Forbidden(m) => (StatusCode::FORBIDDEN, m + "\n").into_response(),
     }
 }
