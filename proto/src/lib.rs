@@ -23,6 +23,8 @@
 
 pub mod domain;
 pub mod flags;
+#[cfg(feature = "json")]
+pub mod json;
 pub mod prom;
 #[cfg(feature = "tls")]
 pub mod tls;

@@ -162,6 +162,10 @@ pub struct ZoneInfo {
 pub struct Sums {
     /// Sum of median RTTs, µs.
     pub rtt: f64,
+    /// Sum of 90th percentile RTTs, µs (same paths as `rtt`).
+    pub rtt_p90: f64,
+    /// Sum of 99th percentile RTTs, µs (same paths as `rtt`).
+    pub rtt_p99: f64,
     /// Paths in `rtt`.
     pub rtt_n: u32,
     /// Sum of loss ratios.
@@ -185,8 +189,10 @@ impl Sums {
                 *n = n.saturating_sub(1);
             }
         };
-        if let Some(r) = c.rtt {
-            self.rtt += sign * r;
+        if let Some([p50, p90, p99]) = c.rtt {
+            self.rtt += sign * p50;
+            self.rtt_p90 += sign * p90;
+            self.rtt_p99 += sign * p99;
             step(&mut self.rtt_n);
         }
         if let Some(l) = c.loss {
@@ -208,6 +214,13 @@ impl Sums {
     pub fn rtt_mean(&self) -> Option<f64> {
         (self.rtt_n > 0).then(|| (self.rtt / f64::from(self.rtt_n)).max(0.0))
     }
+    /// Mean 90th and 99th percentile RTTs, µs.
+    pub fn rtt_tail_means(&self) -> Option<(f64, f64)> {
+        (self.rtt_n > 0).then(|| {
+            let n = f64::from(self.rtt_n);
+            ((self.rtt_p90 / n).max(0.0), (self.rtt_p99 / n).max(0.0))
+        })
+    }
     /// Mean loss ratio.
     pub fn loss_mean(&self) -> Option<f64> {
         (self.loss_n > 0).then(|| (self.loss / f64::from(self.loss_n)).clamp(0.0, 1.0))
@@ -221,7 +234,8 @@ impl Sums {
 /// What one path adds to the sums, remembered so that it can be taken out exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct Contribution {
-    rtt: Option<f64>,
+    /// RTT p50, p90, p99, µs.
+    rtt: Option<[f64; 3]>,
     loss: Option<f64>,
     tput: Option<f64>,
     at: Option<UnixMs>,
@@ -236,7 +250,10 @@ impl Contribution {
             };
         }
         Self {
-            rtt: path.merged.rtt.map(|r| f64::from(r.p50)),
+            rtt: path
+                .merged
+                .rtt
+                .map(|r| [f64::from(r.p50), f64::from(r.p90), f64::from(r.p99)]),
             loss: path.merged.loss(),
             tput: path.fresh_throughput(now, config).map(|t| t.latest_bps),
             at: path.last_update,

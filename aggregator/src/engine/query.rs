@@ -119,6 +119,8 @@ impl Topology {
             (Some(s), None) | (None, Some(s)) => Some(s),
             (Some(x), Some(y)) => Some(Sums {
                 rtt: x.rtt + y.rtt,
+                rtt_p90: x.rtt_p90 + y.rtt_p90,
+                rtt_p99: x.rtt_p99 + y.rtt_p99,
                 rtt_n: x.rtt_n + y.rtt_n,
                 loss: x.loss + y.loss,
                 loss_n: x.loss_n + y.loss_n,
@@ -344,11 +346,16 @@ fn sums_figures(s: &Sums, now: UnixMs) -> v1::PathFigures {
             v1::Provenance::Unknown as i32
         },
         latency_age_ms: s.oldest.map_or(0, |o| now.since(o)),
-        rtt: s.rtt_mean().map(|m| v1::RttStats {
-            samples: u64::from(s.rtt_n),
-            p50_us: m,
-            ..Default::default()
-        }),
+        rtt: s
+            .rtt_mean()
+            .zip(s.rtt_tail_means())
+            .map(|(p50, (p90, p99))| v1::RttStats {
+                samples: u64::from(s.rtt_n),
+                p50_us: p50,
+                p90_us: p90,
+                p99_us: p99,
+                ..Default::default()
+            }),
         loss_ratio: s.loss_mean().unwrap_or(0.0),
         throughput_provenance: if s.tput_n > 0 {
             v1::Provenance::Measured as i32

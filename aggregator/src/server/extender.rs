@@ -14,7 +14,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use zonemesh_proto::domain::UnixMs;
 
-use super::auth::{Denied, Guard, Need};
+use super::auth::{Guard, Need};
 use super::core::Core;
 use super::metrics::Metrics;
 use crate::engine::Topology;
@@ -45,7 +45,7 @@ impl Extender {
             .route("/extender/prioritize", post(prioritize))
             .with_state(self)
             .layer(axum::middleware::from_fn(move |request, next| {
-                authorize(guard.clone(), request, next)
+                super::auth::http_guard(guard.clone(), "extender", Need::Schedule, request, next)
             }))
     }
 
@@ -108,38 +108,4 @@ async fn prioritize(State(x): State<Extender>, body: axum::body::Bytes) -> Respo
             .map_err(|bad| format!("zonemesh: {bad}"))
     })
     .await
-}
-
-/// Lets a request through when its certificate or bearer token may schedule; else 401 (with
-/// `WWW-Authenticate: Bearer`) or 403, and nothing of the topology.
-async fn authorize(
-    guard: Arc<Guard>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let peer = request
-        .extensions()
-        .get::<axum::extract::ConnectInfo<super::tls::Peer>>()
-        .map(|c| &c.0);
-    let authorization = request
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
-    let denied = match guard.check("extender", peer, authorization, Need::Schedule) {
-        Ok(_) => return next.run(request).await,
-        Err(denied) => denied,
-    };
-    // Read what the client sends (up to 1 MiB) before answering: an HTTP/2 answer that leaves
-    // the request body unread ends with a stream reset, which some clients (curl 7.88) report
-    // as an error instead of the 401 or 403.
-    let _ = axum::body::to_bytes(request.into_body(), 1 << 20).await;
-    match denied {
-        Denied::Unauthenticated(m) => (
-            StatusCode::UNAUTHORIZED,
-            [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
-            m + "\n",
-        )
-            .into_response(),
-        Denied::Forbidden(m) => (StatusCode::FORBIDDEN, m + "\n").into_response(),
-    }
 }

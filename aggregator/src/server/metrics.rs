@@ -1,6 +1,6 @@
 //! Prometheus metrics of the aggregator, registered explicitly and named
-//! `zonemesh_<what>_<unit>`. Label sets are bounded by RPC names and node states, never by nodes
-//! or node pairs.
+//! `zonemesh_<what>_<unit>`. Label sets are bounded by RPC names, node states, limits and zones
+//! (zone pairs at most), never by nodes or node pairs.
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -173,9 +173,31 @@ impl SecurityMetrics {
     }
 }
 
+/// Zone-level figures as the last sweep saw them: labels are zones, never nodes or node pairs.
+#[derive(Debug, Default, Clone)]
+struct ZoneView {
+    /// Zone, and its registered nodes by state (ready, stale, down).
+    nodes: Vec<(String, [u64; 3])>,
+    /// The measured zone-to-zone roll-ups.
+    links: Vec<ZoneLinkRow>,
+}
+
+#[derive(Debug, Clone)]
+struct ZoneLinkRow {
+    src: String,
+    dst: String,
+    /// RTT p50, p90, p99, seconds (`None` without a measured RTT).
+    rtt: Option<[f64; 3]>,
+    loss: f64,
+    /// Smoothed throughput, bytes per second (`None` when none was measured).
+    throughput: Option<f64>,
+    measured: u32,
+}
+
 /// Every metric of the aggregator.
 #[derive(Debug, Default)]
 pub struct Metrics {
+    zone_view: Mutex<ZoneView>,
     /// TLS, authentication and abuse limits.
     pub security: SecurityMetrics,
     /// Why the store cannot be written, while it cannot (`None`: healthy).
@@ -242,6 +264,46 @@ impl Metrics {
         for (g, c) in self.nodes_by_state.iter().zip(counts) {
             g.set(c);
         }
+        let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
+        for (id, n) in topology.nodes() {
+            if !n.registered {
+                continue;
+            }
+            let i = match topology.state(id, now).0 {
+                NodeState::Ready => 0,
+                NodeState::Stale => 1,
+                NodeState::Down => 2,
+            };
+            by_zone
+                .entry(topology.zone(n.zone).name.to_string())
+                .or_default()[i] += 1;
+        }
+        let links = topology
+            .list_zones(now)
+            .links
+            .into_iter()
+            .filter_map(|l| {
+                let f = l.figures?;
+                let measured = |p: i32| p == zonemesh_proto::v1::Provenance::Measured as i32;
+                Some(ZoneLinkRow {
+                    rtt: f
+                        .rtt
+                        .filter(|r| r.samples > 0 && measured(f.latency_provenance))
+                        .map(|r| [r.p50_us / 1e6, r.p90_us / 1e6, r.p99_us / 1e6]),
+                    loss: f.loss_ratio,
+                    throughput: (measured(f.throughput_provenance)
+                        && f.throughput_smoothed_bps > 0.0)
+                        .then_some(f.throughput_smoothed_bps / 8.0),
+                    measured: l.measured_paths,
+                    src: l.src_zone,
+                    dst: l.dst_zone,
+                })
+            })
+            .collect();
+        *self.zone_view.lock().expect("metrics lock") = ZoneView {
+            nodes: by_zone.into_iter().collect(),
+            links,
+        };
         self.zones.set(
             topology
                 .zones()
@@ -378,6 +440,69 @@ impl Metrics {
             );
         }
         self.security.render(&mut out);
+        out.push_str(&self.render_zones());
         out
+    }
+
+    /// The zone-level families: at most zones² series each.
+    fn render_zones(&self) -> String {
+        let view = self.zone_view.lock().expect("metrics lock").clone();
+        let mut e = zonemesh_proto::prom::Exposition::new();
+        for (zone, counts) in &view.nodes {
+            for (state, c) in ["ready", "stale", "down"].iter().zip(counts) {
+                e.gauge(
+                    "zonemesh_zone_nodes",
+                    "Registered nodes of a zone by state.",
+                    &[("zone", zone), ("state", state)],
+                    *c as f64,
+                );
+            }
+        }
+        let pair = |l: &ZoneLinkRow| [("src_zone", l.src.clone()), ("dst_zone", l.dst.clone())];
+        for l in &view.links {
+            if let Some(rtt) = l.rtt {
+                // `percentile`, not `quantile`: that label belongs to summaries, and these are
+                // gauges (Prometheus's linter says so).
+                for (q, v) in ["50", "90", "99"].iter().zip(rtt) {
+                    let [a, b] = pair(l);
+                    e.gauge(
+                        "zonemesh_zone_rtt_seconds",
+                        "Round-trip time from one zone to another: the mean over the measured paths of each path's percentile over the sliding window.",
+                        &[(a.0, &a.1), (b.0, &b.1), ("percentile", q)],
+                        v,
+                    );
+                }
+            }
+        }
+        for l in &view.links {
+            let [a, b] = pair(l);
+            e.gauge(
+                "zonemesh_zone_loss_ratio",
+                "Probe loss from one zone to another over the sliding window (0..1), mean over the measured paths.",
+                &[(a.0, &a.1), (b.0, &b.1)],
+                l.loss,
+            );
+        }
+        for l in &view.links {
+            if let Some(t) = l.throughput {
+                let [a, b] = pair(l);
+                e.gauge(
+                    "zonemesh_zone_throughput_bytes_per_second",
+                    "TCP throughput from one zone to another (smoothed), mean over the measured paths.",
+                    &[(a.0, &a.1), (b.0, &b.1)],
+                    t,
+                );
+            }
+        }
+        for l in &view.links {
+            let [a, b] = pair(l);
+            e.gauge(
+                "zonemesh_zone_paths_measured",
+                "Measured paths the zone-to-zone figures are made of.",
+                &[(a.0, &a.1), (b.0, &b.1)],
+                f64::from(l.measured),
+            );
+        }
+        e.finish()
     }
 }

@@ -8,6 +8,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod tls;
 pub mod topology;
+pub mod web;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -179,12 +180,10 @@ pub async fn serve(
         stop_rx.clone(),
     ))
     .max_decoding_message_size(config.ingest.max_report_bytes);
+    let topology_impl = topology::TopologyService::new(core.clone(), metrics.clone());
     let topology_service = tonic::service::interceptor::InterceptedService::new(
-        v1::topology_server::TopologyServer::new(topology::TopologyService::new(
-            core.clone(),
-            metrics.clone(),
-        ))
-        .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        v1::topology_server::TopologyServer::new(topology_impl.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES),
         topology::authenticate(guard.clone()),
     );
     auth::spawn_reloader(
@@ -223,6 +222,7 @@ pub async fn serve(
         tls::incoming(http_listener, tls.clone(), metrics.clone()),
         http_router(metrics.clone())
             .merge(extender.router(guard.clone()))
+            .merge(web::router(topology_impl, guard.clone()))
             .into_make_service_with_connect_info::<tls::Peer>(),
     )
     .with_graceful_shutdown(async move {
