@@ -163,14 +163,14 @@ pub async fn run(options: Options) -> Result<()> {
         .list_zones(v1::ListZonesRequest {})
         .await?
         .into_inner();
-    print!("{}", render::zones(&zones));
+    print!("{}", render::zones(&zones, &render::Style::plain()));
 
     println!("\nEvery node ranked (RankNodes):");
     let ranking = topology
         .rank_nodes(v1::RankNodesRequest::default())
         .await?
         .into_inner();
-    print!("{}", render::ranking(&ranking));
+    print!("{}", render::ranking(&ranking, &render::Style::plain()));
 
     println!("\nA 3-worker job (Place, one zone preferred):");
     let place = topology

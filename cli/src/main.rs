@@ -3,9 +3,11 @@
 //! `zonemesh demo` builds a lab of three zones of three nodes in network namespaces (with delays
 //! between the zones, a lossy node and a slow node), starts the aggregator and one agent per node,
 //! waits until the matrix is full, prints the zone-to-zone matrix, a ranking and a placement, and
-//! keeps serving the query API until Ctrl-C.
+//! keeps serving the query API until Ctrl-C. `zonemesh nodes|zones|path|matrix|rank|place` query
+//! any aggregator (see [`query`]).
 
 mod demo;
+mod query;
 mod render;
 
 use std::net::SocketAddr;
@@ -17,8 +19,10 @@ const PROGRAM: &str = "zonemesh";
 
 /// zonemesh: network-aware placement for distributed training.
 #[derive(Debug, Parser)]
-#[command(name = PROGRAM, version)]
+#[command(name = PROGRAM, version, after_help = query::EXIT_HELP)]
 struct Cli {
+    #[command(flatten)]
+    connection: query::Connection,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,6 +45,8 @@ enum Command {
         #[arg(long)]
         loopback: bool,
     },
+    #[command(flatten)]
+    Query(query::Query),
 }
 
 fn main() {
@@ -63,19 +69,22 @@ fn main() {
                 http_listen,
                 no_wait,
                 loopback,
-            } => {
-                demo::run(demo::Options {
-                    listen,
-                    http_listen,
-                    wait: !no_wait,
-                    loopback,
-                })
-                .await
-            }
+            } => demo::run(demo::Options {
+                listen,
+                http_listen,
+                wait: !no_wait,
+                loopback,
+            })
+            .await
+            .map_err(|e| query::Failure {
+                status: query::exit::FAILURE,
+                message: format!("{e:#}"),
+            }),
+            Command::Query(q) => query::run(&cli.connection, q).await,
         }
     });
     if let Err(e) = result {
-        eprintln!("{PROGRAM}: {e:#}");
-        std::process::exit(1);
+        eprintln!("{PROGRAM}: {}", e.message);
+        std::process::exit(e.status);
     }
 }

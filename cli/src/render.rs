@@ -48,10 +48,51 @@ fn state(s: i32) -> &'static str {
     }
 }
 
-/// Lines of cells, each column padded to its widest cell.
-fn table(rows: &[Vec<String>]) -> String {
+/// How output looks: colour (only on a terminal, never with `NO_COLOR`) and the width to fit.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    /// ANSI colours on.
+    pub color: bool,
+    /// Columns of the terminal; lines are cut to fit.
+    pub width: usize,
+}
+
+impl Style {
+    /// No colour, no width limit (the demo's output, tests).
+    pub fn plain() -> Self {
+        Self {
+            color: false,
+            width: usize::MAX,
+        }
+    }
+
+    fn paint(&self, text: &str, code: Option<&str>) -> String {
+        match code {
+            Some(code) if self.color => format!("\x1b[{code}m{text}\x1b[0m"),
+            _ => text.to_owned(),
+        }
+    }
+}
+
+/// ANSI colour of a node state.
+fn state_color(s: &str) -> Option<&'static str> {
+    match s {
+        "READY" => Some("32"),
+        "STALE" => Some("33"),
+        "DOWN" => Some("31"),
+        _ => None,
+    }
+}
+
+/// Lines of cells, each column padded to its widest cell, cut to `style.width` (the widest column loses characters first, marked with
+/// "…"), with the header bold and cell `(row, column)` in the colour `color` gives it.
+fn styled_table(
+    rows: &[Vec<String>],
+    style: &Style,
+    color: impl Fn(usize, usize) -> Option<&'static str>,
+) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
+    let mut widths: Vec<usize> = (0..columns)
         .map(|c| {
             rows.iter()
                 .filter_map(|r| r.get(c))
@@ -60,12 +101,32 @@ fn table(rows: &[Vec<String>]) -> String {
                 .unwrap_or(0)
         })
         .collect();
+    // Two spaces of margin and two between columns.
+    let total = |w: &[usize]| 2 + w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+    while total(&widths) > style.width {
+        let Some((widest, w)) = widths.iter().copied().enumerate().max_by_key(|(_, w)| *w) else {
+            break;
+        };
+        if w <= 6 {
+            break;
+        }
+        widths[widest] = w - 1;
+    }
     let mut out = String::new();
-    for row in rows {
+    for (r, row) in rows.iter().enumerate() {
         let mut line = String::from("  ");
         for (c, cell) in row.iter().enumerate() {
-            let pad = widths[c] - cell.chars().count();
-            line += cell;
+            let fitted: String = if cell.chars().count() > widths[c] {
+                cell.chars()
+                    .take(widths[c].saturating_sub(1))
+                    .chain(['…'])
+                    .collect()
+            } else {
+                cell.clone()
+            };
+            let pad = widths[c] - fitted.chars().count();
+            let code = if r == 0 { Some("1") } else { color(r, c) };
+            line += &style.paint(&fitted, code);
             if c + 1 < row.len() {
                 line += &" ".repeat(pad + 2);
             }
@@ -76,7 +137,7 @@ fn table(rows: &[Vec<String>]) -> String {
 }
 
 /// The zone-to-zone matrix of a `ListZones` answer: one row per directed zone pair.
-pub fn zones(answer: &v1::ListZonesResponse) -> String {
+pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
     let mut rows = vec![vec![
         "from".to_owned(),
         "to".into(),
@@ -98,11 +159,41 @@ pub fn zones(answer: &v1::ListZonesResponse) -> String {
             provenance(f.latency_provenance).into(),
         ]);
     }
-    table(&rows)
+    let mut out = styled_table(&rows, style, |_, _| None);
+    if !answer.zones.is_empty() {
+        let mut zones = vec![vec![
+            "zone".to_owned(),
+            "region".into(),
+            "nodes".into(),
+            "ready".into(),
+        ]];
+        for z in &answer.zones {
+            zones.push(vec![
+                z.name.clone(),
+                if z.region.is_empty() {
+                    "—".into()
+                } else {
+                    z.region.clone()
+                },
+                z.nodes.to_string(),
+                z.ready_nodes.to_string(),
+            ]);
+        }
+        let not_all_ready: Vec<bool> = answer
+            .zones
+            .iter()
+            .map(|z| z.ready_nodes < z.nodes)
+            .collect();
+        out = styled_table(&zones, style, |r, c| {
+            (c == 3 && not_all_ready[r - 1]).then_some("33")
+        }) + "\n"
+            + &out;
+    }
+    out
 }
 
 /// A `RankNodes` answer, best first.
-pub fn ranking(answer: &v1::RankNodesResponse) -> String {
+pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
     let mut rows = vec![vec![
         "#".to_owned(),
         "node".into(),
@@ -129,7 +220,189 @@ pub fn ranking(answer: &v1::RankNodesResponse) -> String {
             st,
         ]);
     }
-    table(&rows)
+    let states: Vec<&str> = answer.nodes.iter().map(|n| state(n.state)).collect();
+    styled_table(&rows, style, |r, c| {
+        if c == 7 {
+            state_color(states[r - 1])
+        } else {
+            None
+        }
+    })
+}
+
+/// A `ListNodes` answer.
+pub fn nodes(answer: &v1::ListNodesResponse, style: &Style) -> String {
+    let mut rows = vec![vec![
+        "node".to_owned(),
+        "zone".into(),
+        "state".into(),
+        "agent".into(),
+        "RTT p50 in zone".into(),
+        "loss in zone".into(),
+        "throughput in zone".into(),
+        "paths".into(),
+        "addresses".into(),
+    ]];
+    for n in &answer.nodes {
+        rows.push(vec![
+            n.name.clone(),
+            n.zone.clone(),
+            state(n.state).into(),
+            if n.connected {
+                "connected".into()
+            } else {
+                "gone".into()
+            },
+            if n.zone_paths_measured > 0 {
+                micros(n.zone_rtt_p50_us)
+            } else {
+                "—".into()
+            },
+            if n.zone_paths_measured > 0 {
+                percent(n.zone_loss_ratio)
+            } else {
+                "—".into()
+            },
+            rate(n.zone_throughput_bps),
+            n.zone_paths_measured.to_string(),
+            n.addresses.join(","),
+        ]);
+    }
+    let states: Vec<&str> = answer.nodes.iter().map(|n| state(n.state)).collect();
+    styled_table(&rows, style, |r, c| {
+        if c == 2 {
+            state_color(states[r - 1])
+        } else {
+            None
+        }
+    })
+}
+
+/// A `GetPath` answer.
+pub fn path(answer: &v1::GetPathResponse) -> String {
+    let mut out = format!("  {} → {}\n", answer.src, answer.dst);
+    let Some(f) = answer.figures else {
+        out += "  no figures\n";
+        return out;
+    };
+    let age = |ms: i64| format!("{:.1} s ago", ms as f64 / 1000.0);
+    match f.rtt {
+        Some(r) if r.samples > 0 || r.p50_us > 0.0 => {
+            let _ = writeln!(
+                out,
+                "  RTT        p50 {}  p90 {}  p99 {}  (min {}, max {}, jitter {})",
+                micros(r.p50_us),
+                micros(r.p90_us),
+                micros(r.p99_us),
+                micros(r.min_us),
+                micros(r.max_us),
+                micros(r.jitter_us)
+            );
+        }
+        _ => out += "  RTT        —\n",
+    }
+    let _ = writeln!(
+        out,
+        "  loss       {} (95 % upper bound {}), {} of {} probes answered",
+        percent(f.loss_ratio),
+        percent(f.loss_upper_95_ratio),
+        f.probes_received,
+        f.probes_sent
+    );
+    let _ = writeln!(
+        out,
+        "  latency    {}, {}{}",
+        provenance(f.latency_provenance),
+        age(f.latency_age_ms),
+        if f.stale { ", STALE" } else { "" }
+    );
+    let _ = writeln!(
+        out,
+        "  throughput {} (smoothed {}), {}, {}",
+        rate(f.throughput_bps),
+        rate(f.throughput_smoothed_bps),
+        provenance(f.throughput_provenance),
+        age(f.throughput_age_ms)
+    );
+    out
+}
+
+/// A `GetMatrix` answer: rows are sources, columns destinations; as many columns as fit.
+pub fn matrix(answer: &v1::GetMatrixResponse, style: &Style) -> String {
+    let n = answer.nodes.len();
+    let metric = v1::Metric::try_from(answer.metric).unwrap_or(v1::Metric::Unspecified);
+    let value = |v: f64| match metric {
+        v1::Metric::LossRatio => percent(v),
+        v1::Metric::ThroughputBps => rate(v),
+        _ => micros(v),
+    };
+    let label_width = answer
+        .nodes
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0);
+    let cell_width = answer
+        .nodes
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(11);
+    let fit = style.width.saturating_sub(2 + label_width) / (cell_width + 2);
+    let shown = n.min(fit.max(1));
+    let mut rows = vec![
+        std::iter::once("from \\ to".to_owned())
+            .chain(answer.nodes.iter().take(shown).cloned())
+            .collect::<Vec<_>>(),
+    ];
+    let mut colors = vec![vec![None; shown + 1]];
+    for (i, src) in answer.nodes.iter().enumerate() {
+        let mut row = vec![src.clone()];
+        let mut color_row = vec![None];
+        for j in 0..shown {
+            let cell = answer.cells.get(i * n + j).copied().unwrap_or_default();
+            let p = v1::Provenance::try_from(cell.provenance).unwrap_or(v1::Provenance::Unknown);
+            let (text, c) = match p {
+                _ if i == j => ("·".to_owned(), None),
+                v1::Provenance::Unknown => ("—".to_owned(), None),
+                v1::Provenance::Estimated => (format!("~{}", value(cell.value)), Some("2")),
+                v1::Provenance::Measured => {
+                    let bad = match metric {
+                        v1::Metric::LossRatio => cell.value >= 0.01,
+                        _ => false,
+                    };
+                    (value(cell.value), bad.then_some("31"))
+                }
+            };
+            row.push(if cell.stale { format!("{text}!") } else { text });
+            color_row.push(if cell.stale { Some("33") } else { c });
+        }
+        rows.push(row);
+        colors.push(color_row);
+    }
+    let mut out = styled_table(&rows, style, |r, c| colors[r][c]);
+    let _ = writeln!(
+        out,
+        "  {}; ~ estimated from the zone roll-up, ! stale, — unknown{}",
+        json_metric_label(metric),
+        if shown < n {
+            format!("; {shown} of {n} columns fit (--output json has them all)")
+        } else {
+            String::new()
+        }
+    );
+    out
+}
+
+fn json_metric_label(m: v1::Metric) -> &'static str {
+    match m {
+        v1::Metric::RttP50Us => "RTT p50",
+        v1::Metric::RttP99Us => "RTT p99",
+        v1::Metric::LossRatio => "loss",
+        v1::Metric::ThroughputBps => "throughput",
+        v1::Metric::Unspecified => "?",
+    }
 }
 
 /// A `Place` answer.
@@ -148,6 +421,9 @@ pub fn placement(answer: &v1::PlaceResponse) -> String {
         .collect();
     let _ = writeln!(out, "  nodes: {}", nodes.join(", "));
     let _ = writeln!(out, "  zones: {}", answer.zones.join(", "));
+    if !answer.explanation.is_empty() {
+        let _ = writeln!(out, "  why:   {}", answer.explanation);
+    }
     let _ = writeln!(
         out,
         "  predicted worst RTT {} ({}), worst loss {}, bottleneck throughput {}",
@@ -176,10 +452,29 @@ mod tests {
 
     #[test]
     fn tables_align_their_columns() {
-        let t = table(&[
-            vec!["a".into(), "bb".into()],
+        let rows = [
+            vec!["a".to_owned(), "bb".into()],
             vec!["ccc".into(), "d".into()],
-        ]);
+        ];
+        let t = styled_table(&rows, &Style::plain(), |_, _| None);
         assert_eq!(t, "  a    bb\n  ccc  d\n");
+        // Cut to 12 columns: the widest column gives way first (to 6 at least), marked with "…";
+        // colour only when asked.
+        let narrow = Style {
+            color: false,
+            width: 12,
+        };
+        let long = [vec!["node".to_owned(), "a very long reason".into()]];
+        let t = styled_table(&long, &narrow, |_, _| None);
+        assert_eq!(t, "  node  a ver…\n", "{t:?}");
+        let colored = Style {
+            color: true,
+            width: 100,
+        };
+        let t = styled_table(&rows, &colored, |r, c| (r == 1 && c == 1).then_some("31"));
+        assert!(
+            t.contains("\x1b[31md\x1b[0m") && t.contains("\x1b[1ma\x1b[0m"),
+            "{t:?}"
+        );
     }
 }

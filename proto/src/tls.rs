@@ -207,16 +207,16 @@ impl ClientTls {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TlsArgs {
     /// CA of the aggregator's certificate (PEM); turns TLS on (use an https:// URL).
-    #[arg(long, env = "ZONEMESH_TLS_CA")]
+    #[arg(global = true, long, env = "ZONEMESH_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
     /// Client certificate chain (PEM), presented to the aggregator.
-    #[arg(long, env = "ZONEMESH_TLS_CERT")]
+    #[arg(global = true, long, env = "ZONEMESH_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
     /// Client private key (PEM).
-    #[arg(long, env = "ZONEMESH_TLS_KEY")]
+    #[arg(global = true, long, env = "ZONEMESH_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
     /// Name expected in the aggregator's certificate (default: the URL's host).
-    #[arg(long, env = "ZONEMESH_TLS_SERVER_NAME")]
+    #[arg(global = true, long, env = "ZONEMESH_TLS_SERVER_NAME")]
     pub tls_server_name: Option<String>,
 }
 

@@ -186,5 +186,88 @@ async fn zone_metrics_parse_lint_clean_and_carry_the_reported_figures() -> Resul
             + &String::from_utf8_lossy(&out.stderr);
         ensure!(out.status.success(), "promtool check metrics:\n{said}");
     }
+    the_dashboard_queries_what_is_exported(&text)?;
     Ok(())
+}
+
+/// Every expression of the Grafana dashboard (`deploy/monitoring`) names only metrics this
+/// aggregator exported in `text`, and parses as PromQL (promtool, as recording rules).
+fn the_dashboard_queries_what_is_exported(text: &str) -> Result<()> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/monitoring/grafana-dashboard.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    let mut exprs = Vec::new();
+    collect_exprs(&dashboard, &mut exprs);
+    ensure!(
+        exprs.len() >= 10,
+        "{} expressions in the dashboard",
+        exprs.len()
+    );
+    for expr in &exprs {
+        let names = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("zonemesh_"));
+        for name in names {
+            let exported = text
+                .lines()
+                .any(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']));
+            ensure!(
+                exported,
+                "the dashboard queries {name}, which /metrics lacks: {expr}"
+            );
+        }
+    }
+    if Command::new("promtool").arg("--version").output().is_ok() {
+        let dir = tempfile::tempdir()?;
+        let rules = dir.path().join("rules.yml");
+        let mut yaml = String::from("groups:\n  - name: dashboard\n    rules:\n");
+        for (i, expr) in exprs.iter().enumerate() {
+            // Grafana's variables, as a query would see them.
+            let expr = expr
+                .replace("$__rate_interval", "1m")
+                .replace("$__interval", "1m")
+                .replace("$__range", "1h")
+                .replace("$zone", ".*");
+            yaml += &format!(
+                "      - record: dashboard:expr{i}\n        expr: {}\n",
+                serde_json::to_string(&expr)?
+            );
+        }
+        std::fs::write(&rules, yaml)?;
+        let out = Command::new("promtool")
+            .args(["check", "rules"])
+            .arg(&rules)
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "promtool check rules (the dashboard's expressions):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+fn collect_exprs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("expr", Value::String(e)) if !e.is_empty() => out.push(e.clone()),
+                    ("query", Value::String(q)) if q.contains("zonemesh_") => {
+                        // A template variable: label_values(metric, label).
+                        if let Some(inner) = q
+                            .strip_prefix("label_values(")
+                            .and_then(|r| r.split(',').next())
+                        {
+                            out.push(inner.trim().to_owned());
+                        }
+                    }
+                    _ => collect_exprs(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_exprs(i, out)),
+        _ => {}
+    }
 }

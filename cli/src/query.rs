@@ -1,0 +1,414 @@
+//! `zonemesh nodes|zones|path|matrix|rank|place`: the Topology API from a terminal or a script.
+//!
+//! Tables fit the terminal and are coloured only on a terminal (never with `NO_COLOR`);
+//! `--output json` prints the same JSON as the aggregator's web API. Anything that waits shows a
+//! spinner on standard error, on a terminal only. The exit status says what went wrong
+//! ([`exit`]).
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::Value;
+use tonic::transport::Channel;
+use zonemesh_proto::flags::parse_duration;
+use zonemesh_proto::json;
+use zonemesh_proto::tls::TlsArgs;
+use zonemesh_proto::v1;
+
+use crate::render::{self, Style};
+
+/// Exit statuses besides 0 (sysexits where one fits), listed in `zonemesh --help`.
+pub mod exit {
+    /// Anything not listed below.
+    pub const FAILURE: i32 = 1;
+    /// No placement satisfies the request (not enough capacity, no zone large enough).
+    pub const NO_PLACEMENT: i32 = 3;
+    /// A flag or argument is wrong (as every zonemesh binary).
+    pub const USAGE: i32 = zonemesh_proto::flags::EXIT_USAGE;
+    /// The aggregator refused the request: an invalid value, an unknown node or zone.
+    pub const REFUSED: i32 = 65;
+    /// The aggregator cannot be reached, or is unavailable or shutting down.
+    pub const UNAVAILABLE: i32 = 69;
+    /// The credentials are missing, wrong, or do not allow this.
+    pub const NO_PERMISSION: i32 = 77;
+}
+
+/// The text after `zonemesh --help`.
+pub const EXIT_HELP: &str = "Exit status: 0 answered; 1 other failure; 3 no placement possible; \
+64 wrong flag or argument; 65 refused by the aggregator (invalid value, unknown node or zone); \
+69 aggregator unreachable or unavailable; 77 credentials missing, wrong or not allowed.";
+
+/// An error with the exit status it means.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit status.
+    pub status: i32,
+    /// What to print.
+    pub message: String,
+}
+
+impl Failure {
+    fn new(status: i32, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn from_status(what: &str, s: &tonic::Status) -> Self {
+        use tonic::Code;
+        let status = match s.code() {
+            Code::InvalidArgument | Code::NotFound | Code::OutOfRange => exit::REFUSED,
+            Code::FailedPrecondition => exit::NO_PLACEMENT,
+            Code::Unauthenticated | Code::PermissionDenied => exit::NO_PERMISSION,
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => exit::UNAVAILABLE,
+            _ => exit::FAILURE,
+        };
+        let hint = match s.code() {
+            Code::Unauthenticated => " (give --token, or --tls-cert and --tls-key)",
+            _ => "",
+        };
+        Self::new(status, format!("{what}: {}{hint}", s.message()))
+    }
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Tables for people.
+    Table,
+    /// JSON for programs (the web API's shapes).
+    Json,
+}
+
+/// When to colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// How to reach the aggregator and how to print.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// The aggregator's gRPC URL (https:// with --tls-ca).
+    #[arg(
+        global = true,
+        long,
+        env = "ZONEMESH_AGGREGATOR",
+        default_value = "http://127.0.0.1:7400"
+    )]
+    pub aggregator: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Bearer token for an aggregator that requires credentials.
+    #[arg(
+        global = true,
+        long,
+        env = "ZONEMESH_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "token_file"
+    )]
+    pub token: Option<String>,
+    /// File holding the bearer token.
+    #[arg(global = true, long, env = "ZONEMESH_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Output format.
+    #[arg(global = true, long, short, value_enum, default_value = "table")]
+    pub output: Output,
+    /// When to colour tables.
+    #[arg(global = true, long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+    /// How long to wait for the aggregator.
+    #[arg(global = true, long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// The queries.
+#[derive(Debug, Subcommand)]
+pub enum Query {
+    /// Every node with its state and its figures inside its zone.
+    Nodes {
+        /// Only this zone's nodes.
+        #[arg(long)]
+        zone: Option<String>,
+    },
+    /// Zones and the figures between them.
+    Zones,
+    /// One directed path's figures.
+    Path {
+        /// Source node.
+        src: String,
+        /// Destination node.
+        dst: String,
+    },
+    /// One metric as a node-by-node matrix.
+    Matrix {
+        /// The zone whose nodes form the matrix (default: every node).
+        #[arg(long)]
+        zone: Option<String>,
+        /// These nodes instead, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        nodes: Vec<String>,
+        /// rtt, rtt_p99, loss or throughput.
+        #[arg(long, default_value = "rtt")]
+        metric: String,
+    },
+    /// Nodes best first.
+    Rank {
+        /// Rank this zone's nodes.
+        #[arg(long)]
+        zone: Option<String>,
+        /// These candidates instead, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        candidates: Vec<String>,
+        /// Nodes the job already runs on: candidates are scored by their paths to these.
+        #[arg(long, value_delimiter = ',')]
+        peers: Vec<String>,
+        /// At most this many (0: all).
+        #[arg(long, default_value_t = 0)]
+        limit: u32,
+    },
+    /// Choose nodes for the workers of a job.
+    Place {
+        /// Number of workers.
+        workers: u32,
+        /// How strictly to keep to one zone.
+        #[arg(long, value_enum, default_value = "prefer-one")]
+        policy: Policy,
+        /// Nodes never to use, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        exclude: Vec<String>,
+    },
+}
+
+/// `PlaceRequest.zone_policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Policy {
+    /// One zone when one can hold the job, else the fewest zones with the best links.
+    PreferOne,
+    /// One zone or fail.
+    RequireOne,
+    /// Any nodes; only the figures count.
+    Any,
+}
+
+/// A spinner on standard error while `work` runs, after a short delay and on a terminal only.
+async fn with_progress<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
+    if !std::io::stderr().is_terminal() {
+        return work.await;
+    }
+    let label = what.to_owned();
+    let spinner = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+        for i in 0.. {
+            eprint!("\r{} {label}…", frames[i % frames.len()]);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let out = work.await;
+    spinner.abort();
+    let _ = spinner.await;
+    eprint!("\r\x1b[2K");
+    out
+}
+
+impl Connection {
+    fn style(&self) -> Style {
+        let terminal = std::io::stdout().is_terminal();
+        let color = match self.color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => terminal && std::env::var_os("NO_COLOR").is_none(),
+        };
+        let width = if terminal {
+            terminal_size::terminal_size().map_or(100, |(w, _)| usize::from(w.0))
+        } else {
+            std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(usize::MAX)
+        };
+        Style { color, width }
+    }
+
+    fn authorization(
+        &self,
+    ) -> Result<Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>, Failure> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), _) => t.trim().to_owned(),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map_err(|e| {
+                    Failure::new(exit::USAGE, format!("--token-file {}: {e}", path.display()))
+                })?
+                .trim()
+                .to_owned(),
+            (None, None) => return Ok(None),
+        };
+        format!("Bearer {token}")
+            .parse()
+            .map(Some)
+            .map_err(|_| Failure::new(exit::USAGE, "--token: not a valid header value"))
+    }
+
+    async fn client(
+        &self,
+    ) -> Result<
+        v1::topology_client::TopologyClient<
+            tonic::service::interceptor::InterceptedService<
+                Channel,
+                impl FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + use<>,
+            >,
+        >,
+        Failure,
+    > {
+        let tls = self
+            .tls
+            .client_tls(&self.aggregator)
+            .map_err(|e| Failure::new(exit::USAGE, e))?;
+        let header = self.authorization()?;
+        let channel = with_progress(
+            &format!("connecting to {}", self.aggregator),
+            zonemesh_proto::tls::connect(&self.aggregator, &tls, self.timeout),
+        )
+        .await
+        .map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+        Ok(v1::topology_client::TopologyClient::with_interceptor(
+            channel,
+            move |mut request: tonic::Request<()>| {
+                if let Some(h) = &header {
+                    request.metadata_mut().insert("authorization", h.clone());
+                }
+                Ok(request)
+            },
+        )
+        .max_decoding_message_size(256 << 20))
+    }
+}
+
+fn print(connection: &Connection, value: Value, table: impl FnOnce(&Style) -> String) {
+    match connection.output {
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+        ),
+        Output::Table => print!("{}", table(&connection.style())),
+    }
+}
+
+/// Runs one query and prints its answer.
+pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
+    let mut client = connection.client().await?;
+    let timeout = connection.timeout;
+    macro_rules! call {
+        ($what:expr, $rpc:ident, $request:expr) => {{
+            let mut request = tonic::Request::new($request);
+            request.set_timeout(timeout);
+            with_progress($what, client.$rpc(request))
+                .await
+                .map_err(|s| Failure::from_status($what, &s))?
+                .into_inner()
+        }};
+    }
+    match query {
+        Query::Nodes { zone } => {
+            let answer = call!(
+                "ListNodes",
+                list_nodes,
+                v1::ListNodesRequest {
+                    zone: zone.unwrap_or_default()
+                }
+            );
+            print(connection, json::nodes(&answer), |s| {
+                render::nodes(&answer, s)
+            });
+        }
+        Query::Zones => {
+            let answer = call!("ListZones", list_zones, v1::ListZonesRequest {});
+            print(connection, json::zones(&answer), |s| {
+                render::zones(&answer, s)
+            });
+        }
+        Query::Path { src, dst } => {
+            let answer = call!("GetPath", get_path, v1::GetPathRequest { src, dst });
+            print(connection, json::path(&answer), |_| render::path(&answer));
+        }
+        Query::Matrix {
+            zone,
+            nodes,
+            metric,
+        } => {
+            let Some(metric) = json::parse_metric(&metric) else {
+                return Err(Failure::new(
+                    exit::USAGE,
+                    format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
+                ));
+            };
+            let answer = call!(
+                "GetMatrix",
+                get_matrix,
+                v1::GetMatrixRequest {
+                    metric: metric as i32,
+                    nodes,
+                    zone: zone.unwrap_or_default(),
+                }
+            );
+            print(connection, json::matrix(&answer), |s| {
+                render::matrix(&answer, s)
+            });
+        }
+        Query::Rank {
+            zone,
+            candidates,
+            peers,
+            limit,
+        } => {
+            let answer = call!(
+                "RankNodes",
+                rank_nodes,
+                v1::RankNodesRequest {
+                    candidates,
+                    zone: zone.unwrap_or_default(),
+                    peers,
+                    limit,
+                    ..Default::default()
+                }
+            );
+            print(connection, json::rank(&answer), |s| {
+                render::ranking(&answer, s)
+            });
+        }
+        Query::Place {
+            workers,
+            policy,
+            exclude,
+        } => {
+            let zone_policy = match policy {
+                Policy::PreferOne => v1::ZonePolicy::PreferOne,
+                Policy::RequireOne => v1::ZonePolicy::RequireOne,
+                Policy::Any => v1::ZonePolicy::Any,
+            };
+            let answer = call!(
+                "Place",
+                place,
+                v1::PlaceRequest {
+                    workers,
+                    zone_policy: zone_policy as i32,
+                    exclude,
+                    ..Default::default()
+                }
+            );
+            print(connection, json::place(&answer), |_| {
+                render::placement(&answer)
+            });
+        }
+    }
+    Ok(())
+}

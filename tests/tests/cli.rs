@@ -1,0 +1,284 @@
+//! The `zonemesh` command against a real aggregator: every query as a table and as JSON, the
+//! figures it was fed, colour only when asked for or on a terminal, and exit statuses a script
+//! can rely on (unreachable, refused, unauthenticated, no placement).
+
+use std::process::{Command, Output};
+
+use anyhow::{Context, Result, ensure};
+use serde_json::Value;
+use zonemesh_proto::tls::Role;
+use zonemesh_tests::pki::Ca;
+use zonemesh_tests::{Aggregator, FakeAgent, binary, start_aggregator};
+
+fn zonemesh(aggregator: &str, args: &[&str]) -> Result<Output> {
+    Ok(Command::new(binary("zonemesh"))
+        .args(args)
+        .args(["--aggregator", aggregator])
+        .env_remove("NO_COLOR")
+        .env_remove("ZONEMESH_TOKEN")
+        .output()?)
+}
+
+fn ok(out: &Output) -> Result<String> {
+    ensure!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout.clone())?)
+}
+
+fn json(out: &Output) -> Result<Value> {
+    Ok(serde_json::from_str(&ok(out)?)?)
+}
+
+/// zone-a: a1, a2, a3 (100 µs apart; a3 loses 20 % toward a1), zone-b: b1, b2; 2 ms between.
+async fn cluster(dir: &std::path::Path, extra: &[&str]) -> Result<(Aggregator, Vec<FakeAgent>)> {
+    let mut args = vec!["--in-memory"];
+    args.extend(extra);
+    let aggregator = start_aggregator(&args, dir)?;
+    let nodes = [
+        ("a1", "zone-a"),
+        ("a2", "zone-a"),
+        ("a3", "zone-a"),
+        ("b1", "zone-b"),
+        ("b2", "zone-b"),
+    ];
+    let mut agents = Vec::new();
+    for (node, zone) in nodes {
+        let mut agent = FakeAgent::connect(&aggregator, node, zone).await?;
+        let paths: Vec<(&str, f64, u64, f64)> = nodes
+            .iter()
+            .filter(|(peer, _)| *peer != node)
+            .map(|(peer, peer_zone)| {
+                let rtt = if *peer_zone == zone { 100.0 } else { 2_000.0 };
+                let lost = if node == "a3" && *peer == "a1" { 20 } else { 0 };
+                (*peer, rtt, lost, 9e9)
+            })
+            .collect();
+        agent.report(&paths).await?;
+        agents.push(agent);
+    }
+    Ok((aggregator, agents))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (aggregator, _agents) = cluster(dir.path(), &[]).await?;
+    let url = format!("http://{}", aggregator.grpc);
+
+    // nodes: JSON with every node READY, a table without colour when piped.
+    let nodes = json(&zonemesh(&url, &["nodes", "--output", "json"])?)?;
+    let states: Vec<(&str, &str)> = nodes["nodes"]
+        .as_array()
+        .context("nodes")?
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap_or(""),
+                n["state"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    ensure!(
+        states.len() == 5 && states.iter().all(|(_, s)| *s == "READY"),
+        "{states:?}"
+    );
+    let table = ok(&zonemesh(&url, &["nodes"])?)?;
+    ensure!(table.contains("a1") && table.contains("READY"), "{table}");
+    ensure!(!table.contains('\x1b'), "colour in a pipe: {table:?}");
+    let colored = ok(&zonemesh(&url, &["nodes", "--color", "always"])?)?;
+    ensure!(colored.contains("\x1b[32mREADY\x1b[0m"), "{colored:?}");
+    let only_b = json(&zonemesh(
+        &url,
+        &["nodes", "--zone", "zone-b", "-o", "json"],
+    )?)?;
+    ensure!(
+        only_b["nodes"].as_array().map(Vec::len) == Some(2),
+        "{only_b}"
+    );
+
+    // zones: the zone-a → zone-b link at 2 ms.
+    let zones = json(&zonemesh(&url, &["zones", "--output", "json"])?)?;
+    let link = zones["links"]
+        .as_array()
+        .context("links")?
+        .iter()
+        .find(|l| l["src_zone"] == "zone-a" && l["dst_zone"] == "zone-b")
+        .context("zone-a → zone-b")?;
+    ensure!(link["figures"]["rtt"]["p50_us"] == 2000.0, "{link}");
+    ensure!(ok(&zonemesh(&url, &["zones"])?)?.contains("2.00 ms"));
+
+    // path: a3 → a1 loses 20 %.
+    let path = json(&zonemesh(&url, &["path", "a3", "a1", "-o", "json"])?)?;
+    let loss = path["figures"]["loss_ratio"].as_f64().context("loss")?;
+    ensure!((loss - 0.2).abs() < 1e-9, "{path}");
+    ensure!(path["figures"]["latency_provenance"] == "MEASURED");
+    let text = ok(&zonemesh(&url, &["path", "a3", "a1"])?)?;
+    ensure!(text.contains("20.00 %"), "{text}");
+
+    // matrix: zone-a's loss, a3 → a1 at 20 %; cut to a narrow terminal, it says so.
+    let matrix = json(&zonemesh(
+        &url,
+        &[
+            "matrix", "--zone", "zone-a", "--metric", "loss", "-o", "json",
+        ],
+    )?)?;
+    let names: Vec<&str> = matrix["nodes"]
+        .as_array()
+        .context("nodes")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let (i, j) = (
+        names.iter().position(|n| *n == "a3").context("a3")?,
+        names.iter().position(|n| *n == "a1").context("a1")?,
+    );
+    let cell = matrix["cells"][i][j]["value"].as_f64().context("cell")?;
+    ensure!((cell - 0.2).abs() < 1e-9, "{matrix}");
+    let narrow = Command::new(binary("zonemesh"))
+        .args(["matrix", "--aggregator", &url, "--metric", "rtt"])
+        .env("COLUMNS", "40")
+        .output()?;
+    let narrow = ok(&narrow)?;
+    ensure!(narrow.contains("columns fit"), "{narrow}");
+    ensure!(
+        narrow
+            .lines()
+            .all(|l| l.chars().count() <= 40 || l.contains("columns fit")),
+        "{narrow}"
+    );
+
+    // rank: a3 last in zone-a.
+    let rank = json(&zonemesh(
+        &url,
+        &["rank", "--zone", "zone-a", "-o", "json"],
+    )?)?;
+    let order: Vec<&str> = rank["nodes"]
+        .as_array()
+        .context("ranking")?
+        .iter()
+        .filter_map(|n| n["node"].as_str())
+        .collect();
+    ensure!(order.last() == Some(&"a3"), "{order:?}");
+
+    // place: two workers in one zone, never on the lossy a3.
+    let placed = json(&zonemesh(
+        &url,
+        &["place", "2", "--policy", "require-one", "-o", "json"],
+    )?)?;
+    let chosen: Vec<&str> = placed["assignments"]
+        .as_array()
+        .context("assignments")?
+        .iter()
+        .filter_map(|a| a["node"].as_str())
+        .collect();
+    ensure!(chosen.len() == 2 && !chosen.contains(&"a3"), "{placed}");
+    ensure!(
+        placed["zones"].as_array().map(Vec::len) == Some(1),
+        "{placed}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_statuses_tell_scripts_what_went_wrong() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "reader ops r3ader-t0ken-0123456789\n")?;
+    let tokens_arg = tokens.to_str().context("utf-8")?;
+    let (aggregator, _agents) = cluster(dir.path(), &["--tokens-file", tokens_arg]).await?;
+    let url = format!("http://{}", aggregator.grpc);
+    let status = |out: Output| out.status.code();
+
+    // Credentials: none → 77, a wrong one → 77, the right one → 0.
+    ensure!(status(zonemesh(&url, &["zones"])?) == Some(77));
+    ensure!(
+        status(zonemesh(
+            &url,
+            &["zones", "--token", "wrong-token-0123456789"]
+        )?) == Some(77)
+    );
+    let with = |args: &[&str]| -> Result<Output> {
+        let mut all = args.to_vec();
+        all.extend(["--token", "r3ader-t0ken-0123456789"]);
+        zonemesh(&url, &all)
+    };
+    ensure!(status(with(&["zones"])?) == Some(0));
+    // The token from a file works the same.
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "r3ader-t0ken-0123456789\n")?;
+    let out = zonemesh(
+        &url,
+        &[
+            "nodes",
+            "--token-file",
+            token_file.to_str().context("utf-8")?,
+        ],
+    )?;
+    ensure!(status(out) == Some(0));
+    // Refused by the aggregator: an unknown node → 65, and the message names it.
+    let out = with(&["path", "a1", "nope"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ensure!(
+        status(out) == Some(65) && stderr.contains("nope"),
+        "{stderr}"
+    );
+    // No placement possible → 3.
+    ensure!(status(with(&["place", "4", "--policy", "require-one"])?) == Some(3));
+    // A wrong flag → 64, before any connection.
+    ensure!(status(with(&["matrix", "--metric", "jitter"])?) == Some(64));
+    ensure!(status(with(&["place", "many"])?) == Some(64));
+    // Nobody listening → 69.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let out = zonemesh(&format!("http://{closed}"), &["zones", "--timeout", "2s"])?;
+    ensure!(status(out) == Some(69));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_speaks_mutual_tls() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let ca = Ca::new("cli test CA")?;
+    let ca_file = ca.write(&dir.path().join("ca.crt"))?;
+    let server = ca.server(dir.path(), "aggregator")?;
+    let reader = ca.client(dir.path(), Role::Reader, "laptop")?;
+    let path = |p: &std::path::Path| p.to_str().map(str::to_owned).context("utf-8");
+    let (ca_arg, cert, key) = (path(&ca_file)?, path(&server.cert)?, path(&server.key)?);
+    let aggregator = start_aggregator(
+        &[
+            "--in-memory",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &ca_arg,
+        ],
+        dir.path(),
+    )?;
+    let url = format!("https://localhost:{}", aggregator.grpc.port());
+    let (rc, rk) = (path(&reader.cert)?, path(&reader.key)?);
+    let out = zonemesh(
+        &url,
+        &[
+            "zones",
+            "--tls-ca",
+            &ca_arg,
+            "--tls-cert",
+            &rc,
+            "--tls-key",
+            &rk,
+        ],
+    )?;
+    ok(&out)?;
+    // Without the client certificate the aggregator does not answer (77); without a CA the
+    // https:// URL is a usage error (64).
+    let out = zonemesh(&url, &["zones", "--tls-ca", &ca_arg])?;
+    ensure!(out.status.code() == Some(77), "{:?}", out.status);
+    let out = zonemesh(&url, &["zones"])?;
+    ensure!(out.status.code() == Some(64), "{:?}", out.status);
+    Ok(())
+}
