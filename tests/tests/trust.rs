@@ -609,3 +609,42 @@ async fn the_node_certificate_script_makes_certificates_the_aggregator_accepts()
     ensure!(stderr.contains("Node_A"), "{stderr}");
     Ok(())
 }
+
+#[test]
+fn unusable_security_and_limit_flags_exit_64_naming_the_flag() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "reader grafana short\n")?;
+    let missing = dir.path().join("missing.pem");
+    let (tokens, missing) = (path(&tokens)?, path(&missing)?);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--max-report-rate=-1"], "--max-report-rate"),
+        (vec!["--max-report-paths", "20000"], "--max-report-paths"),
+        (vec!["--max-nodes", "1"], "--max-nodes"),
+        (
+            vec!["--tls-cert", &missing, "--tls-key", &missing],
+            "--tls-cert",
+        ),
+        (vec!["--tokens-file", &tokens], "--tokens-file"),
+        (vec!["--tls-client-ca", &missing], "--tls-cert"),
+    ];
+    for (args, flag) in cases {
+        let out = Command::new(zonemesh_tests::binary("zonemesh-aggregator"))
+            .args([
+                "--in-memory",
+                "--listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+            ])
+            .args(&args)
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            out.status.code() == Some(64) && stderr.contains(flag),
+            "{args:?}: exit {:?}, {stderr}",
+            out.status.code()
+        );
+    }
+    Ok(())
+}

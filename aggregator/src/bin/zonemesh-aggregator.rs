@@ -270,6 +270,13 @@ impl Cli {
                 return Err(format!("--{flag}: {value} is less than {min}"));
             }
         }
+        if self.max_report_paths > zonemesh_proto::domain::MAX_PATHS_PER_REPORT {
+            return Err(format!(
+                "--max-report-paths: {} is above the protocol's {} paths per report",
+                self.max_report_paths,
+                zonemesh_proto::domain::MAX_PATHS_PER_REPORT
+            ));
+        }
         at_least(
             "credential-reload",
             self.credential_reload,
@@ -362,9 +369,16 @@ fn main() {
             bound.grpc, bound.http
         );
     }));
-    if let Err(e) = result {
-        eprintln!("zonemesh-aggregator: {e}");
-        std::process::exit(1);
+    match result {
+        Ok(()) => {}
+        // A TLS or token file that cannot be used: the message names the flag.
+        Err(zonemesh_aggregator::Error::Config(e)) => {
+            zonemesh_proto::flags::usage_error(PROGRAM, &e)
+        }
+        Err(e) => {
+            eprintln!("zonemesh-aggregator: {e}");
+            std::process::exit(1);
+        }
     }
 }
 

@@ -25,7 +25,8 @@ use super::tls::Peer;
 /// What one agent may send (`--max-report-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IngestLimits {
-    /// Most path summaries in one report; a larger report is refused. Default 10,000.
+    /// Most path summaries in one report; a larger report is refused. Default 10,000; at most
+    /// the protocol's own cap, [`zonemesh_proto::domain::MAX_PATHS_PER_REPORT`].
     pub max_report_paths: usize,
     /// Largest encoded message, bytes; a larger one ends the stream. Default 16 MiB.
     pub max_report_bytes: usize,
@@ -205,7 +206,10 @@ impl v1::ingest_server::Ingest for IngestService {
                 match message.kind {
                     Some(v1::agent_message::Kind::Report(wire)) => {
                         let sequence = wire.sequence;
-                        if wire.paths.len() > limits.max_report_paths {
+                        // Above the protocol's own cap the conversion below refuses it as invalid.
+                        if wire.paths.len() > limits.max_report_paths
+                            && wire.paths.len() <= zonemesh_proto::domain::MAX_PATHS_PER_REPORT
+                        {
                             metrics.security.limit_hit("report_paths");
                             metrics.refused_reports.inc();
                             tracing::warn!(node = %name, sequence, paths = wire.paths.len(), "report refused: too many paths");
