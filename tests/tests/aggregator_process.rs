@@ -69,7 +69,14 @@ async fn start_agent(
     let mut down = client.connect(ReceiverStream::new(rx)).await?.into_inner();
     let (acks_tx, acks) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        while let Some(Ok(m)) = down.next().await {
+        while let Some(m) = down.next().await {
+            let m = match m {
+                Ok(m) => m,
+                Err(status) => {
+                    eprintln!("the aggregator's stream failed: {status:?}");
+                    break;
+                }
+            };
             if let Some(Down::Ack(a)) = m.kind
                 && acks_tx.send(a.sequence).is_err()
             {
@@ -108,7 +115,15 @@ async fn sigkill_during_ingest_loses_nothing_acknowledged_and_applies_nothing_tw
     let data_arg = data.to_str().context("utf-8 path")?;
     // Slow writes widen the window between applying a report and making it durable, so that an
     // acknowledgement sent too early would be caught by the kill.
-    let slow = ["--data-dir", data_arg, "--fault-commit-delay", "30ms"];
+    // No report rate limit: this is about durability, and the replay below sends thousands.
+    let slow = [
+        "--data-dir",
+        data_arg,
+        "--fault-commit-delay",
+        "30ms",
+        "--max-report-rate",
+        "0",
+    ];
     let aggregator = start_aggregator(&slow, dir.path())?;
     let (b_up, mut b_acks) = start_agent(&aggregator, "node-b").await?;
     next_ack(&mut b_acks).await?;
@@ -134,7 +149,11 @@ async fn sigkill_during_ingest_loses_nothing_acknowledged_and_applies_nothing_tw
     });
     let mut acked = 0;
     while acked < REPORTS / 4 {
-        acked = acked.max(next_ack(&mut acks).await?);
+        acked = acked.max(
+            next_ack(&mut acks)
+                .await
+                .with_context(|| format!("the aggregator's log:\n{}", aggregator.log()))?,
+        );
         let _ = acked_tx.send(acked);
     }
     aggregator.kill();
@@ -146,7 +165,10 @@ async fn sigkill_during_ingest_loses_nothing_acknowledged_and_applies_nothing_tw
     let _ = sender.await;
     drop(b_up);
 
-    let aggregator = start_aggregator(&["--data-dir", data_arg], dir.path())?;
+    let aggregator = start_aggregator(
+        &["--data-dir", data_arg, "--max-report-rate", "0"],
+        dir.path(),
+    )?;
     let applied = probes_applied(&aggregator).await?;
     assert!(
         applied >= acked,

@@ -177,10 +177,15 @@ impl Topology {
             out.latency_age_ms = r.oldest.map_or(0, |o| now.since(o));
             out.loss_ratio = r.loss_mean().unwrap_or(0.0);
             out.loss_upper_95_ratio = out.loss_ratio;
-            out.rtt = r.rtt_mean().map(|m| v1::RttStats {
-                p50_us: m,
-                ..Default::default()
-            });
+            out.rtt = r
+                .rtt_mean()
+                .zip(r.rtt_tail_means())
+                .map(|(p50, (p90, p99))| v1::RttStats {
+                    p50_us: p50,
+                    p90_us: p90,
+                    p99_us: p99,
+                    ..Default::default()
+                });
         }
         if out.throughput_provenance != v1::Provenance::Measured as i32
             && let Some(t) = roll.and_then(|r| r.tput_mean())

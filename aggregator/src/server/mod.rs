@@ -26,6 +26,11 @@ use crate::store::{MemStore, SledStore, Store};
 use core::{CoreConfig, wall_clock};
 use metrics::Metrics;
 
+/// HTTP/2 receive window of one stream (an agent's stream), bytes.
+const STREAM_WINDOW_BYTES: u32 = 2 << 20;
+/// HTTP/2 receive window of one connection (the fleet simulator puts many streams on one).
+const CONNECTION_WINDOW_BYTES: u32 = 32 << 20;
+
 /// Largest gRPC message the server decodes (a full report is about 2 MiB).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -199,9 +204,11 @@ pub async fn serve(
     let mut grpc_stop = stop_rx.clone();
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
-        // Receive windows that grow with the traffic, so that an agent's reports are not held
-        // to 64 KiB per round trip.
-        .http2_adaptive_window(Some(true))
+        // Receive windows well above HTTP/2's 64 KiB, so that an agent's reports are not held
+        // to 64 KiB per round trip. Fixed, not adaptive: with adaptive windows a stream read
+        // slowly on purpose (--max-report-rate) had its connection reset within half a minute.
+        .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

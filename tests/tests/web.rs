@@ -1,0 +1,838 @@
+//! The aggregator's web page (`GET /`, on the JSON API under `/api/`), driven in headless Chromium
+//! through chromedriver's W3C WebDriver API: what the page shows is checked against what the
+//! agents reported — the summary, the zone heatmap, a zone's node matrix, the tooltips, the
+//! ranking and placement panels, a DOWN node's mark, a link that reopens a view — and the bearer
+//! token form of an aggregator that needs credentials.
+//!
+//! Skipped when Chromium or chromedriver is missing, except under CI (`CI` set), where that fails.
+//! `ZONEMESH_CHROMIUM` and `ZONEMESH_CHROMEDRIVER` name other binaries. A screenshot of the
+//! page is written to the temporary directory every run, and to `$ZONEMESH_SCREENSHOT` too when
+//! that is set and the checks passed (docs/heatmap.png).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::{Value, json};
+use zonemesh_tests::{FakeAgent, Process, http_get, start_aggregator, wait_for};
+
+/// The longest any one thing on the page may take to show.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The key of a web element reference in WebDriver's JSON.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+const READER_TOKEN: &str = "r3ader-t0ken-0123456789";
+
+/// The cluster: two zones; b3 reports once and then its agent goes (DOWN after `--down-after`).
+const NODES: [(&str, &str); 6] = [
+    ("a1", "zone-a"),
+    ("a2", "zone-a"),
+    ("a3", "zone-a"),
+    ("b1", "zone-b"),
+    ("b2", "zone-b"),
+    ("b3", "zone-b"),
+];
+
+/// What `node` reports, as `(peer, RTT µs, lost of 100, throughput bit/s)`: 100 µs and 9.4 Gbit/s
+/// inside a zone, 2 ms and 2.5 Gbit/s across; 20 of 100 probes lost on every path of a2 inside
+/// zone-a (both directions); b2 never reports b2 → b1, which is then estimated from the roll-up.
+fn paths_of(node: &str) -> Vec<(&'static str, f64, u64, f64)> {
+    let zone_of = |n: &str| {
+        if n.starts_with('a') {
+            "zone-a"
+        } else {
+            "zone-b"
+        }
+    };
+    NODES
+        .iter()
+        .map(|&(peer, _)| peer)
+        .filter(|&peer| peer != node && !(node == "b2" && peer == "b1"))
+        .map(|peer| {
+            let inside = zone_of(peer) == zone_of(node);
+            let lost = if inside && (node == "a2" || peer == "a2") {
+                20
+            } else {
+                0
+            };
+            if inside {
+                (peer, 100.0, lost, 9.4e9)
+            } else {
+                (peer, 2000.0, lost, 2.5e9)
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_what_the_agents_reported() -> Result<()> {
+    let Some(tools) = Tools::find("the_page_shows_what_the_agents_reported") else {
+        return Ok(());
+    };
+    let dir = tempfile::tempdir()?;
+    // Figures and READY states outlive the test (a slow browser start included); DOWN is quick.
+    let aggregator = start_aggregator(
+        &[
+            "--in-memory",
+            "--down-after",
+            "1s",
+            "--stale-after",
+            "5m",
+            "--loss-window",
+            "5m",
+        ],
+        dir.path(),
+    )?;
+    let http = aggregator.http;
+
+    let mut agents = Vec::new();
+    for (node, zone) in NODES {
+        agents.push((node, FakeAgent::connect(&aggregator, node, zone).await?));
+    }
+    for (node, agent) in &mut agents {
+        agent.report(&paths_of(node)).await?;
+    }
+    let (gone, b3) = agents.pop().context("b3's agent")?;
+    ensure!(gone == "b3");
+    drop(b3);
+    wait_for("b3 to turn DOWN", WAIT, || async {
+        let nodes: Value = serde_json::from_str(&http_get(http, "/api/nodes").ok()?).ok()?;
+        let down = nodes["nodes"]
+            .as_array()?
+            .iter()
+            .any(|n| n["name"] == "b3" && n["state"] == "DOWN");
+        down.then_some(())
+    })
+    .await?;
+
+    let browser = Browser::start(&tools, dir.path())?;
+    let checked = check_page(&browser, http).await;
+    if let Err(e) = &checked {
+        eprintln!("{e:#}\naggregator log:\n{}", aggregator.log());
+    }
+    let saved = browser.screenshot().and_then(|png| -> Result<()> {
+        let path = std::env::temp_dir().join(format!("zonemesh-web-{}.png", std::process::id()));
+        std::fs::write(&path, &png)?;
+        eprintln!("screenshot of the page: {}", path.display());
+        if let Some(to) = std::env::var_os("ZONEMESH_SCREENSHOT").filter(|_| checked.is_ok()) {
+            std::fs::write(&to, &png)
+                .with_context(|| format!("write {}", Path::new(&to).display()))?;
+        }
+        Ok(())
+    });
+    checked?;
+    saved?;
+    drop(agents);
+    Ok(())
+}
+
+/// A script that returns the node names of the loaded matrix once the page shows the node
+/// matrix of `arguments[0]` (and `arguments[1]`, or "") for the metric `arguments[2]`, else null.
+const MATRIX_LOADED: &str = "const s = window.zonemesh && window.zonemesh.state;
+    return s && s.matrix && s.matrixFor && !s.matrixLoading && s.matrixFor.zone === arguments[0]
+      && s.matrixFor.zone2 === arguments[1] && s.matrixFor.metric === arguments[2]
+      ? s.matrix.nodes : null;";
+
+/// A script that returns the data-node attributes of the rows `arguments[0]` selects, or null
+/// when there are none.
+const ROW_NODES: &str = "const rows = document.querySelectorAll(arguments[0]);
+    return rows.length ? Array.from(rows, (r) => r.dataset.node) : null;";
+
+async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
+    let base = format!("http://{http}/");
+    b.goto(&base)?;
+
+    // The summary: zones, nodes, and nodes by state.
+    let summary = b
+        .until(
+            "the summary",
+            "const s = window.zonemesh && window.zonemesh.state;
+             return s && s.loaded ? document.getElementById('summary').textContent : null;",
+            json!([]),
+        )
+        .await?;
+    let summary = summary.as_str().context("summary text")?;
+    for part in ["2 zones", "6 nodes", "5 READY", "0 STALE", "1 DOWN"] {
+        ensure!(summary.contains(part), "summary {summary:?} lacks {part:?}");
+    }
+
+    // The zone heatmap (RTT p50 first): 2 ms from zone-a to zone-b over 3 × 3 measured paths,
+    // 100 µs inside zone-a.
+    let ab = r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-b"]"#;
+    let rtt: f64 = b
+        .attribute(ab, "data-value")?
+        .context("data-value of zone-a → zone-b")?
+        .parse()?;
+    ensure!((rtt - 2000.0).abs() < 1.0, "zone-a → zone-b: {rtt} µs");
+    ensure!(b.attribute(ab, "data-provenance")?.as_deref() == Some("MEASURED"));
+    ensure!(b.attribute(ab, "data-measured-paths")?.as_deref() == Some("9"));
+    let text = b.text(ab)?;
+    ensure!(text == "2.00 ms", "zone-a → zone-b shows {text:?}");
+    let text = b.text(r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-a"]"#)?;
+    ensure!(text == "100 \u{b5}s", "zone-a → zone-a shows {text:?}");
+
+    // Hovering the cell shows its figures.
+    b.hover(ab)?;
+    let tip = b
+        .until_text("#tooltip", "the zone cell's tooltip", |t| {
+            t.contains("zone-a \u{2192} zone-b")
+        })
+        .await?;
+    for part in ["2.00 ms", "MEASURED", "measured paths 9", "2.50 Gbit/s"] {
+        ensure!(tip.contains(part), "zone tooltip {tip:?} lacks {part:?}");
+    }
+
+    // Loss, and zone-a's node matrix: a2's paths lose 20 %, the others nothing. The view is in
+    // the URL.
+    b.click(r#"#metric option[value="loss"]"#)?;
+    b.click(r#"#zone-heatmap th[scope="row"] .zone-btn[data-zone="zone-a"]"#)?;
+    let nodes = b
+        .until(
+            "zone-a's loss matrix",
+            MATRIX_LOADED,
+            json!(["zone-a", "", "loss"]),
+        )
+        .await?;
+    ensure!(nodes == json!(["a1", "a2", "a3"]), "{nodes}");
+    for (src, dst, loss) in [
+        ("a1", "a2", 0.2),
+        ("a2", "a1", 0.2),
+        ("a2", "a3", 0.2),
+        ("a3", "a2", 0.2),
+        ("a1", "a3", 0.0),
+        ("a3", "a1", 0.0),
+    ] {
+        let cell = b.script(
+            "return window.zonemesh.cellAt(arguments[0], arguments[1]);",
+            json!([src, dst]),
+        )?;
+        let value = cell["value"].as_f64().context("cell value")?;
+        ensure!(
+            (value - loss).abs() < 1e-6
+                && cell["provenance"] == "MEASURED"
+                && cell["stale"] == false,
+            "{src} → {dst}: {cell}"
+        );
+    }
+    let url = b.url()?;
+    ensure!(url.ends_with("#zone=zone-a&metric=loss"), "{url}");
+
+    // Hovering a2 → a3 on the canvas shows the path's figures, fetched from /api/path.
+    b.hover_cell("a2", "a3")?;
+    let tip = b
+        .until_text(
+            "#tooltip",
+            "a2 → a3's tooltip with the path's figures",
+            |t| t.contains("a2 \u{2192} a3") && t.contains("upper bound"),
+        )
+        .await?;
+    for part in ["20.0 %", "MEASURED", "100 \u{b5}s", "9.40 Gbit/s", "probes"] {
+        ensure!(tip.contains(part), "path tooltip {tip:?} lacks {part:?}");
+    }
+
+    // zone-b: b3 is marked DOWN; b2 → b1 (never reported) is estimated, b1 → b2 measured.
+    b.click(r#"#zone-heatmap th[scope="row"] .zone-btn[data-zone="zone-b"]"#)?;
+    b.until(
+        "zone-b's matrix",
+        MATRIX_LOADED,
+        json!(["zone-b", "", "loss"]),
+    )
+    .await?;
+    let mark = b.script("return window.zonemesh.nodeMark('b3');", json!([]))?;
+    ensure!(mark == "DOWN", "b3 is marked {mark}");
+    let flag = r#"#node-flags [data-node="b3"]"#;
+    ensure!(b.attribute(flag, "data-state")?.as_deref() == Some("DOWN"));
+    let text = b.text(flag)?;
+    ensure!(text.contains("b3") && text.contains("DOWN"), "{text:?}");
+    let cell = |src: &str, dst: &str| {
+        b.script(
+            "return window.zonemesh.cellAt(arguments[0], arguments[1]);",
+            json!([src, dst]),
+        )
+    };
+    let estimated = cell("b2", "b1")?;
+    ensure!(
+        estimated["provenance"] == "ESTIMATED",
+        "b2 → b1: {estimated}"
+    );
+    let measured = cell("b1", "b2")?;
+    ensure!(measured["provenance"] == "MEASURED", "b1 → b2: {measured}");
+
+    // A link opens the same view: both zones, loss.
+    b.goto("about:blank")?;
+    b.goto(&format!("{base}#zone=zone-a&zone2=zone-b&metric=loss"))?;
+    let nodes = b
+        .until(
+            "the two zones' matrix opened from a link",
+            MATRIX_LOADED,
+            json!(["zone-a", "zone-b", "loss"]),
+        )
+        .await?;
+    ensure!(
+        nodes == json!(["a1", "a2", "a3", "b1", "b2", "b3"]),
+        "{nodes}"
+    );
+    let metric = b.script("return document.getElementById('metric').value;", json!([]))?;
+    ensure!(metric == "loss", "the metric selector shows {metric}");
+
+    // The auto-refresh (every 10 s) keeps the view.
+    let before = b.script("return window.zonemesh.state.updatedAt;", json!([]))?;
+    let view = b
+        .until(
+            "an auto-refresh",
+            "const s = window.zonemesh.state;
+             return s.updatedAt > arguments[0] && !s.refreshing && !s.matrixLoading
+               ? [s.matrixFor.zone, s.matrixFor.zone2, s.matrixFor.metric,
+                  document.getElementById('metric').value, location.hash]
+               : null;",
+            json!([before]),
+        )
+        .await?;
+    ensure!(
+        view == json!([
+            "zone-a",
+            "zone-b",
+            "loss",
+            "loss",
+            "#zone=zone-a&zone2=zone-b&metric=loss"
+        ]),
+        "after a refresh: {view}"
+    );
+
+    // Ranking zone-a: the lossy a2 last.
+    b.click(r#"#rank-zone option[value="zone-a"]"#)?;
+    b.clear_and_type("#rank-limit", "10")?;
+    b.click("#rank-button")?;
+    let ranked = b
+        .until(
+            "the ranking",
+            ROW_NODES,
+            json!(["#rank-table tbody tr[data-node]"]),
+        )
+        .await?;
+    let ranked = ranked.as_array().context("ranked nodes")?;
+    ensure!(
+        ranked.len() == 3 && ranked[2] == "a2",
+        "ranking of zone-a: {ranked:?}"
+    );
+    let row = b.text(r#"#rank-table tbody tr[data-node="a2"]"#)?;
+    ensure!(
+        row.contains("zone-a") && row.contains("READY") && row.contains("20.0 %"),
+        "a2's row: {row:?}"
+    );
+
+    // Placing 3 workers in one zone: zone-a's nodes (zone-b has two READY). 4 cannot be in one
+    // zone: the 409 and its message are shown in the panel.
+    b.clear_and_type("#place-workers", "4")?;
+    b.click(r#"#place-policy option[value="require_one"]"#)?;
+    b.clear_and_type("#place-exclude", "")?;
+    b.click("#place-button")?;
+    let error = b
+        .until(
+            "the placement's refusal",
+            "const e = document.querySelector('#place-result .error');
+             return e ? e.textContent : null;",
+            json!([]),
+        )
+        .await?;
+    let error = error.as_str().context("error text")?;
+    ensure!(error.contains("409 Conflict"), "{error:?}");
+    b.clear_and_type("#place-workers", "3")?;
+    b.click("#place-button")?;
+    let placed = b
+        .until("the placement", ROW_NODES, json!(["#place-table tbody tr"]))
+        .await?;
+    let mut placed: Vec<&str> = placed
+        .as_array()
+        .context("placed nodes")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    placed.sort_unstable();
+    ensure!(placed == ["a1", "a2", "a3"], "placed on {placed:?}");
+    let result = b.text("#place-result")?;
+    for part in ["zone-a", "100 \u{b5}s", "20.0 %", "9.40 Gbit/s"] {
+        ensure!(result.contains(part), "placement {result:?} lacks {part:?}");
+    }
+
+    // Last, for the screenshot: a tooltip over a2 → b1.
+    b.hover_cell("a2", "b1")?;
+    b.until_text("#tooltip", "a2 → b1's tooltip", |t| {
+        t.contains("a2 \u{2192} b1") && t.contains("upper bound")
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_asks_for_a_bearer_token_when_the_api_needs_one() -> Result<()> {
+    let Some(tools) = Tools::find("the_page_asks_for_a_bearer_token_when_the_api_needs_one") else {
+        return Ok(());
+    };
+    let dir = tempfile::tempdir()?;
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("reader grafana {READER_TOKEN}\n"))?;
+    let tokens = tokens.to_str().context("utf-8 path")?.to_owned();
+    let aggregator = start_aggregator(
+        &[
+            "--in-memory",
+            "--tokens-file",
+            &tokens,
+            "--stale-after",
+            "5m",
+            "--loss-window",
+            "5m",
+        ],
+        dir.path(),
+    )?;
+    // Without a client CA agents report as before; queries need the token.
+    let mut a1 = FakeAgent::connect(&aggregator, "a1", "zone-a").await?;
+    let mut a2 = FakeAgent::connect(&aggregator, "a2", "zone-a").await?;
+    a1.report(&[("a2", 100.0, 0, 9.4e9)]).await?;
+    a2.report(&[("a1", 100.0, 0, 9.4e9)]).await?;
+    match http_get(aggregator.http, "/api/zones") {
+        Ok(body) => bail!("/api/zones answered without credentials: {body}"),
+        Err(e) => ensure!(format!("{e:#}").contains("401"), "{e:#}"),
+    }
+
+    let browser = Browser::start(&tools, dir.path())?;
+    let checked: Result<()> = async {
+        browser.goto(&format!("http://{}/", aggregator.http))?;
+        let message = browser
+            .until(
+                "the token form",
+                "const f = document.getElementById('token-form');
+                 return f && !f.hidden ? document.getElementById('token-message').textContent : null;",
+                json!([]),
+            )
+            .await?;
+        ensure!(
+            message.as_str().is_some_and(|m| m.contains("token")),
+            "{message}"
+        );
+        ensure!(browser.displayed("#token-form")?);
+
+        browser.clear_and_type("#token-input", READER_TOKEN)?;
+        browser.click("#token-save")?;
+        let loaded = "const s = window.zonemesh && window.zonemesh.state;
+            return s && s.loaded && !s.needToken ? document.getElementById('summary').textContent : null;";
+        let summary = browser
+            .until("the summary after the token", loaded, json!([]))
+            .await?;
+        let summary = summary.as_str().context("summary text")?;
+        ensure!(
+            summary.contains("1 zone") && summary.contains("2 nodes") && summary.contains("2 READY"),
+            "{summary:?}"
+        );
+        ensure!(!browser.displayed("#token-form")?);
+        let text = browser.text(r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-a"]"#)?;
+        ensure!(text == "100 \u{b5}s", "zone-a → zone-a shows {text:?}");
+
+        // The token is kept: a reload shows the figures without asking again.
+        let stored = browser.script("return localStorage.getItem('zonemesh.token');", json!([]))?;
+        ensure!(stored == READER_TOKEN, "stored token {stored}");
+        browser.refresh()?;
+        browser
+            .until("the summary after a reload", loaded, json!([]))
+            .await?;
+        ensure!(!browser.displayed("#token-form")?);
+        Ok(())
+    }
+    .await;
+    if checked.is_err() {
+        let path =
+            std::env::temp_dir().join(format!("zonemesh-web-token-{}.png", std::process::id()));
+        if let Ok(png) = browser.screenshot() {
+            let _ = std::fs::write(&path, png);
+            eprintln!("screenshot of the page: {}", path.display());
+        }
+    }
+    checked
+}
+
+/// Chromium and chromedriver.
+#[derive(Debug)]
+struct Tools {
+    chromium: String,
+    chromedriver: String,
+}
+
+impl Tools {
+    /// Both binaries when they run; otherwise `None` after saying the test is skipped — except
+    /// under CI, which must not skip it.
+    fn find(test: &str) -> Option<Self> {
+        let chromium =
+            std::env::var("ZONEMESH_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+        let chromedriver =
+            std::env::var("ZONEMESH_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
+        let runs = |program: &str| {
+            Command::new(program)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let found = runs(&chromium) && runs(&chromedriver);
+        assert!(
+            found || std::env::var_os("CI").is_none(),
+            "{test}: {chromium} or {chromedriver} is missing in CI"
+        );
+        if !found {
+            eprintln!("{test}: {chromium} or {chromedriver} not installed: skipped (CI runs it)");
+            return None;
+        }
+        Some(Self {
+            chromium,
+            chromedriver,
+        })
+    }
+}
+
+/// A headless Chromium session through a chromedriver child process; the session is deleted (the
+/// browser closed) and chromedriver killed when dropped.
+#[derive(Debug)]
+struct Browser {
+    driver: SocketAddr,
+    session: String,
+    _chromedriver: Process,
+}
+
+impl Browser {
+    fn start(tools: &Tools, log_dir: &Path) -> Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut command = Command::new(&tools.chromedriver);
+        command.arg(format!("--port={port}"));
+        let chromedriver = Process::spawn(command, "chromedriver", log_dir)?;
+        chromedriver
+            .line(
+                "ChromeDriver was started successfully",
+                Duration::from_secs(20),
+            )
+            .context("chromedriver did not start")?;
+        let driver = SocketAddr::from(([127, 0, 0, 1], port));
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": tools.chromium.as_str(),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900"],
+            },
+            "timeouts": {"implicit": 0, "pageLoad": 30_000, "script": 15_000},
+        }}});
+        let (status, answer) = http(driver, "POST", "/session", Some(&capabilities))?;
+        ensure!(status == 200, "new WebDriver session: {status} {answer}");
+        let session = answer["value"]["sessionId"]
+            .as_str()
+            .with_context(|| format!("no sessionId in {answer}"))?
+            .to_owned();
+        Ok(Self {
+            driver,
+            session,
+            _chromedriver: chromedriver,
+        })
+    }
+
+    /// A command of this session (`path` after `/session/{id}`); its `value`.
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value> {
+        let full = format!("/session/{}{path}", self.session);
+        let (status, mut answer) = http(self.driver, method, &full, body.as_ref())?;
+        let value = answer.get_mut("value").map(Value::take).unwrap_or_default();
+        if status != 200 {
+            bail!(
+                "WebDriver {method} {path}: {status} {}: {}",
+                value["error"].as_str().unwrap_or("?"),
+                value["message"].as_str().unwrap_or("")
+            );
+        }
+        Ok(value)
+    }
+
+    fn goto(&self, url: &str) -> Result<()> {
+        self.call("POST", "/url", Some(json!({ "url": url })))?;
+        Ok(())
+    }
+
+    fn url(&self) -> Result<String> {
+        Ok(self
+            .call("GET", "/url", None)?
+            .as_str()
+            .context("the URL")?
+            .to_owned())
+    }
+
+    fn refresh(&self) -> Result<()> {
+        self.call("POST", "/refresh", Some(json!({})))?;
+        Ok(())
+    }
+
+    fn find(&self, css: &str) -> Result<String> {
+        let found = self.call(
+            "POST",
+            "/element",
+            Some(json!({ "using": "css selector", "value": css })),
+        )?;
+        Ok(found[ELEMENT]
+            .as_str()
+            .with_context(|| format!("element {css}: {found}"))?
+            .to_owned())
+    }
+
+    /// Runs `f` on the element `css` selects, found again when the page re-rendered it meanwhile
+    /// (the auto-refresh does, every 10 s).
+    fn on<T>(&self, css: &str, f: impl Fn(&str) -> Result<T>) -> Result<T> {
+        let mut tries = 0;
+        loop {
+            let element = self.find(css)?;
+            match f(&element) {
+                Err(e) if tries < 3 && format!("{e:#}").contains("stale element reference") => {
+                    tries += 1;
+                }
+                other => return other.with_context(|| format!("element {css}")),
+            }
+        }
+    }
+
+    fn text(&self, css: &str) -> Result<String> {
+        self.on(css, |e| {
+            let text = self.call("GET", &format!("/element/{e}/text"), None)?;
+            Ok(text.as_str().unwrap_or_default().to_owned())
+        })
+    }
+
+    fn attribute(&self, css: &str, name: &str) -> Result<Option<String>> {
+        self.on(css, |e| {
+            let value = self.call("GET", &format!("/element/{e}/attribute/{name}"), None)?;
+            Ok(value.as_str().map(str::to_owned))
+        })
+    }
+
+    fn displayed(&self, css: &str) -> Result<bool> {
+        self.on(css, |e| {
+            let shown = self.call("GET", &format!("/element/{e}/displayed"), None)?;
+            Ok(shown.as_bool() == Some(true))
+        })
+    }
+
+    fn click(&self, css: &str) -> Result<()> {
+        self.on(css, |e| {
+            self.call("POST", &format!("/element/{e}/click"), Some(json!({})))?;
+            Ok(())
+        })
+    }
+
+    /// Empties the input `css` selects and types `text` into it.
+    fn clear_and_type(&self, css: &str, text: &str) -> Result<()> {
+        self.on(css, |e| {
+            self.call("POST", &format!("/element/{e}/clear"), Some(json!({})))?;
+            if !text.is_empty() {
+                self.call(
+                    "POST",
+                    &format!("/element/{e}/value"),
+                    Some(json!({ "text": text })),
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `script` (a function body; `arguments[i]` are `args`) in the page; what it returns.
+    fn script(&self, script: &str, args: Value) -> Result<Value> {
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({ "script": script, "args": args })),
+        )
+    }
+
+    /// Moves the mouse to `(x, y)` from `origin` ("viewport", or an element reference: from its
+    /// centre).
+    fn move_mouse(&self, origin: Value, x: i64, y: i64) -> Result<()> {
+        let actions = json!({"actions": [{
+            "type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+            "actions": [{"type": "pointerMove", "duration": 0, "origin": origin, "x": x, "y": y}],
+        }]});
+        self.call("POST", "/actions", Some(actions))?;
+        Ok(())
+    }
+
+    /// Moves the mouse over the centre of the element `css` selects.
+    fn hover(&self, css: &str) -> Result<()> {
+        self.on(css, |e| {
+            let mut origin = serde_json::Map::new();
+            origin.insert(ELEMENT.to_owned(), Value::from(e));
+            self.move_mouse(Value::Object(origin), 0, 0)
+        })
+    }
+
+    /// Moves the mouse over the node matrix cell `src` → `dst` (drawn on a canvas: the page says
+    /// where it is).
+    fn hover_cell(&self, src: &str, dst: &str) -> Result<()> {
+        let at = self.script(
+            "return window.zonemesh.cellCenter(arguments[0], arguments[1]);",
+            json!([src, dst]),
+        )?;
+        let (x, y) = (
+            at["x"]
+                .as_f64()
+                .with_context(|| format!("cell {src} → {dst}: {at}"))?,
+            at["y"]
+                .as_f64()
+                .with_context(|| format!("cell {src} → {dst}: {at}"))?,
+        );
+        self.move_mouse(json!("viewport"), x.round() as i64, y.round() as i64)
+    }
+
+    fn screenshot(&self) -> Result<Vec<u8>> {
+        let data = self.call("GET", "/screenshot", None)?;
+        let png = base64_decode(data.as_str().context("screenshot data")?)?;
+        ensure!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "the screenshot is no PNG"
+        );
+        Ok(png)
+    }
+
+    /// Runs `script` with `args` until it returns something other than null (at most [`WAIT`]).
+    async fn until(&self, what: &str, script: &str, args: Value) -> Result<Value> {
+        let last_error = std::sync::Mutex::new(String::new());
+        let found = wait_for(what, WAIT, || async {
+            match self.script(script, args.clone()) {
+                Ok(v) if !v.is_null() => Some(v),
+                Ok(_) => None,
+                Err(e) => {
+                    *last_error.lock().unwrap_or_else(|p| p.into_inner()) = format!("{e:#}");
+                    None
+                }
+            }
+        })
+        .await;
+        found.with_context(|| {
+            let last = last_error.lock().unwrap_or_else(|p| p.into_inner());
+            format!("last script error: {:?}", *last)
+        })
+    }
+
+    /// Reads the text of the element `css` selects until `done` holds for it (at most [`WAIT`]).
+    async fn until_text(
+        &self,
+        css: &str,
+        what: &str,
+        done: impl Fn(&str) -> bool,
+    ) -> Result<String> {
+        let found = wait_for(what, WAIT, || async {
+            self.text(css).ok().filter(|t| done(t.as_str()))
+        })
+        .await;
+        found.with_context(|| format!("{css} shows {:?}", self.text(css).unwrap_or_default()))
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // Closes the browser; chromedriver itself is killed right after (its `Process` drops).
+        let _ = http(
+            self.driver,
+            "DELETE",
+            &format!("/session/{}", self.session),
+            None,
+        );
+    }
+}
+
+/// One HTTP/1.1 request to `addr` with an optional JSON body; the status and the JSON answer
+/// (null when empty). chromedriver answers with a Content-Length and keeps the connection open
+/// even when asked to close it, so the body is read by its length.
+fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value)> {
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("connect to {addr}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(90)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if method != "GET" && method != "DELETE" {
+        request += &format!(
+            "Content-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+    }
+    request += "\r\n";
+    request += &body;
+    stream.write_all(request.as_bytes())?;
+
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("{method} {path}: status line {line:?}"))?;
+    let mut length = None;
+    loop {
+        line.clear();
+        ensure!(
+            reader.read_line(&mut line)? > 0,
+            "{method} {path}: the answer ended in its headers"
+        );
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            let name = name.trim();
+            ensure!(
+                !name.eq_ignore_ascii_case("transfer-encoding"),
+                "{method} {path}: a {header:?} answer (not supported here)"
+            );
+            if name.eq_ignore_ascii_case("content-length") {
+                length = Some(value.trim().parse::<usize>()?);
+            }
+        }
+    }
+    let mut bytes = Vec::new();
+    match length {
+        Some(n) => {
+            bytes.resize(n, 0);
+            reader.read_exact(&mut bytes)?;
+        }
+        None => {
+            reader.read_to_end(&mut bytes)?;
+        }
+    }
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("{method} {path}: {}", String::from_utf8_lossy(&bytes)))?
+    };
+    Ok((status, value))
+}
+
+/// Standard base64 (the screenshot); padding and line breaks are skipped.
+fn base64_decode(text: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut buffer, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let sextet = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' | b'\r' | b'\n' => continue,
+            _ => bail!("not base64: {:?}", char::from(c)),
+        };
+        buffer = (buffer << 6) | u32::from(sextet);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buffer >> bits) as u8);
+            buffer &= (1 << bits) - 1;
+        }
+    }
+    Ok(out)
+}
