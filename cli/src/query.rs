@@ -305,6 +305,15 @@ fn print(connection: &Connection, value: Value, table: impl FnOnce(&Style) -> St
 
 /// Runs one query and prints its answer.
 pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
+    // Flags first: a wrong one is a usage error whether or not the aggregator is up.
+    if let Query::Matrix { metric, .. } = &query
+        && json::parse_metric(metric).is_none()
+    {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
+        ));
+    }
     let mut client = connection.client().await?;
     let timeout = connection.timeout;
     macro_rules! call {

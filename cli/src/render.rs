@@ -336,31 +336,11 @@ pub fn matrix(answer: &v1::GetMatrixResponse, style: &Style) -> String {
         v1::Metric::ThroughputBps => rate(v),
         _ => micros(v),
     };
-    let label_width = answer
-        .nodes
-        .iter()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(0);
-    let cell_width = answer
-        .nodes
-        .iter()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(11);
-    let fit = style.width.saturating_sub(2 + label_width) / (cell_width + 2);
-    let shown = n.min(fit.max(1));
-    let mut rows = vec![
-        std::iter::once("from \\ to".to_owned())
-            .chain(answer.nodes.iter().take(shown).cloned())
-            .collect::<Vec<_>>(),
-    ];
-    let mut colors = vec![vec![None; shown + 1]];
-    for (i, src) in answer.nodes.iter().enumerate() {
-        let mut row = vec![src.clone()];
-        let mut color_row = vec![None];
-        for j in 0..shown {
+    // Every cell as text (and its colour) first, so that the columns are sized from them.
+    let mut cells: Vec<Vec<(String, Option<&'static str>)>> = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut row = Vec::with_capacity(n);
+        for j in 0..n {
             let cell = answer.cells.get(i * n + j).copied().unwrap_or_default();
             let p = v1::Provenance::try_from(cell.provenance).unwrap_or(v1::Provenance::Unknown);
             let (text, c) = match p {
@@ -368,18 +348,52 @@ pub fn matrix(answer: &v1::GetMatrixResponse, style: &Style) -> String {
                 v1::Provenance::Unknown => ("—".to_owned(), None),
                 v1::Provenance::Estimated => (format!("~{}", value(cell.value)), Some("2")),
                 v1::Provenance::Measured => {
-                    let bad = match metric {
-                        v1::Metric::LossRatio => cell.value >= 0.01,
-                        _ => false,
-                    };
+                    let bad = metric == v1::Metric::LossRatio && cell.value >= 0.01;
                     (value(cell.value), bad.then_some("31"))
                 }
             };
-            row.push(if cell.stale { format!("{text}!") } else { text });
-            color_row.push(if cell.stale { Some("33") } else { c });
+            row.push(if cell.stale {
+                (format!("{text}!"), Some("33"))
+            } else {
+                (text, c)
+            });
         }
-        rows.push(row);
-        colors.push(color_row);
+        cells.push(row);
+    }
+    const CORNER: &str = "from \\ to";
+    let label_width = answer
+        .nodes
+        .iter()
+        .map(|s| s.chars().count())
+        .chain([CORNER.chars().count()])
+        .max()
+        .unwrap_or(0);
+    let cell_width = answer
+        .nodes
+        .iter()
+        .map(|s| s.chars().count())
+        .chain(cells.iter().flatten().map(|(t, _)| t.chars().count()))
+        .max()
+        .unwrap_or(1);
+    let fit = style.width.saturating_sub(2 + label_width) / (cell_width + 2);
+    let shown = n.min(fit.max(1));
+    let mut rows = vec![
+        std::iter::once(CORNER.to_owned())
+            .chain(answer.nodes.iter().take(shown).cloned())
+            .collect::<Vec<_>>(),
+    ];
+    let mut colors = vec![vec![None; shown + 1]];
+    for (src, row) in answer.nodes.iter().zip(&cells) {
+        rows.push(
+            std::iter::once(src.clone())
+                .chain(row.iter().take(shown).map(|(t, _)| t.clone()))
+                .collect(),
+        );
+        colors.push(
+            std::iter::once(None)
+                .chain(row.iter().take(shown).map(|(_, c)| *c))
+                .collect(),
+        );
     }
     let mut out = styled_table(&rows, style, |r, c| colors[r][c]);
     let _ = writeln!(

@@ -15,7 +15,13 @@ fn zonemesh(aggregator: &str, args: &[&str]) -> Result<Output> {
         .args(args)
         .args(["--aggregator", aggregator])
         .env_remove("NO_COLOR")
+        .env_remove("COLUMNS")
         .env_remove("ZONEMESH_TOKEN")
+        .env_remove("ZONEMESH_TOKEN_FILE")
+        .env_remove("ZONEMESH_TLS_CA")
+        .env_remove("ZONEMESH_TLS_CERT")
+        .env_remove("ZONEMESH_TLS_KEY")
+        .env_remove("ZONEMESH_TLS_SERVER_NAME")
         .output()?)
 }
 
@@ -228,13 +234,18 @@ async fn exit_statuses_tell_scripts_what_went_wrong() -> Result<()> {
     );
     // No placement possible → 3.
     ensure!(status(with(&["place", "4", "--policy", "require-one"])?) == Some(3));
-    // A wrong flag → 64, before any connection.
+    // A wrong flag → 64, before any connection (also with nobody listening).
     ensure!(status(with(&["matrix", "--metric", "jitter"])?) == Some(64));
     ensure!(status(with(&["place", "many"])?) == Some(64));
     // Nobody listening → 69.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let out = zonemesh(&format!("http://{closed}"), &["zones", "--timeout", "2s"])?;
     ensure!(status(out) == Some(69));
+    let out = zonemesh(
+        &format!("http://{closed}"),
+        &["matrix", "--metric", "jitter"],
+    )?;
+    ensure!(status(out) == Some(64));
     Ok(())
 }
 

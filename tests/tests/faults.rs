@@ -145,12 +145,24 @@ async fn a_full_disk_holds_acknowledgements_says_so_and_loses_nothing() -> Resul
     // acknowledged, and the aggregator says why. (sled may still have room in its last segment
     // for the first few.)
     let mut body = String::new();
-    for _ in 0..200 {
+    'reports: for _ in 0..200 {
         let sequence = agent.send_report(&as_refs(&next_paths()), 0).await?;
-        let acked = tokio::time::timeout(Duration::from_secs(2), agent.wait_ack(sequence)).await;
-        body = http_get(aggregator.http, "/healthz")?;
-        if acked.is_err() || body.starts_with("degraded") {
-            break;
+        // Until this report is acknowledged (written) or /healthz says the store is failing;
+        // a slow write on a busy machine is neither, so it waits (at most 30 s).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            body = http_get(aggregator.http, "/healthz")?;
+            if body.starts_with("degraded") {
+                break 'reports;
+            }
+            let ack = tokio::time::timeout(Duration::from_millis(500), agent.wait_ack(sequence));
+            if ack.await.is_ok() {
+                break;
+            }
+            ensure!(
+                tokio::time::Instant::now() < deadline,
+                "report {sequence} neither acknowledged nor /healthz degraded in 30 s"
+            );
         }
     }
     ensure!(

@@ -105,7 +105,11 @@ async fn zone_metrics_parse_lint_clean_and_carry_the_reported_figures() -> Resul
         Duration::from_secs(15),
         || async {
             let text = http_get(aggregator.http, "/metrics").ok()?;
-            text.contains("zonemesh_zone_rtt_seconds{").then_some(text)
+            // The sweep after all three reports: both zone-a → zone-b paths in the roll-up.
+            text.contains(
+                "zonemesh_zone_paths_measured{src_zone=\"zone-a\",dst_zone=\"zone-b\"} 2\n",
+            )
+            .then_some(text)
         },
     )
     .await?;

@@ -142,6 +142,15 @@ fn metric_value(text: &str, line_prefix: &str) -> Result<f64> {
         .context("metric value")
 }
 
+/// Replaces a file at once (write aside, rename), as Kubernetes swaps a Secret's files: a reload
+/// never reads half a file.
+fn replace_file(path: &Path, contents: &str) -> Result<()> {
+    let aside = path.with_extension("new");
+    std::fs::write(&aside, contents)?;
+    std::fs::rename(&aside, path)?;
+    Ok(())
+}
+
 fn path(p: &Path) -> Result<String> {
     p.to_str().map(str::to_owned).context("utf-8 path")
 }
@@ -373,7 +382,7 @@ async fn credentials_reload_from_disk() -> Result<()> {
     let next_ca = Ca::new("next CA")?;
     let old = s.client(Role::Node, "a1")?;
     let new = next_ca.client(s.dir.path(), Role::Node, "b1")?;
-    std::fs::write(&s.client_ca_file, &next_ca.cert_pem)?;
+    replace_file(&s.client_ca_file, &next_ca.cert_pem)?;
     wait_for(
         "the new CA's certificate to be accepted",
         Duration::from_secs(15),
@@ -392,8 +401,8 @@ async fn credentials_reload_from_disk() -> Result<()> {
     ensure!(old_result.is_err(), "the old CA's certificate still works");
 
     // Tokens too: a new token works, the old one no longer does.
-    std::fs::write(
-        s.dir.path().join("tokens"),
+    replace_file(
+        &s.dir.path().join("tokens"),
         "reader grafana n3w-r3ader-t0ken-0123456789\n",
     )?;
     wait_for(
@@ -414,16 +423,13 @@ async fn credentials_reload_from_disk() -> Result<()> {
     )?;
 
     // A broken file is refused and counted; what loaded last stays in force.
-    std::fs::write(&s.client_ca_file, "not a certificate\n")?;
+    let failed = "zonemesh_credential_reloads_total{result=\"error\"}";
+    let before = s.metric(failed)?;
+    replace_file(&s.client_ca_file, "not a certificate\n")?;
     wait_for(
         "the failed reload to be counted",
         Duration::from_secs(15),
-        || async {
-            let v = s
-                .metric("zonemesh_credential_reloads_total{result=\"error\"}")
-                .ok()?;
-            (v >= 1.0).then_some(())
-        },
+        || async { (s.metric(failed).ok()? > before).then_some(()) },
     )
     .await?;
     FakeAgent::connect_on(s.channel(Some(&new)).await?, "b1", "zone-b").await?;
@@ -520,11 +526,15 @@ async fn abuse_limits_bite_are_counted_and_lose_nothing_acknowledged() -> Result
         .await
         .expect_err("a report passed --max-nodes");
     ensure!(e.to_string().contains("--max-nodes"), "{e}");
-    // A fourth node still fits, a fifth agent does not.
-    let _b1 = FakeAgent::connect(&aggregator, "b3", "zone-b").await?;
+    // Names that were only destinations do not keep agents out: --max-nodes counts agents
+    // that said hello, so three more fit and the fifth does not.
+    let mut agents = Vec::new();
+    for node in ["b1", "c1", "c2"] {
+        agents.push(FakeAgent::connect(&aggregator, node, "zone-c").await?);
+    }
     expect_code(
-        "a fifth node",
-        FakeAgent::connect(&aggregator, "c1", "zone-c").await,
+        "a fifth agent",
+        FakeAgent::connect(&aggregator, "c3", "zone-c").await,
         tonic::Code::ResourceExhausted,
     )?;
     // Above the rate, reports wait and are all acknowledged.

@@ -159,8 +159,8 @@ struct Cli {
     /// Largest message an agent may send, bytes; a larger one closes its stream.
     #[arg(long, env = env::MAX_REPORT_BYTES, default_value_t = 16 << 20)]
     max_report_bytes: usize,
-    /// Reports per second one agent may send on average (0: no limit); faster agents are read
-    /// more slowly, and nothing is lost.
+    /// Messages per second one agent may send on average over all its streams (0: no limit);
+    /// faster agents are read more slowly, and nothing is lost.
     #[arg(long, env = env::MAX_REPORT_RATE, default_value_t = 10.0)]
     max_report_rate: f64,
     /// Reports an agent may send at once above --max-report-rate (its backlog after a reconnect).
@@ -253,9 +253,11 @@ impl Cli {
                 self.http_listen
             ));
         }
-        if !(self.max_report_rate >= 0.0 && self.max_report_rate.is_finite()) {
+        if !(self.max_report_rate == 0.0
+            || (self.max_report_rate >= 0.01 && self.max_report_rate.is_finite()))
+        {
             return Err(format!(
-                "--max-report-rate: {} is not a rate (0 or more reports a second)",
+                "--max-report-rate: {} is not 0 (off) or a rate of at least 0.01 reports a second",
                 self.max_report_rate
             ));
         }

@@ -507,17 +507,28 @@ impl Topology {
         id
     }
 
-    /// Whether a Hello from `hello.node` fits under [`EngineConfig::max_nodes`].
+    /// Whether a Hello from `hello.node` fits under [`EngineConfig::max_nodes`] registered nodes.
+    ///
+    /// Only nodes whose agents said hello count here, so that names an agent reported as
+    /// destinations (bounded by [`Topology::admit_report`]) can never lock real agents out.
     pub fn admit_hello(&self, hello: &Hello) -> Result<(), (LimitHit, Error)> {
-        if self.names.contains_key(&hello.node) || self.nodes.len() < self.config.max_nodes {
+        if self
+            .names
+            .get(&hello.node)
+            .is_some_and(|id| self.nodes[id.0 as usize].registered)
+        {
+            return Ok(());
+        }
+        let registered = self.nodes.iter().filter(|n| n.registered).count();
+        if registered < self.config.max_nodes {
             return Ok(());
         }
         Err((
             LimitHit::Nodes,
             Error::Limit(format!(
-                "hello.node: {} would be node {} of at most {} (--max-nodes)",
+                "hello.node: {} would be agent {} of at most {} (--max-nodes)",
                 hello.node,
-                self.nodes.len() + 1,
+                registered + 1,
                 self.config.max_nodes
             )),
         ))
@@ -545,7 +556,7 @@ impl Topology {
                 }
             }
         }
-        if self.nodes.len() + new_nodes.len() > self.config.max_nodes {
+        if !new_nodes.is_empty() && self.nodes.len() + new_nodes.len() > self.config.max_nodes {
             return Err((
                 LimitHit::Nodes,
                 Error::Limit(format!(
@@ -556,7 +567,7 @@ impl Topology {
                 )),
             ));
         }
-        if self.paths.len() + new_paths > self.config.max_paths {
+        if new_paths > 0 && self.paths.len() + new_paths > self.config.max_paths {
             return Err((
                 LimitHit::Paths,
                 Error::Limit(format!(
@@ -1102,8 +1113,14 @@ mod tests {
         let (hit, e) = t.admit_report(a, &report(2, &["d"])).unwrap_err();
         assert_eq!(hit, LimitHit::Nodes);
         assert!(e.to_string().contains("--max-nodes"), "{e}");
+        // b and c are only destinations: a real agent still gets in, up to 3 registered.
+        assert!(t.admit_hello(&hello("d", "z1")).is_ok());
+        t.register(&hello("b", "z1"), now);
+        t.register(&hello("c", "z1"), now);
         let (hit, _) = t.admit_hello(&hello("d", "z1")).unwrap_err();
         assert_eq!(hit, LimitHit::Nodes);
+        // At --max-nodes (a, b, c), a report to known nodes adds none and fits.
+        assert!(t.admit_report(a, &report(2, &["b", "c"])).is_ok());
         // A known node says hello again; a replay is always admitted.
         assert!(t.admit_hello(&hello("b", "z1")).is_ok());
         assert!(t.admit_report(a, &report(1, &["d", "e"])).is_ok());

@@ -1,10 +1,11 @@
 //! Who may do what.
 //!
-//! Authentication is on as soon as there is a way to authenticate: a client CA (`--tls-client-ca`)
-//! or a bearer token file (`--tokens-file`). Then
+//! Agents authenticate with client certificates only: with a client CA (`--tls-client-ca`),
+//! `Ingest` takes a stream only from a certificate naming a node, and only for that node
+//! (`PERMISSION_DENIED` names both); without one, Ingest is open (the server warns at start).
+//! Queries authenticate as soon as there is a way to: a client CA or a bearer token file
+//! (`--tokens-file`). Then
 //!
-//! - `Ingest` takes a stream only from a client certificate naming a node, and only for that node
-//!   (`PERMISSION_DENIED` names both);
 //! - the `Topology` service takes a `scheduler` or `reader` certificate, or
 //!   `authorization: Bearer <token>`;
 //! - the extender (which remembers jobs) takes `scheduler` credentials only;
@@ -174,6 +175,11 @@ impl Guard {
         })
     }
 
+    /// Whether agents must present a node certificate (a client CA is configured).
+    pub fn verifies_clients(&self) -> bool {
+        self.verifies_clients
+    }
+
     /// Whether callers must authenticate.
     pub fn enabled(&self) -> bool {
         self.verifies_clients || self.tokens_file.is_some()
@@ -327,7 +333,8 @@ pub async fn http_guard(
     // Read what the client sends (up to 1 MiB) before answering: an HTTP/2 answer that leaves
     // the request body unread ends with a stream reset, which some clients (curl 7.88) report
     // as an error instead of the 401 or 403.
-    let _ = axum::body::to_bytes(request.into_body(), 1 << 20).await;
+    let drain = axum::body::to_bytes(request.into_body(), 1 << 20);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), drain).await;
     match denied {
         Denied::Unauthenticated(m) => (
             StatusCode::UNAUTHORIZED,

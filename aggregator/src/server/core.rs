@@ -300,11 +300,13 @@ impl Owner {
         }
         // Shutting down: write what is left and acknowledge it.
         if let Some(handle) = inflight.take()
-            && let Ok((store, _, result)) = handle.await
+            && let Ok((store, batch, result)) = handle.await
         {
             self.store = Some(store);
-            if result.is_ok() {
-                self.acknowledge();
+            match result {
+                Ok(()) => self.acknowledge(),
+                // Written again below with the rest; its acks wait for that write.
+                Err(_) => self.failed = Some(batch),
             }
         }
         if let Some(handle) = self.start_write(Duration::ZERO)

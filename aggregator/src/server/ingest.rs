@@ -30,9 +30,10 @@ pub struct IngestLimits {
     pub max_report_paths: usize,
     /// Largest encoded message, bytes; a larger one ends the stream. Default 16 MiB.
     pub max_report_bytes: usize,
-    /// Reports per second one stream may send on average; 0 turns the limit off. Above it the
-    /// stream is read more slowly (HTTP/2 flow control holds the agent back) and nothing is
-    /// lost. Default 10 (an agent sends one report a window, 10 s by default).
+    /// Messages per second one node may send on average, over all its streams; 0 turns the
+    /// limit off. Above it the stream is read more slowly (HTTP/2 flow control holds the agent
+    /// back) and nothing is lost. Default 10 (an agent sends one report a window, 10 s by
+    /// default).
     pub reports_per_second: f64,
     /// Reports a stream may send at once above the rate (an agent's backlog after a
     /// reconnect). Default 120.
@@ -86,6 +87,8 @@ impl Bucket {
 #[derive(Debug, Clone)]
 pub struct IngestService {
     limits: IngestLimits,
+    /// One token bucket per node, kept across its streams: reconnecting buys no new burst.
+    buckets: Arc<std::sync::Mutex<std::collections::HashMap<String, Bucket>>>,
     core: Core,
     metrics: Arc<Metrics>,
     guard: Arc<Guard>,
@@ -104,6 +107,7 @@ impl IngestService {
     ) -> Self {
         Self {
             limits,
+            buckets: Arc::default(),
             core,
             metrics,
             guard,
@@ -140,6 +144,17 @@ impl v1::ingest_server::Ingest for IngestService {
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
         let peer = request.extensions().get::<Peer>().cloned();
+        // With a client CA, a peer without a node certificate is refused before it can send
+        // anything, whatever it would say.
+        if self.guard.verifies_clients()
+            && !peer
+                .as_ref()
+                .and_then(|p| p.identity.as_ref())
+                .is_some_and(|i| i.role == zonemesh_proto::tls::Role::Node)
+            && let Err(denied) = self.guard.check_ingest(peer.as_ref(), "")
+        {
+            return Err(denied.status());
+        }
         let mut inbound = request.into_inner();
         let first = inbound
             .message()
@@ -181,8 +196,9 @@ impl v1::ingest_server::Ingest for IngestService {
         let metrics = self.metrics.clone();
         let mut stop = self.stop.clone();
         let limits = self.limits;
+        let buckets = self.buckets.clone();
+        let key = name.to_string();
         tokio::spawn(async move {
-            let mut bucket = Bucket::new(&limits, Instant::now());
             loop {
                 let next = tokio::select! {
                     next = inbound.message() => next,
@@ -203,6 +219,23 @@ impl v1::ingest_server::Ingest for IngestService {
                         break;
                     }
                 };
+                // Every message takes a token, refused ones too.
+                if limits.reports_per_second > 0.0 {
+                    let now = Instant::now();
+                    let wait = buckets
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(key.clone())
+                        .or_insert_with(|| Bucket::new(&limits, now))
+                        .take(now);
+                    if let Some(wait) = wait {
+                        metrics.security.limit_hit("report_rate");
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = stop.wait_for(|s| *s) => break,
+                        }
+                    }
+                }
                 match message.kind {
                     Some(v1::agent_message::Kind::Report(wire)) => {
                         let sequence = wire.sequence;
@@ -222,13 +255,6 @@ impl v1::ingest_server::Ingest for IngestService {
                                 refusal(tonic::Code::ResourceExhausted, "paths", message, sequence);
                             let _ = outbound.send(Ok(refused)).await;
                             continue;
-                        }
-                        if let Some(wait) = bucket.take(Instant::now()) {
-                            metrics.security.limit_hit("report_rate");
-                            tokio::select! {
-                                _ = tokio::time::sleep(wait) => {}
-                                _ = stop.wait_for(|s| *s) => break,
-                            }
                         }
                         match Report::from_agent(&name, wire) {
                             Ok(report) => {

@@ -118,6 +118,10 @@ pub async fn serve(
     }
     if !guard.enabled() {
         tracing::warn!("no client CA and no tokens: every caller may report and query");
+    } else if !guard.verifies_clients() {
+        tracing::warn!(
+            "no client CA: agents are not authenticated, anyone who reaches the port may report (tokens cover queries only)"
+        );
     }
 
     let store: Box<dyn Store> = match &config.data_dir {

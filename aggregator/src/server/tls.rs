@@ -26,6 +26,8 @@ use super::metrics::Metrics;
 
 /// How long a client has to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress at most on one port; the accept loop waits for a free one.
+const MAX_HANDSHAKES: usize = 256;
 
 /// The files of the server's TLS configuration.
 #[derive(Debug, Clone)]
@@ -271,8 +273,13 @@ pub fn incoming(listener: TcpListener, tls: Option<Arc<Tls>>, metrics: Arc<Metri
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let (tx, rx) = mpsc::channel(128);
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     tokio::spawn(async move {
         loop {
+            // A slow or silent client holds a slot for at most HANDSHAKE_TIMEOUT.
+            let Ok(slot) = handshakes.clone().acquire_owned().await else {
+                return;
+            };
             let (tcp, addr) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
@@ -290,6 +297,7 @@ pub fn incoming(listener: TcpListener, tls: Option<Arc<Tls>>, metrics: Arc<Metri
             }
             let (tx, tls, metrics) = (tx.clone(), tls.clone(), metrics.clone());
             tokio::spawn(async move {
+                let _slot = slot;
                 let conn = match tls {
                     None => Ok(plain(tcp, addr)),
                     Some(tls) => {
