@@ -16,7 +16,8 @@
 //! local demo and tests.
 //!
 //! The token file has one token a line, `<role> <name> <token>`, with `role` `scheduler` or
-//! `reader`; `#` starts a comment. It is read again when it changes.
+//! `reader`; `#` starts a comment (so a token cannot hold one). It is read again when it changes;
+//! a file that cannot be parsed keeps the tokens that loaded last, a removed file revokes them all.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -190,8 +191,12 @@ impl Guard {
         let Some(path) = &self.tokens_file else {
             return Ok(false);
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            // Removed: no token is valid any more (queries then need certificates).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("--tokens-file {}: {e}", path.display())),
+        };
         let print = fingerprint(&text);
         if print == self.tokens.read().expect("tokens lock").0 {
             return Ok(false);
@@ -533,5 +538,10 @@ mod tests {
             )
             .is_ok()
         );
+        // A removed file revokes every token.
+        std::fs::remove_file(&path).unwrap();
+        assert!(g.reload().unwrap());
+        let bearer: &[u8] = b"Bearer bbbbbbbbbbbbbbbbbbbb";
+        assert!(g.check("query", None, Some(bearer), Need::Read).is_err());
     }
 }
