@@ -184,9 +184,6 @@ pub async fn run(options: Options) -> Result<()> {
         Ok(p) => {
             let p = p.into_inner();
             print!("{}", render::placement(&p));
-            if !p.explanation.is_empty() {
-                println!("  why: {}", p.explanation);
-            }
         }
         Err(s) => println!("  no placement: {}", s.message()),
     }
