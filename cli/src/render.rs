@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use zonemesh_proto::json::state;
 use zonemesh_proto::v1;
 
 /// A duration in µs as the most readable unit.
@@ -36,15 +37,6 @@ fn provenance(p: i32) -> &'static str {
         Ok(v1::Provenance::Measured) => "measured",
         Ok(v1::Provenance::Estimated) => "estimated",
         _ => "unknown",
-    }
-}
-
-fn state(s: i32) -> &'static str {
-    match v1::NodeState::try_from(s) {
-        Ok(v1::NodeState::Ready) => "READY",
-        Ok(v1::NodeState::Stale) => "STALE",
-        Ok(v1::NodeState::Down) => "DOWN",
-        _ => "?",
     }
 }
 

@@ -116,6 +116,24 @@ pub fn lab_can_run(test: &str) -> bool {
     false
 }
 
+/// Whether `program args…` runs and succeeds here. When it does not, says that what needs it is
+/// skipped and returns false — except under CI (`CI` set), which installs every tool (`install`
+/// says how) and must never skip a test, where it fails.
+pub fn tool_available(program: &str, args: &[&str], install: &str) -> bool {
+    let found = Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "{program} is missing in CI ({install})"
+    );
+    if !found {
+        eprintln!("{program} not usable here ({install}): skipped (CI runs it)");
+    }
+    found
+}
+
 /// A synthetic agent: an `Ingest.Connect` stream that said hello as `node` in `zone`.
 #[derive(Debug)]
 pub struct FakeAgent {

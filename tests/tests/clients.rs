@@ -7,15 +7,11 @@ use anyhow::{Result, ensure};
 use zonemesh_tests::{FakeAgent, start_aggregator};
 
 fn python_has_grpc() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import grpc, grpc_tools"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok || std::env::var_os("CI").is_none(),
-        "CI installs grpcio and grpcio-tools"
-    );
-    ok
+    zonemesh_tests::tool_available(
+        "python3",
+        &["-c", "import grpc, grpc_tools"],
+        "pip install grpcio grpcio-tools",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

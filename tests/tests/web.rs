@@ -70,7 +70,7 @@ fn paths_of(node: &str) -> Vec<(&'static str, f64, u64, f64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_what_the_agents_reported() -> Result<()> {
-    let Some(tools) = Tools::find("the_page_shows_what_the_agents_reported") else {
+    let Some(tools) = Tools::find() else {
         return Ok(());
     };
     let dir = tempfile::tempdir()?;
@@ -370,7 +370,7 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_asks_for_a_bearer_token_when_the_api_needs_one() -> Result<()> {
-    let Some(tools) = Tools::find("the_page_asks_for_a_bearer_token_when_the_api_needs_one") else {
+    let Some(tools) = Tools::find() else {
         return Ok(());
     };
     let dir = tempfile::tempdir()?;
@@ -464,24 +464,15 @@ struct Tools {
 impl Tools {
     /// Both binaries when they run; otherwise `None` after saying the test is skipped — except
     /// under CI, which must not skip it.
-    fn find(test: &str) -> Option<Self> {
+    fn find() -> Option<Self> {
         let chromium =
             std::env::var("ZONEMESH_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
         let chromedriver =
             std::env::var("ZONEMESH_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
-        let runs = |program: &str| {
-            Command::new(program)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        let found = runs(&chromium) && runs(&chromedriver);
-        assert!(
-            found || std::env::var_os("CI").is_none(),
-            "{test}: {chromium} or {chromedriver} is missing in CI"
-        );
-        if !found {
-            eprintln!("{test}: {chromium} or {chromedriver} not installed: skipped (CI runs it)");
+        let install = "apt-get install chromium chromium-driver";
+        if !(zonemesh_tests::tool_available(&chromium, &["--version"], install)
+            && zonemesh_tests::tool_available(&chromedriver, &["--version"], install))
+        {
             return None;
         }
         Some(Self {

@@ -211,25 +211,16 @@ impl Guard {
         denied
     }
 
-    /// May the agent behind `peer` stream reports for `node`?
-    pub fn check_ingest(&self, peer: Option<&Peer>, node: &str) -> Result<(), Denied> {
+    /// The node the agent behind `peer` may report for; `Ok(None)` for any node (no client CA).
+    pub fn ingest_node<'p>(&self, peer: Option<&'p Peer>) -> Result<Option<&'p str>, Denied> {
         if !self.verifies_clients {
-            return Ok(());
+            return Ok(None);
         }
         match peer.and_then(|p| p.identity.as_ref()) {
             Some(Identity {
                 role: Role::Node,
                 name,
-            }) if name == node => Ok(()),
-            Some(Identity {
-                role: Role::Node,
-                name,
-            }) => Err(self.refused(
-                "ingest",
-                Denied::Forbidden(format!(
-                    "hello.node: the client certificate names node {name}, the Hello says {node}"
-                )),
-            )),
+            }) => Ok(Some(name)),
             Some(other) => Err(self.refused(
                 "ingest",
                 Denied::Forbidden(format!(
@@ -243,6 +234,19 @@ impl Guard {
                     "Ingest needs a client certificate that names the node".into(),
                 ),
             )),
+        }
+    }
+
+    /// May the agent behind `peer` stream reports for `node`?
+    pub fn check_ingest(&self, peer: Option<&Peer>, node: &str) -> Result<(), Denied> {
+        match self.ingest_node(peer)? {
+            Some(name) if name != node => Err(self.refused(
+                "ingest",
+                Denied::Forbidden(format!(
+                    "hello.node: the client certificate names node {name}, the Hello says {node}"
+                )),
+            )),
+            _ => Ok(()),
         }
     }
 

@@ -146,15 +146,9 @@ impl v1::ingest_server::Ingest for IngestService {
         let peer = request.extensions().get::<Peer>().cloned();
         // With a client CA, a peer without a node certificate is refused before it can send
         // anything, whatever it would say.
-        if self.guard.verifies_clients()
-            && !peer
-                .as_ref()
-                .and_then(|p| p.identity.as_ref())
-                .is_some_and(|i| i.role == zonemesh_proto::tls::Role::Node)
-            && let Err(denied) = self.guard.check_ingest(peer.as_ref(), "")
-        {
-            return Err(denied.status());
-        }
+        self.guard
+            .ingest_node(peer.as_ref())
+            .map_err(|d| d.status())?;
         let mut inbound = request.into_inner();
         let first = inbound
             .message()

@@ -135,41 +135,40 @@ impl SecurityMetrics {
     }
 
     fn render(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_tls_handshake_failures_total TLS handshakes that failed.\n# TYPE zonemesh_tls_handshake_failures_total counter\nzonemesh_tls_handshake_failures_total {}",
-            self.handshake_failures.get()
+        let mut e = zonemesh_proto::prom::Exposition::new();
+        e.counter(
+            "zonemesh_tls_handshake_failures_total",
+            "TLS handshakes that failed.",
+            &[],
+            self.handshake_failures.get(),
         );
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_credential_reloads_total Reloads of the TLS and token files, by result.\n# TYPE zonemesh_credential_reloads_total counter\nzonemesh_credential_reloads_total{{result=\"ok\"}} {}\nzonemesh_credential_reloads_total{{result=\"error\"}} {}",
-            self.reloads_ok.get(),
-            self.reloads_failed.get()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_auth_refusals_total Callers refused, by surface and reason.\n# TYPE zonemesh_auth_refusals_total counter"
-        );
+        for (result, c) in [("ok", &self.reloads_ok), ("error", &self.reloads_failed)] {
+            e.counter(
+                "zonemesh_credential_reloads_total",
+                "Reloads of the TLS and token files, by result.",
+                &[("result", result)],
+                c.get(),
+            );
+        }
         for (surface, counters) in SURFACES.iter().zip(&self.refusals) {
             for (reason, c) in REASONS.iter().zip(counters) {
-                let _ = writeln!(
-                    out,
-                    "zonemesh_auth_refusals_total{{surface=\"{surface}\",reason=\"{reason}\"}} {}",
-                    c.get()
+                e.counter(
+                    "zonemesh_auth_refusals_total",
+                    "Callers refused, by surface and reason.",
+                    &[("surface", surface), ("reason", reason)],
+                    c.get(),
                 );
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_limit_hits_total Times an abuse limit bit (a report slowed or refused, a node or path not admitted).\n# TYPE zonemesh_limit_hits_total counter"
-        );
         for (limit, c) in LIMITS.iter().zip(&self.limit_hits) {
-            let _ = writeln!(
-                out,
-                "zonemesh_limit_hits_total{{limit=\"{limit}\"}} {}",
-                c.get()
+            e.counter(
+                "zonemesh_limit_hits_total",
+                "Times an abuse limit bit (a report slowed or refused, a node or path not admitted).",
+                &[("limit", limit)],
+                c.get(),
             );
         }
+        out.push_str(&e.finish());
     }
 }
 
@@ -249,21 +248,6 @@ impl Metrics {
 
     /// Refreshes the gauges that describe the topology.
     pub fn observe_topology(&self, topology: &Topology, now: UnixMs) {
-        let mut counts = [0u64; 3];
-        for (id, n) in topology.nodes() {
-            if !n.registered {
-                continue;
-            }
-            let i = match topology.state(id, now).0 {
-                NodeState::Ready => 0,
-                NodeState::Stale => 1,
-                NodeState::Down => 2,
-            };
-            counts[i] += 1;
-        }
-        for (g, c) in self.nodes_by_state.iter().zip(counts) {
-            g.set(c);
-        }
         let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
         for (id, n) in topology.nodes() {
             if !n.registered {
@@ -277,6 +261,9 @@ impl Metrics {
             by_zone
                 .entry(topology.zone(n.zone).name.to_string())
                 .or_default()[i] += 1;
+        }
+        for (i, g) in self.nodes_by_state.iter().enumerate() {
+            g.set(by_zone.values().map(|c| c[i]).sum());
         }
         let links = topology
             .list_zones(now)
