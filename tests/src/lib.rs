@@ -15,6 +15,19 @@ pub use zonemesh_lab::process::{
 /// Path of a workspace binary, built (once per test process) so that it is never older than the
 /// code under test: `cargo test -p zonemesh-tests` alone does not rebuild other packages' binaries.
 pub fn binary(name: &str) -> PathBuf {
+    build("--bin", name).join(name)
+}
+
+/// Path of a workspace example, built like [`binary`]. It is built for the whole workspace, so
+/// with the features that `cargo test --workspace` builds with (examples take the dev-dependencies
+/// too), and after that build nothing is compiled again; `cargo run -p <package> --example` would
+/// compile most dependencies once more with that one package's features.
+pub fn example(name: &str) -> PathBuf {
+    build("--example", name).join("examples").join(name)
+}
+
+/// Builds one target of the workspace (once per test process); returns `target/<profile>`.
+fn build(kind: &str, name: &str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe
@@ -22,19 +35,20 @@ pub fn binary(name: &str) -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>/deps/<test>")
         .to_owned();
+    let key = format!("{kind} {name}");
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.iter().any(|b| b == name) {
+    if !built.contains(&key) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut build = Command::new(cargo);
-        build.args(["build", "--quiet", "--workspace", "--bin", name]);
+        build.args(["build", "--quiet", "--workspace", kind, name]);
         if dir.file_name().is_some_and(|p| p == "release") {
             build.arg("--release");
         }
         let status = build.status().expect("run cargo build");
-        assert!(status.success(), "cargo build --bin {name} failed");
-        built.push(name.to_owned());
+        assert!(status.success(), "cargo build {kind} {name} failed");
+        built.push(key);
     }
-    dir.join(name)
+    dir
 }
 
 /// Starts the workspace's `zonemesh-aggregator` with `args` (see [`Aggregator::start`]).

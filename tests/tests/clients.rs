@@ -60,17 +60,7 @@ async fn a_python_client_places_a_job() -> Result<()> {
 
 #[test]
 fn the_embedded_scheduler_example_runs_and_keeps_its_rules() -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "run",
-            "--quiet",
-            "-p",
-            "zonemesh-aggregator",
-            "--example",
-            "embedded_scheduler",
-        ])
-        .output()?;
+    let out = Command::new(zonemesh_tests::example("embedded_scheduler")).output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     ensure!(
         out.status.success(),
