@@ -59,6 +59,11 @@ impl Failure {
 
     fn from_status(what: &str, s: &tonic::Status) -> Self {
         use tonic::Code;
+        // With TLS 1.3 the server judges the client's certificate after the client's side of the
+        // handshake is done, so a refusal arrives as the first call's transport error.
+        if let Some(why) = zonemesh_proto::tls::credential_failure(s) {
+            return Self::new(exit::NO_PERMISSION, format!("{what}: {why}"));
+        }
         let status = match s.code() {
             Code::InvalidArgument | Code::NotFound | Code::OutOfRange => exit::REFUSED,
             Code::FailedPrecondition => exit::NO_PLACEMENT,
@@ -279,7 +284,14 @@ impl Connection {
             zonemesh_proto::tls::connect(&self.aggregator, &tls, self.timeout),
         )
         .await
-        .map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+        .map_err(|e| {
+            let status = if e.is_credentials() {
+                exit::NO_PERMISSION
+            } else {
+                exit::UNAVAILABLE
+            };
+            Failure::new(status, e.to_string())
+        })?;
         Ok(v1::topology_client::TopologyClient::with_interceptor(
             channel,
             move |mut request: tonic::Request<()>| {

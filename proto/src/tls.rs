@@ -247,14 +247,128 @@ impl TlsArgs {
     }
 }
 
+/// Why [`connect`] failed: the text to show, and whether credentials were the problem (a CA that
+/// does not sign the server's certificate, or a client certificate the server refused), which
+/// waiting and trying again will not fix.
+#[derive(Debug)]
+pub struct ConnectError {
+    message: String,
+    credentials: bool,
+}
+
+impl ConnectError {
+    fn new(message: String) -> Self {
+        Self {
+            message,
+            credentials: false,
+        }
+    }
+
+    fn of(url: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        match credential_failure(e) {
+            Some(why) => Self {
+                message: format!("connect to {url}: {why}"),
+                credentials: true,
+            },
+            None => Self::new(format!("connect to {url}: {}", error_chain(e))),
+        }
+    }
+
+    /// The TLS handshake failed over a certificate, on either side.
+    pub fn is_credentials(&self) -> bool {
+        self.credentials
+    }
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl From<ConnectError> for String {
+    fn from(e: ConnectError) -> Self {
+        e.message
+    }
+}
+
+/// What a TLS failure among `e` and its sources says about certificates, if it was about them:
+/// the server refused this client's certificate (an alert), or this client does not trust the
+/// server's. `None` for every other failure (refused connections, timeouts, protocol errors).
+pub fn credential_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        // io::Error's source() skips the error it wraps, so look inside it too.
+        let inner = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        for candidate in [Some(err), inner].into_iter().flatten() {
+            if let Some(why) = certificate_problem(candidate) {
+                return Some(why);
+            }
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// The alerts a server sends when it does not accept the client's certificate.
+const CERTIFICATE_ALERTS: [rustls::AlertDescription; 8] = {
+    use rustls::AlertDescription as A;
+    [
+        A::BadCertificate,
+        A::UnsupportedCertificate,
+        A::CertificateRevoked,
+        A::CertificateExpired,
+        A::CertificateUnknown,
+        A::UnknownCA,
+        A::AccessDenied,
+        A::CertificateRequired,
+    ]
+};
+
+fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let refused = |alert: &dyn fmt::Debug| {
+        format!("the server refused this client's certificate (--tls-cert): {alert:?}")
+    };
+    let untrusted = |why: &dyn fmt::Display| {
+        format!("the server's certificate is not trusted (--tls-ca, --tls-server-name): {why}")
+    };
+    match e.downcast_ref::<rustls::Error>() {
+        Some(rustls::Error::AlertReceived(alert)) if CERTIFICATE_ALERTS.contains(alert) => {
+            return Some(refused(alert));
+        }
+        Some(err @ rustls::Error::InvalidCertificate(_)) => return Some(untrusted(err)),
+        Some(_) => return None,
+        None => {}
+    }
+    // tokio-rustls hands some of rustls' errors on as their text only (an io::Error of kind
+    // InvalidData around a string): recognise the texts rustls itself writes for those errors.
+    let text = e.to_string();
+    if let Some(alert) = CERTIFICATE_ALERTS
+        .iter()
+        .find(|a| text == rustls::Error::AlertReceived(**a).to_string())
+    {
+        return Some(refused(alert));
+    }
+    let invalid =
+        rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding).to_string();
+    let prefix = invalid.split(':').next().unwrap_or(&invalid);
+    text.starts_with(&format!("{prefix}:"))
+        .then(|| untrusted(&text))
+}
+
 /// A gRPC channel to `url` (`http://` or `https://host:port`), over TLS when `tls` is enabled.
 pub async fn connect(
     url: &str,
     tls: &ClientTls,
     connect_timeout: Duration,
-) -> Result<Channel, String> {
+) -> Result<Channel, ConnectError> {
     let endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(|e| format!("{url}: {e}"))?
+        .map_err(|e| ConnectError::new(format!("{url}: {e}")))?
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(10))
@@ -262,24 +376,29 @@ pub async fn connect(
     let https = endpoint.uri().scheme_str() == Some("https");
     if !tls.enabled() {
         if https {
-            return Err(format!("{url}: https:// needs a CA file (--tls-ca)"));
+            return Err(ConnectError::new(format!(
+                "{url}: https:// needs a CA file (--tls-ca)"
+            )));
         }
         return endpoint
             .connect()
             .await
-            .map_err(|e| format!("connect to {url}: {}", error_chain(&e)));
+            .map_err(|e| ConnectError::of(url, &e));
     }
     let host = endpoint
         .uri()
         .host()
-        .ok_or_else(|| format!("{url}: no host"))?
+        .ok_or_else(|| ConnectError::new(format!("{url}: no host")))?
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned();
     let name = tls.server_name.clone().unwrap_or_else(|| host.clone());
-    let server_name =
-        ServerName::try_from(name.clone()).map_err(|e| format!("server name {name:?}: {e}"))?;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls.client_config()?));
+    let server_name = ServerName::try_from(name.clone())
+        .map_err(|e| ConnectError::new(format!("server name {name:?}: {e}")))?;
+    let config = tls.client_config().map_err(ConnectError::new)?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let presents_certificate = tls.cert.is_some();
+    let verdict_limit = connect_timeout.min(VERDICT_WAIT);
     let service = tower::service_fn(move |uri: Uri| {
         let connector = connector.clone();
         let server_name = server_name.clone();
@@ -289,14 +408,66 @@ pub async fn connect(
             let port = uri.port_u16().unwrap_or(443);
             let tcp = tokio::net::TcpStream::connect((host, port)).await?;
             tcp.set_nodelay(true)?;
-            let stream = connector.connect(server_name, tcp).await?;
+            let mut stream = connector.connect(server_name, tcp).await?;
+            let tls13 =
+                stream.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
+            if presents_certificate && tls13 {
+                await_verdict(&mut stream, verdict_limit).await?;
+            }
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
         }
     });
     endpoint
         .connect_with_connector(service)
         .await
-        .map_err(|e| format!("connect to {url}: {}", error_chain(&e)))
+        .map_err(|e| ConnectError::of(url, &e))
+}
+
+/// How long [`connect`] waits for the server's first record after a TLS 1.3 handshake.
+const VERDICT_WAIT: Duration = Duration::from_secs(1);
+
+/// With TLS 1.3 the server judges the client's certificate after the client's side of the
+/// handshake is done, and its verdict is the first record it sends: an alert, or its HTTP/2
+/// settings (an HTTP/2 server speaks first). Waiting for that record, at most `limit`, turns a
+/// refused certificate into an error of the connection that names the alert; without the wait
+/// the client writes its first request into a closed connection and sees only a broken pipe.
+/// The record is taken into rustls, which keeps its plaintext for HTTP/2 to read as usual.
+/// A server that stays silent for `limit` is not an error.
+async fn await_verdict(
+    stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    limit: Duration,
+) -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
+    let first_record = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let (tcp, conn) = stream.get_mut();
+            if !conn.wants_read() {
+                return Ok(()); // plaintext is waiting: the server accepted us
+            }
+            tcp.readable().await?;
+            let n = match tcp.try_read(&mut buf) {
+                Ok(0) => {
+                    return Err(Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the server closed the connection after the TLS handshake",
+                    ));
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            };
+            let mut data = &buf[..n];
+            while !data.is_empty() {
+                conn.read_tls(&mut data)?;
+                conn.process_new_packets()
+                    .map_err(|e| Error::new(ErrorKind::InvalidData, e))?;
+            }
+        }
+    };
+    tokio::time::timeout(limit, first_record)
+        .await
+        .unwrap_or(Ok(()))
 }
 
 /// An error and its sources on one line (tonic's own message is often just "transport error").
@@ -317,6 +488,44 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn certificate_failures_are_told_from_other_failures() {
+        use rustls::{AlertDescription, CertificateError};
+        use std::io::{Error, ErrorKind};
+        let wrapped = |e: Error| tonic::Status::from_error(Box::new(e));
+        let refused = rustls::Error::AlertReceived(AlertDescription::UnknownCA);
+        // The typed error, and the text tokio-rustls sometimes passes on instead.
+        for e in [
+            Error::new(ErrorKind::InvalidData, refused.clone()),
+            Error::new(ErrorKind::InvalidData, refused.to_string()),
+        ] {
+            let why = credential_failure(&wrapped(e)).expect("a refused certificate");
+            assert!(why.contains("refused this client's certificate") && why.contains("UnknownCA"));
+        }
+        let untrusted = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
+        for e in [
+            Error::new(ErrorKind::InvalidData, untrusted.clone()),
+            Error::new(ErrorKind::InvalidData, untrusted.to_string()),
+        ] {
+            let why = credential_failure(&wrapped(e)).expect("an untrusted server");
+            assert!(why.contains("not trusted"), "{why}");
+        }
+        // Not about certificates: a broken pipe, another alert, a refused connection.
+        for e in [
+            Error::new(
+                ErrorKind::BrokenPipe,
+                "stream closed because of a broken pipe",
+            ),
+            Error::new(
+                ErrorKind::InvalidData,
+                rustls::Error::AlertReceived(AlertDescription::HandshakeFailure),
+            ),
+            Error::from(ErrorKind::ConnectionRefused),
+        ] {
+            assert_eq!(credential_failure(&wrapped(e)), None);
+        }
+    }
 
     #[test]
     fn identity_uris_round_trip() {

@@ -291,5 +291,66 @@ async fn the_cli_speaks_mutual_tls() -> Result<()> {
     ensure!(out.status.code() == Some(77), "{:?}", out.status);
     let out = zonemesh(&url, &["zones"])?;
     ensure!(out.status.code() == Some(64), "{:?}", out.status);
+    // Certificates of another CA: the aggregator refuses the client's, the client refuses the
+    // aggregator's. Both are credentials (77), which trying again will not fix, not an
+    // unreachable aggregator (69), and the message says which side.
+    let stranger = Ca::new("another CA")?;
+    let other_dir = dir.path().join("other");
+    std::fs::create_dir_all(&other_dir)?;
+    let other_ca = path(&stranger.write(&other_dir.join("ca.crt"))?)?;
+    let impostor = stranger.client(&other_dir, Role::Reader, "laptop")?;
+    let (ic, ik) = (path(&impostor.cert)?, path(&impostor.key)?);
+    let out = zonemesh(
+        &url,
+        &[
+            "zones",
+            "--tls-ca",
+            &ca_arg,
+            "--tls-cert",
+            &ic,
+            "--tls-key",
+            &ik,
+        ],
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(77), "{:?} {stderr}", out.status);
+    ensure!(
+        stderr.contains("refused this client's certificate"),
+        "{stderr}"
+    );
+    let out = zonemesh(
+        &url,
+        &[
+            "zones",
+            "--tls-ca",
+            &other_ca,
+            "--tls-cert",
+            &rc,
+            "--tls-key",
+            &rk,
+        ],
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(77), "{:?} {stderr}", out.status);
+    ensure!(
+        stderr.contains("server's certificate is not trusted"),
+        "{stderr}"
+    );
+    // A stopped aggregator is unreachable (69), with the same credentials.
+    let port = aggregator.grpc.port();
+    drop(aggregator);
+    let out = zonemesh(
+        &format!("https://localhost:{port}"),
+        &[
+            "zones",
+            "--tls-ca",
+            &ca_arg,
+            "--tls-cert",
+            &rc,
+            "--tls-key",
+            &rk,
+        ],
+    )?;
+    ensure!(out.status.code() == Some(69), "{:?}", out.status);
     Ok(())
 }
