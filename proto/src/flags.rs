@@ -64,14 +64,18 @@ pub fn usage_error(program: &str, message: &str) -> ! {
 }
 
 /// Logs to stderr in `format`, filtered by `filter` (tracing `EnvFilter` syntax, the `--log`
-/// flag); a bad filter is a usage error.
+/// flag), coloured only on a terminal without `NO_COLOR`; a bad filter is a usage error.
 #[cfg(feature = "cli")]
 pub fn init_logging(program: &str, format: LogFormat, filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|e| usage_error(program, &format!("--log: {e}")));
+    // Colour only for a person at a terminal: files and `kubectl logs` get plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(colour);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

@@ -473,6 +473,56 @@ async fn a_real_agent_reports_over_mutual_tls() -> Result<()> {
         },
     )
     .await?;
+
+    // An agent whose certificate another CA signed never connects, and its log says why.
+    let stranger_dir = s.dir.path().join("stranger");
+    std::fs::create_dir_all(&stranger_dir)?;
+    let n2 = Ca::new("another CA")?.client(&stranger_dir, Role::Node, "n2")?;
+    let (cert, key) = (path(&n2.cert)?, path(&n2.key)?);
+    let address = format!("{}12", loopback_net());
+    let metrics = format!("{address}:0");
+    let impostor = start_agent(
+        "n2",
+        &[
+            "--zone",
+            "zone-a",
+            "--address",
+            &address,
+            "--icmp",
+            "tcp",
+            "--aggregator",
+            &url,
+            "--tls-ca",
+            &ca,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--metrics-listen",
+            &metrics,
+        ],
+        s.dir.path(),
+    )?;
+    wait_for(
+        "n2's log to say that its certificate was refused",
+        Duration::from_secs(30),
+        || async {
+            impostor
+                .log()
+                .contains("the server refused this client's certificate")
+                .then_some(())
+        },
+    )
+    .await?;
+    let channel = s.channel(Some(&scheduler)).await?;
+    let nodes = list_nodes(channel, None).await?;
+    ensure!(!nodes.iter().any(|n| n.name == "n2"), "{nodes:?}");
+    // A log written to a file (or read with kubectl logs) has no terminal colour codes.
+    let log = impostor.log();
+    ensure!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file:\n{log}"
+    );
     Ok(())
 }
 
