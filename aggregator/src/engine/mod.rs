@@ -726,7 +726,7 @@ impl Topology {
             PathEntry::default()
         });
         change(&mut entry.state, &config);
-        if let Some(t) = entry.state.last_update {
+        if let Some(t) = entry.state.current_at(&config) {
             let newest = &mut self.newest_sample[src.0 as usize];
             *newest = Some(newest.map_or(t, |n| n.max(t)));
         }
@@ -1258,6 +1258,84 @@ mod tests {
         let zones = |t: &Topology| t.list_zones(later).zones;
         assert_eq!(zones(&whole), zones(&stepped));
         assert_eq!(whole.membership_version(), stepped.membership_version());
+    }
+
+    #[test]
+    fn figures_held_back_by_throughput_tests_stay_current_for_a_bounded_time() {
+        // All three nodes measured at `now`, then every window arrives during a long test of
+        // a and b (so c's windows toward them are held back too).
+        let now = UnixMs(1_000_000);
+        let mut t = mesh(1, 3, |_, _| 100.0, |_, _| 0, now);
+        let mut quiet = t.clone();
+        let names = ["z0-n0", "z0-n1", "z0-n2"];
+        let ids: Vec<NodeId> = names.iter().map(|n| t.id(&name(n)).unwrap()).collect();
+        t.note_throughput_test(
+            ids[0],
+            ids[1],
+            UnixMs(now.0 + 1_000),
+            UnixMs(now.0 + 300_000),
+        );
+        let figures_before = t.path(ids[2], ids[1]).unwrap().merged;
+        let stale_after = t.config.path.stale_after_ms;
+        let report_all = |t: &mut Topology, at: UnixMs, seq: u64| {
+            for (i, src) in names.iter().enumerate() {
+                let paths = names
+                    .iter()
+                    .filter(|d| *d != src)
+                    .map(|dst| sample(src, dst, 5_000.0, 50, None))
+                    .collect();
+                t.apply_report(
+                    ids[i],
+                    &Report {
+                        sequence: seq,
+                        paths,
+                    },
+                    at,
+                )
+                .unwrap();
+            }
+            t.sweep(at);
+        };
+        let mut at = now;
+        for seq in 10.. {
+            at = UnixMs(at.0 + 10_000);
+            if at.0 > now.0 + 2 * stale_after {
+                break;
+            }
+            report_all(&mut t, at, seq);
+        }
+        // Past the stale timeout, the nodes are READY with their figures from before the test
+        // (the loaded windows' 5 ms and 50 % loss never enter them), and they rank as measured.
+        let at = UnixMs(now.0 + 2 * stale_after);
+        for &id in &ids {
+            assert_eq!(t.state(id, at).0, NodeState::Ready);
+        }
+        assert_eq!(t.path(ids[2], ids[1]).unwrap().merged, figures_before);
+        assert!(!t.path(ids[2], ids[1]).unwrap().is_stale(at, &t.config.path));
+        let ranked = t.rank_ids(&RankQuery::default(), at).unwrap();
+        assert!(
+            ranked
+                .iter()
+                .all(|r| r.reason.is_empty() && r.figures.loss == Some(0.0)),
+            "{ranked:?}"
+        );
+        // Without the held-back windows the same figures are stale by then.
+        quiet.sweep(at);
+        assert_eq!(quiet.state(ids[0], at).0, NodeState::Stale);
+        // The hold is bounded: still under test, the figures go stale HOLD_STALE_AFTERS stale
+        // timeouts after they were measured, plus the stale timeout.
+        let mut seq = 100;
+        let end = now.0 + (path::HOLD_STALE_AFTERS + 1) * stale_after + 10_000;
+        let mut at = UnixMs(now.0 + 2 * stale_after);
+        while at.0 < end {
+            at = UnixMs(at.0 + 10_000);
+            seq += 1;
+            report_all(&mut t, at, seq);
+        }
+        for &id in &ids {
+            assert_eq!(t.state(id, at).0, NodeState::Stale, "held for ever");
+        }
+        assert!(t.path(ids[2], ids[1]).unwrap().is_stale(at, &t.config.path));
     }
 
     #[test]

@@ -4,6 +4,10 @@
 
 use zonemesh_proto::domain::{PathSample, UnixMs};
 
+/// While throughput tests hold a path's windows back, its last figures stay current for at most
+/// this many stale timeouts after they were measured (see [`PathState::current_at`]).
+pub const HOLD_STALE_AFTERS: i64 = 2;
+
 /// How paths age and merge; part of [`EngineConfig`](super::EngineConfig).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PathConfig {
@@ -108,6 +112,8 @@ pub struct PathState {
     pub received_total: u64,
     /// When the newest latency window was applied.
     pub last_update: Option<UnixMs>,
+    /// When the newest window left out under a throughput test arrived (see [`Self::current_at`]).
+    pub withheld_at: Option<UnixMs>,
     /// The throughput figures, once a test has run.
     pub throughput: Option<ThroughputState>,
 }
@@ -141,6 +147,9 @@ impl PathState {
                 }),
             });
             self.last_update = Some(self.last_update.map_or(now, |t| t.max(now)));
+        }
+        if sample.sent > 0 && under_load {
+            self.withheld_at = Some(self.withheld_at.map_or(now, |t| t.max(now)));
         }
         if let Some(t) = sample.throughput {
             let rate = t.rate.get();
@@ -178,9 +187,24 @@ impl PathState {
         changed
     }
 
-    /// Whether the newest latency sample is older than the stale timeout (or there is none).
+    /// Until when the figures are current: when the newest window was applied or, while
+    /// throughput tests hold the path's windows back (zonemesh's own load, not the path's), when
+    /// the newest withheld window arrived. The agent measured then; it was the test that kept
+    /// the window out. Held figures are at most [`HOLD_STALE_AFTERS`] stale timeouts older than
+    /// that, so a path that is always under test still goes stale. `None`: never measured.
+    pub fn current_at(&self, config: &PathConfig) -> Option<UnixMs> {
+        let applied = self.last_update?;
+        let hold = HOLD_STALE_AFTERS * config.stale_after_ms;
+        Some(match self.withheld_at {
+            Some(w) if w.0 > applied.0 => UnixMs(w.0.min(applied.0.saturating_add(hold))),
+            _ => applied,
+        })
+    }
+
+    /// Whether the figures are older than the stale timeout (see [`Self::current_at`]), or there
+    /// are none.
     pub fn is_stale(&self, now: UnixMs, config: &PathConfig) -> bool {
-        self.last_update
+        self.current_at(config)
             .is_none_or(|t| now.since(t) > config.stale_after_ms)
     }
 

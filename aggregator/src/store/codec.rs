@@ -98,6 +98,8 @@ struct PathRecord {
     last_update_unix_ms: Option<i64>,
     #[prost(message, optional, tag = "5")]
     throughput: Option<ThroughputRecord>,
+    #[prost(int64, optional, tag = "6")]
+    withheld_unix_ms: Option<i64>,
 }
 
 /// The key of a node record.
@@ -218,6 +220,7 @@ fn path_record(path: &PathState) -> PathRecord {
             latest_bps: t.latest_bps,
             smoothed_bps: t.smoothed_bps,
         }),
+        withheld_unix_ms: path.withheld_at.map(|t| t.0),
     }
 }
 
@@ -290,6 +293,7 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
         sent_total: r.sent_total,
         received_total: r.received_total,
         last_update: r.last_update_unix_ms.map(UnixMs),
+        withheld_at: r.withheld_unix_ms.map(UnixMs),
         throughput,
     })
 }
