@@ -224,6 +224,7 @@ pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
 
 /// A `ListNodes` answer.
 pub fn nodes(answer: &v1::ListNodesResponse, style: &Style) -> String {
+    let why = answer.nodes.iter().any(|n| !n.state_reason.is_empty());
     let mut rows = vec![vec![
         "node".to_owned(),
         "zone".into(),
@@ -235,8 +236,11 @@ pub fn nodes(answer: &v1::ListNodesResponse, style: &Style) -> String {
         "paths".into(),
         "addresses".into(),
     ]];
+    if why {
+        rows[0].push("why not ready".into());
+    }
     for n in &answer.nodes {
-        rows.push(vec![
+        let mut row = vec![
             n.name.clone(),
             n.zone.clone(),
             state(n.state).into(),
@@ -258,7 +262,11 @@ pub fn nodes(answer: &v1::ListNodesResponse, style: &Style) -> String {
             rate(n.zone_throughput_bps),
             n.zone_paths_measured.to_string(),
             n.addresses.join(","),
-        ]);
+        ];
+        if why {
+            row.push(n.state_reason.clone());
+        }
+        rows.push(row);
     }
     let states: Vec<&str> = answer.nodes.iter().map(|n| state(n.state)).collect();
     styled_table(&rows, style, |r, c| {

@@ -78,7 +78,7 @@ pub fn figures(f: &v1::PathFigures) -> Value {
 pub fn node(n: &v1::Node) -> Value {
     json!({
         "name": n.name, "zone": n.zone, "region": n.region, "addresses": n.addresses,
-        "state": state(n.state), "connected": n.connected,
+        "state": state(n.state), "state_reason": n.state_reason, "connected": n.connected,
         "last_seen_unix_ms": n.last_seen_unix_ms, "agent_version": n.agent_version,
         "probe_port": n.probe_port,
         "zone_rtt_p50_us": n.zone_rtt_p50_us, "zone_loss_ratio": n.zone_loss_ratio,

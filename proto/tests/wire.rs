@@ -145,6 +145,7 @@ fn every_topology_message_round_trips() {
             zone_throughput_bps: 1e9,
             zone_paths_measured: 3,
             connected: true,
+            state_reason: "its agent is gone".into(),
         }],
     });
     round_trip(v1::ListZonesRequest {});

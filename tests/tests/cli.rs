@@ -72,7 +72,7 @@ async fn cluster(dir: &std::path::Path, extra: &[&str]) -> Result<(Aggregator, V
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let (aggregator, _agents) = cluster(dir.path(), &[]).await?;
+    let (aggregator, mut agents) = cluster(dir.path(), &[]).await?;
     let url = format!("http://{}", aggregator.grpc);
 
     // nodes: JSON with every node READY, a table without colour when piped.
@@ -185,6 +185,28 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
     ensure!(
         placed["zones"].as_array().map(Vec::len) == Some(1),
         "{placed}"
+    );
+
+    // nodes: one that is not READY says why. b9 is only a destination of a1's: no agent of its
+    // own ever connected.
+    agents[0].report(&[("b9", 100.0, 0, 9e9)]).await?;
+    let nodes = json(&zonemesh(&url, &["nodes", "-o", "json"])?)?;
+    let b9 = nodes["nodes"]
+        .as_array()
+        .context("nodes")?
+        .iter()
+        .find(|n| n["name"] == "b9")
+        .context("b9")?;
+    ensure!(
+        b9["state"] == "DOWN" && b9["state_reason"] == "its agent never connected",
+        "{b9}"
+    );
+    let a1 = &nodes["nodes"][0];
+    ensure!(a1["name"] == "a1" && a1["state_reason"] == "", "{a1}");
+    let table = ok(&zonemesh(&url, &["nodes"])?)?;
+    ensure!(
+        table.contains("why not ready") && table.contains("its agent never connected"),
+        "{table}"
     );
     Ok(())
 }

@@ -247,7 +247,10 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     let flag = r#"#node-flags [data-node="b3"]"#;
     ensure!(b.attribute(flag, "data-state")?.as_deref() == Some("DOWN"));
     let text = b.text(flag)?;
-    ensure!(text.contains("b3") && text.contains("DOWN"), "{text:?}");
+    ensure!(
+        text.contains("b3") && text.contains("DOWN: its agent is gone"),
+        "the flag says why: {text:?}"
+    );
     let cell = |src: &str, dst: &str| {
         b.script(
             "return window.zonemesh.cellAt(arguments[0], arguments[1]);",

@@ -205,6 +205,7 @@ impl Topology {
             .filter(|(id, _)| zone.is_none_or(|z| self.zone_of(*id) == z))
             .map(|(id, n)| {
                 let sums = self.node_sums(id);
+                let (state, why) = self.state(id, now);
                 v1::Node {
                     name: n.name.to_string(),
                     zone: self.zone(n.zone).name.to_string(),
@@ -214,7 +215,8 @@ impl Topology {
                         .map(ToString::to_string)
                         .unwrap_or_default(),
                     addresses: n.addresses.iter().map(ToString::to_string).collect(),
-                    state: self.state(id, now).0.wire() as i32,
+                    state: state.wire() as i32,
+                    state_reason: why.to_owned(),
                     last_seen_unix_ms: n.last_seen.map_or(0, |t| t.0),
                     agent_version: n.agent_version.clone(),
                     icmp_mode: n.icmp_mode.map_or(0, |m| v1::IcmpMode::from(m) as i32),
