@@ -12,7 +12,9 @@
 //! | `spiffe://<domain>/scheduler/<name>`| a scheduler: Topology queries and the extender |
 //! | `spiffe://<domain>/reader/<name>`   | a dashboard: Topology queries only        |
 //!
-//! The trust domain is not checked: the client CA the aggregator is given is the trust anchor.
+//! The aggregator trusts one domain (`--trust-domain`, [`DEFAULT_TRUST_DOMAIN`] by default): a
+//! certificate its client CA signed whose zonemesh identities are all in other domains is refused
+//! at the handshake, so a CA shared with other workloads or clusters does not let theirs in.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -70,29 +72,54 @@ impl fmt::Display for Identity {
     }
 }
 
-/// The URI subject alternative name of `role` and `name` in trust domain `zonemesh`.
-pub fn identity_uri(role: Role, name: &str) -> String {
-    format!("spiffe://zonemesh/{}/{name}", role.as_str())
+/// The trust domain of the identities zonemesh issues, and the one the aggregator trusts unless
+/// told otherwise.
+pub const DEFAULT_TRUST_DOMAIN: &str = "zonemesh";
+
+/// Checks that `domain` is a trust domain as SPIFFE spells one: lower-case letters, digits, `.`,
+/// `-` and `_`.
+pub fn check_trust_domain(domain: &str) -> Result<(), String> {
+    if domain.is_empty() {
+        return Err("a trust domain cannot be empty".into());
+    }
+    match domain
+        .chars()
+        .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '.' | '-' | '_'))
+    {
+        Some(c) => Err(format!(
+            "{domain}: {c:?} is not allowed in a trust domain (lower-case letters, digits, '.', '-' and '_')"
+        )),
+        None => Ok(()),
+    }
 }
 
-/// The identity a URI names, if it is a zonemesh identity URI.
-pub fn parse_identity_uri(uri: &str) -> Option<Identity> {
+/// The URI subject alternative name of `role` and `name` in trust domain `domain`.
+pub fn identity_uri(domain: &str, role: Role, name: &str) -> String {
+    format!("spiffe://{domain}/{}/{name}", role.as_str())
+}
+
+/// The trust domain and the identity a URI names, if it is a zonemesh identity URI.
+pub fn parse_identity_uri(uri: &str) -> Option<(&str, Identity)> {
     let rest = uri.strip_prefix("spiffe://")?;
-    let (_domain, path) = rest.split_once('/')?;
+    let (domain, path) = rest.split_once('/')?;
     let (role, name) = path.split_once('/')?;
     let role = Role::parse(role)?;
-    if name.is_empty() || name.contains('/') {
+    if domain.is_empty() || name.is_empty() || name.contains('/') {
         return None;
     }
-    Some(Identity {
-        role,
-        name: name.to_owned(),
-    })
+    Some((
+        domain,
+        Identity {
+            role,
+            name: name.to_owned(),
+        },
+    ))
 }
 
-/// The identity a DER certificate carries: the first URI SAN that is a zonemesh identity.
-/// `Ok(None)` when the certificate has none.
-pub fn identity_of(der: &[u8]) -> Result<Option<Identity>, String> {
+/// The identity a DER certificate carries in `trust_domain`: its first URI SAN that is a zonemesh
+/// identity in that domain. `Ok(None)` when it carries no zonemesh identity at all; an error when
+/// every one it carries is in another domain.
+pub fn identity_of(der: &[u8], trust_domain: &str) -> Result<Option<Identity>, String> {
     use x509_parser::extensions::GeneralName;
     let (_, cert) = x509_parser::parse_x509_certificate(der)
         .map_err(|e| format!("cannot parse the certificate: {e}"))?;
@@ -102,10 +129,23 @@ pub fn identity_of(der: &[u8]) -> Result<Option<Identity>, String> {
     else {
         return Ok(None);
     };
-    Ok(san.value.general_names.iter().find_map(|name| match name {
-        GeneralName::URI(uri) => parse_identity_uri(uri),
-        _ => None,
-    }))
+    let mut foreign = None;
+    for name in &san.value.general_names {
+        let GeneralName::URI(uri) = name else {
+            continue;
+        };
+        match parse_identity_uri(uri) {
+            Some((domain, identity)) if domain == trust_domain => return Ok(Some(identity)),
+            Some(_) => foreign = foreign.or(Some(*uri)),
+            None => {}
+        }
+    }
+    match foreign {
+        Some(uri) => Err(format!(
+            "the certificate names {uri}, outside trust domain {trust_domain}"
+        )),
+        None => Ok(None),
+    }
 }
 
 fn read(what: &str, path: &Path) -> Result<Vec<u8>, String> {
@@ -530,18 +570,27 @@ mod tests {
     #[test]
     fn identity_uris_round_trip() {
         for role in [Role::Node, Role::Scheduler, Role::Reader] {
-            let uri = identity_uri(role, "a-1.example");
+            let uri = identity_uri(DEFAULT_TRUST_DOMAIN, role, "a-1.example");
             assert_eq!(
                 parse_identity_uri(&uri),
-                Some(Identity {
-                    role,
-                    name: "a-1.example".into()
-                })
+                Some((
+                    DEFAULT_TRUST_DOMAIN,
+                    Identity {
+                        role,
+                        name: "a-1.example".into()
+                    }
+                ))
             );
         }
         assert_eq!(
-            parse_identity_uri("spiffe://cluster.local/node/b1").map(|i| i.name),
-            Some("b1".into())
+            parse_identity_uri("spiffe://cluster.local/node/b1"),
+            Some((
+                "cluster.local",
+                Identity {
+                    role: Role::Node,
+                    name: "b1".into()
+                }
+            ))
         );
     }
 
@@ -553,8 +602,55 @@ mod tests {
             "spiffe://zonemesh/node/",
             "spiffe://zonemesh/node/a/b",
             "spiffe://zonemesh",
+            "spiffe:///node/a1",
         ] {
             assert_eq!(parse_identity_uri(uri), None, "{uri}");
+        }
+    }
+
+    /// A self-signed certificate whose subject alternative names are these URIs.
+    fn certificate_naming(uris: &[&str]) -> Vec<u8> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        for uri in uris {
+            params
+                .subject_alt_names
+                .push(rcgen::SanType::URI((*uri).try_into().unwrap()));
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn a_certificate_proves_an_identity_in_the_trust_domain_only() {
+        let node = |name: &str| Identity {
+            role: Role::Node,
+            name: name.into(),
+        };
+        let ours = certificate_naming(&["spiffe://zonemesh/node/a1"]);
+        assert_eq!(identity_of(&ours, "zonemesh"), Ok(Some(node("a1"))));
+        // Another domain's identity is refused, and the error names it.
+        let err = identity_of(&ours, "prod.example").unwrap_err();
+        assert!(
+            err.contains("spiffe://zonemesh/node/a1") && err.contains("prod.example"),
+            "{err}"
+        );
+        // Among several, the one in the trust domain counts, wherever it stands.
+        let both = certificate_naming(&["spiffe://other/node/b1", "spiffe://zonemesh/node/a1"]);
+        assert_eq!(identity_of(&both, "zonemesh"), Ok(Some(node("a1"))));
+        assert_eq!(identity_of(&both, "other"), Ok(Some(node("b1"))));
+        // No zonemesh identity at all (a workload's SPIFFE ID, no URI): no identity, no refusal.
+        let workload = certificate_naming(&["spiffe://zonemesh/ns/default/sa/grafana"]);
+        assert_eq!(identity_of(&workload, "zonemesh"), Ok(None));
+        assert_eq!(identity_of(&certificate_naming(&[]), "zonemesh"), Ok(None));
+    }
+
+    #[test]
+    fn trust_domains_are_spelled_as_spiffe_spells_them() {
+        for ok in ["zonemesh", "cluster.local", "prod-eu_1.example"] {
+            assert_eq!(check_trust_domain(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "Zonemesh", "zone mesh", "zonemesh/node", "zonemesh:443"] {
+            assert!(check_trust_domain(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -8,7 +8,7 @@ use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, SanType,
 };
-use zonemesh_proto::tls::{Role, identity_uri};
+use zonemesh_proto::tls::{DEFAULT_TRUST_DOMAIN, Role, identity_uri};
 
 /// A certificate authority.
 pub struct Ca {
@@ -83,14 +83,27 @@ impl Ca {
         self.issue(params, dir, stem)
     }
 
-    /// A client certificate naming `role` `name`, in `dir/<role>-<name>.{crt,key}`.
+    /// A client certificate naming `role` `name` in zonemesh's trust domain, in
+    /// `dir/<role>-<name>.{crt,key}`.
     pub fn client(&self, dir: &Path, role: Role, name: &str) -> Result<Files> {
+        self.client_in(DEFAULT_TRUST_DOMAIN, dir, role, name)
+    }
+
+    /// A client certificate naming `role` `name` in trust domain `domain`, in
+    /// `dir/<domain>-<role>-<name>.{crt,key}` (`dir/<role>-<name>…` in zonemesh's own).
+    pub fn client_in(&self, domain: &str, dir: &Path, role: Role, name: &str) -> Result<Files> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.distinguished_name.push(DnType::CommonName, name);
         params
             .subject_alt_names
-            .push(SanType::URI(identity_uri(role, name).try_into()?));
+            .push(SanType::URI(identity_uri(domain, role, name).try_into()?));
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        self.issue(params, dir, &format!("{}-{name}", role.as_str()))
+        let stem = format!("{}-{name}", role.as_str());
+        let stem = if domain == DEFAULT_TRUST_DOMAIN {
+            stem
+        } else {
+            format!("{domain}-{stem}")
+        };
+        self.issue(params, dir, &stem)
     }
 }

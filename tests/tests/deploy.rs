@@ -214,11 +214,26 @@ fn the_tls_component_wires_certificates_to_the_paths_the_binaries_read() -> Resu
     );
     ensure!(url.ends_with(":7401/extender"), "{url}");
     let uris = list_under(&certs, "uris");
+    // ... in the domain the aggregator trusts.
+    let trust_domain = aggregator
+        .lines()
+        .skip_while(|l| l.trim() != "- name: ZONEMESH_TRUST_DOMAIN")
+        .nth(1)
+        .and_then(|l| l.trim().strip_prefix("value: "))
+        .context("aggregator.yaml sets no ZONEMESH_TRUST_DOMAIN")?;
     ensure!(
         uris.iter()
-            .any(|u| zonemesh_proto::tls::parse_identity_uri(u)
-                .is_some_and(|i| i.role == zonemesh_proto::tls::Role::Scheduler)),
-        "no scheduler identity among {uris:?}"
+            .any(
+                |u| zonemesh_proto::tls::parse_identity_uri(u).is_some_and(|(domain, i)| {
+                    domain == trust_domain && i.role == zonemesh_proto::tls::Role::Scheduler
+                })
+            ),
+        "no scheduler identity in trust domain {trust_domain} among {uris:?}"
+    );
+    let node_certs = read("node-certs.sh")?;
+    ensure!(
+        node_certs.contains(&format!("\ndomain={trust_domain}\n")),
+        "node-certs.sh does not default to trust domain {trust_domain}"
     );
     ensure!(scheduler.contains("enableHTTPS: true"));
     for key in ["certFile", "keyFile", "caFile"] {

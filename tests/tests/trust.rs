@@ -283,6 +283,53 @@ async fn only_certified_agents_report_and_only_for_their_node() -> Result<()> {
     Ok(())
 }
 
+/// A client CA may sign more than zonemesh's certificates (a cluster-wide CA, or one shared with
+/// another cluster): only identities in the aggregator's trust domain count, and a certificate
+/// whose identities are all elsewhere is refused at the handshake, where its client learns why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_identities_in_the_trust_domain_count() -> Result<()> {
+    let s = Secured::start(&["--trust-domain", "prod.example"])?;
+    let dir = s.dir.path();
+
+    // In the aggregator's domain a node certificate reports, and a reader's queries.
+    let a1 = s.ca.client_in("prod.example", dir, Role::Node, "a1")?;
+    let mut agent = FakeAgent::connect_on(s.channel(Some(&a1)).await?, "a1", "zone-a").await?;
+    agent.report(&[("b1", 200.0, 0, 1e9)]).await?;
+    let reader =
+        s.ca.client_in("prod.example", dir, Role::Reader, "grafana")?;
+    let listed: Vec<String> = list_nodes(s.channel(Some(&reader)).await?, None)
+        .await?
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    ensure!(listed.contains(&"a1".to_owned()), "{listed:?}");
+
+    // The same CA's certificates in other domains (zonemesh's default one among them).
+    let failures = s.metric("zonemesh_tls_handshake_failures_total")?;
+    for (domain, role, name) in [
+        ("zonemesh", Role::Node, "a2"),
+        ("staging.example", Role::Scheduler, "kube-scheduler"),
+    ] {
+        let files = s.ca.client_in(domain, dir, role, name)?;
+        match connect(&s.url(), &s.tls(Some(&files)), Duration::from_secs(5)).await {
+            Ok(_) => bail!("a {} certificate of {domain} connected", role.as_str()),
+            Err(e) => ensure!(
+                e.is_credentials() && e.to_string().contains("refused this client's certificate"),
+                "{domain}: {e}"
+            ),
+        }
+    }
+    ensure!(s.metric("zonemesh_tls_handshake_failures_total")? >= failures + 2.0);
+    let connected: Vec<String> = list_nodes(s.channel(Some(&reader)).await?, None)
+        .await?
+        .into_iter()
+        .filter(|n| n.connected)
+        .map(|n| n.name)
+        .collect();
+    ensure!(connected == ["a1"], "connected nodes {connected:?}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_and_the_extender_need_credentials() -> Result<()> {
     let s = Secured::start(&[])?;
@@ -683,6 +730,8 @@ fn unusable_security_and_limit_flags_exit_64_naming_the_flag() -> Result<()> {
         ),
         (vec!["--tokens-file", &tokens], "--tokens-file"),
         (vec!["--tls-client-ca", &missing], "--tls-cert"),
+        (vec!["--trust-domain", "Zonemesh"], "--trust-domain"),
+        (vec!["--trust-domain", ""], "--trust-domain"),
     ];
     for (args, flag) in cases {
         let out = Command::new(zonemesh_tests::binary("zonemesh-aggregator"))

@@ -43,6 +43,7 @@ mod env {
     pub const TLS_CERT: &str = "ZONEMESH_TLS_CERT";
     pub const TLS_KEY: &str = "ZONEMESH_TLS_KEY";
     pub const TLS_CLIENT_CA: &str = "ZONEMESH_TLS_CLIENT_CA";
+    pub const TRUST_DOMAIN: &str = "ZONEMESH_TRUST_DOMAIN";
     pub const ALLOW_PLAINTEXT: &str = "ZONEMESH_ALLOW_PLAINTEXT";
     pub const TOKENS_FILE: &str = "ZONEMESH_TOKENS_FILE";
     pub const CREDENTIAL_RELOAD: &str = "ZONEMESH_CREDENTIAL_RELOAD";
@@ -137,6 +138,10 @@ struct Cli {
     /// certificate or a bearer token.
     #[arg(long, env = env::TLS_CLIENT_CA, requires = "tls_cert")]
     tls_client_ca: Option<PathBuf>,
+    /// Trust domain of the client identities: a client certificate whose identities are all
+    /// spiffe://<another domain>/... is refused at the handshake, even if --tls-client-ca signed it.
+    #[arg(long, env = env::TRUST_DOMAIN, default_value = zonemesh_proto::tls::DEFAULT_TRUST_DOMAIN)]
+    trust_domain: String,
     /// With --tls-cert, accept plain-text connections too (for a migration; off by default).
     #[arg(long, env = env::ALLOW_PLAINTEXT, requires = "tls_cert")]
     allow_plaintext: bool,
@@ -247,6 +252,8 @@ impl Cli {
                 self.store_cache_mib
             ));
         }
+        zonemesh_proto::tls::check_trust_domain(&self.trust_domain)
+            .map_err(|e| format!("--trust-domain: {e}"))?;
         if self.listen == self.http_listen && self.listen.port() != 0 {
             return Err(format!(
                 "--http-listen: {} is also --listen",
@@ -296,6 +303,7 @@ impl Cli {
                     cert: cert.clone(),
                     key: key.clone(),
                     client_ca: self.tls_client_ca.clone(),
+                    trust_domain: self.trust_domain.clone(),
                 }),
                 _ => None,
             },

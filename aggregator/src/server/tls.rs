@@ -15,8 +15,14 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use rustls::ServerConfig;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, OtherError, ServerConfig,
+    SignatureScheme,
+};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -39,6 +45,9 @@ pub struct TlsFiles {
     /// CA whose client certificates are verified (PEM). Without it no client can prove who it
     /// is, and only bearer tokens authenticate queries.
     pub client_ca: Option<PathBuf>,
+    /// The trust domain of the client identities (`spiffe://<domain>/…`): a certificate whose
+    /// zonemesh identities are all in other domains is refused at the handshake.
+    pub trust_domain: String,
 }
 
 impl TlsFiles {
@@ -62,12 +71,15 @@ impl TlsFiles {
                 let roots = tls::load_roots("--tls-client-ca", ca)?;
                 // A client certificate is optional at the handshake: a scheduler may use a
                 // bearer token instead. What each service demands is checked per request.
-                let verifier =
+                let webpki =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::provider())
                         .allow_unauthenticated()
                         .build()
                         .map_err(|e| format!("--tls-client-ca {}: {e}", ca.display()))?;
-                builder.with_client_cert_verifier(verifier)
+                builder.with_client_cert_verifier(Arc::new(InTrustDomain {
+                    webpki,
+                    domain: self.trust_domain.clone(),
+                }))
             }
             None => builder.with_no_client_auth(),
         };
@@ -79,6 +91,69 @@ impl TlsFiles {
             .map_err(|e| format!("--tls-cert {}: {e}", self.cert.display()))?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
+    }
+}
+
+/// Client certificates as webpki verifies them against the client CA, and then refused when every
+/// zonemesh identity they carry is in another trust domain: a CA that also signs other workloads'
+/// or another cluster's certificates does not let those in. Refusing here, in the handshake,
+/// sends the client an alert it can report, where a refusal after it would be a reset stream.
+#[derive(Debug)]
+struct InTrustDomain {
+    webpki: Arc<dyn ClientCertVerifier>,
+    domain: String,
+}
+
+impl ClientCertVerifier for InTrustDomain {
+    fn offer_client_auth(&self) -> bool {
+        self.webpki.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.webpki.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.webpki.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self
+            .webpki
+            .verify_client_cert(end_entity, intermediates, now)?;
+        tls::identity_of(end_entity, &self.domain).map_err(|e| {
+            rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(
+                io::Error::other(e),
+            ))))
+        })?;
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
     }
 }
 
@@ -345,8 +420,9 @@ async fn handshake(tls: &Tls, tcp: TcpStream, addr: SocketAddr) -> Result<Conn, 
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
     let stream = acceptor.accept(tcp).await.map_err(|e| e.to_string())?;
+    // The verifier has refused certificates whose identities are all in other trust domains.
     let identity = match stream.get_ref().1.peer_certificates() {
-        Some([leaf, ..]) => tls::identity_of(leaf)?,
+        Some([leaf, ..]) => tls::identity_of(leaf, &tls.files.trust_domain)?,
         _ => None,
     };
     Ok(Conn {
