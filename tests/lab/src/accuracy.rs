@@ -54,7 +54,8 @@ pub struct ThroughputRow {
     pub injected_rtt_us: f64,
     /// zonemesh's figure.
     pub zonemesh_bps: f64,
-    /// iperf3's receiver figure on the same path, run after zonemesh's test.
+    /// iperf3's receiver figure on the same path, run after zonemesh's test (the best of up to
+    /// three runs when the first ones read low: see [`measure_throughput`]).
     pub iperf3_bps: f64,
 }
 
@@ -297,16 +298,40 @@ pub async fn measure_throughput(
             .and_then(|s| s.rate_bps)
             .map_or(f64::INFINITY, |r| r as f64)
     };
-    let iperf3_bps = iperf3(lab, src, dst, 3).await?;
-    Ok(ThroughputRow {
+    let mut row = ThroughputRow {
         src: src.into(),
         dst: dst.into(),
         rate_bps: rate(src).min(rate(dst)),
         injected_rtt_us: injected_rtt_us(lab, src, dst),
         zonemesh_bps: f.throughput_bps,
-        iperf3_bps,
-    })
+        iperf3_bps: 0.0,
+    };
+    // iperf3 is the reference, but the agents keep testing throughput while it runs: a run that
+    // shares the link with one of their tests reads low (27 of 100 Mbit/s was seen). Such a run
+    // is repeated, at most IPERF3_RUNS in all, while it reads under IPERF3_UNDISTURBED of what the
+    // rate limit carries (known from the lab, not from zonemesh); the best run counts.
+    for run in 1..=IPERF3_RUNS {
+        let bps = iperf3(lab, src, dst, 3).await?;
+        row.iperf3_bps = row.iperf3_bps.max(bps);
+        let ceiling = row.expected_goodput_bps();
+        if !ceiling.is_finite() || row.iperf3_bps >= IPERF3_UNDISTURBED * ceiling {
+            break;
+        }
+        if run < IPERF3_RUNS {
+            eprintln!(
+                "iperf3 {src} -> {dst}: {:.1} Mbit/s of the {:.1} the rate carries; once more",
+                bps / 1e6,
+                ceiling / 1e6
+            );
+        }
+    }
+    Ok(row)
 }
+
+/// iperf3 runs on one path at most, when they read low.
+const IPERF3_RUNS: u32 = 3;
+/// The share of the rate limit's goodput under which an iperf3 run was disturbed.
+const IPERF3_UNDISTURBED: f64 = 0.9;
 
 async fn path(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
