@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 pub mod pki;
+pub mod webdriver;
 pub use zonemesh_lab::process::{
     Agent, AgentTotals, Aggregator, Process, field, http_get, http_post, unique,
 };
