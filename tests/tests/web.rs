@@ -134,6 +134,13 @@ const MATRIX_LOADED: &str = "const s = window.zonemesh && window.zonemesh.state;
 const ROW_NODES: &str = "const rows = document.querySelectorAll(arguments[0]);
     return rows.length ? Array.from(rows, (r) => r.dataset.node) : null;";
 
+/// A script that returns what the zone heatmap marks as chosen: its cells (`src>dst`) and its
+/// zone buttons (a row's and a column's for each zone), sorted.
+const SELECTED_ZONES: &str = "const t = document.getElementById('zone-table');
+    const cells = Array.from(t.querySelectorAll('td.zc.sel'), (c) => c.dataset.src + '>' + c.dataset.dst);
+    const buttons = Array.from(t.querySelectorAll('.zone-btn.sel[aria-pressed=\"true\"]'), (b) => b.dataset.zone);
+    return { cells: cells.sort(), buttons: buttons.sort() };";
+
 async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     let base = format!("http://{http}/");
     b.goto(&base)?;
@@ -234,6 +241,12 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
         json!(["zone-b", "", "loss"]),
     )
     .await?;
+    // The zone heatmap marks the chosen zone, and only it.
+    let marked = b.script(SELECTED_ZONES, json!([]))?;
+    ensure!(
+        marked == json!({"cells": ["zone-b>zone-b"], "buttons": ["zone-b", "zone-b"]}),
+        "zone-b chosen, the zone heatmap marks {marked}"
+    );
     let mark = b.script("return window.zonemesh.nodeMark('b3');", json!([]))?;
     ensure!(mark == "DOWN", "b3 is marked {mark}");
     let flag = r#"#node-flags [data-node="b3"]"#;
@@ -273,6 +286,12 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     );
     let metric = b.script("return document.getElementById('metric').value;", json!([]))?;
     ensure!(metric == "loss", "the metric selector shows {metric}");
+    let marked = b.script(SELECTED_ZONES, json!([]))?;
+    ensure!(
+        marked
+            == json!({"cells": ["zone-a>zone-b"], "buttons": ["zone-a", "zone-a", "zone-b", "zone-b"]}),
+        "zone-a and zone-b chosen, the zone heatmap marks {marked}"
+    );
 
     // The auto-refresh (every 10 s) keeps the view.
     let before = b.script("return window.zonemesh.state.updatedAt;", json!([]))?;
