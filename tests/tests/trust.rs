@@ -587,6 +587,8 @@ async fn abuse_limits_bite_are_counted_and_lose_nothing_acknowledged() -> Result
             "4",
             "--report-burst",
             "2",
+            "--max-report-bytes",
+            "4096",
         ],
         dir.path(),
     )?;
@@ -639,11 +641,30 @@ async fn abuse_limits_bite_are_counted_and_lose_nothing_acknowledged() -> Result
     tokio::time::timeout(Duration::from_secs(60), a1.wait_ack(last))
         .await
         .context("the pipelined backlog was not acknowledged within 60 s")??;
+    // A message above --max-report-bytes (100 paths, about 10 kB) closes its agent's stream and
+    // only that one: a1 goes on reporting.
+    let far: Vec<String> = (0..100).map(|i| format!("far-away-node-{i:03}")).collect();
+    let big: Vec<(&str, f64, u64, f64)> = far.iter().map(|n| (n.as_str(), 100.0, 0, 1e9)).collect();
+    let mut b1 = agents.remove(0);
+    let refused = tokio::time::timeout(Duration::from_secs(10), b1.report(&big))
+        .await
+        .context("a report above --max-report-bytes neither acknowledged nor refused in 10 s")?;
+    let why = refused
+        .err()
+        .context("a report above --max-report-bytes was acknowledged")?;
+    let status = status_of(&why).with_context(|| format!("no gRPC status: {why:#}"))?;
+    ensure!(
+        status.code() == tonic::Code::ResourceExhausted
+            && status.message().contains("--max-report-bytes"),
+        "{status:?}"
+    );
+    a1.report(&[("b1", 100.0, 0, 1e9)]).await?;
+    ensure!(metric("zonemesh_limit_hits_total{limit=\"report_bytes\"}")? == 1.0);
     ensure!(metric("zonemesh_limit_hits_total{limit=\"report_rate\"}")? >= 1.0);
     ensure!(metric("zonemesh_limit_hits_total{limit=\"report_paths\"}")? == 1.0);
     ensure!(metric("zonemesh_limit_hits_total{limit=\"nodes\"}")? == 2.0);
-    // 1 + 8 + 120 reports applied; the two refused were not.
-    ensure!(metric("zonemesh_reports_total")? == 129.0);
+    // 1 + 8 + 120 + 1 reports applied; the three refused were not.
+    ensure!(metric("zonemesh_reports_total")? == 130.0);
     Ok(())
 }
 

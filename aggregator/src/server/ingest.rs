@@ -204,9 +204,16 @@ impl v1::ingest_server::Ingest for IngestService {
                     Ok(None) => break,
                     Err(status) => {
                         if status.code() == tonic::Code::OutOfRange {
-                            // tonic's answer to a message above max_decoding_message_size.
+                            // tonic's answer to a message above max_decoding_message_size. The
+                            // agent learns why its stream ends.
                             metrics.security.limit_hit("report_bytes");
                             tracing::warn!(node = %name, %status, "report above --max-report-bytes; stream closed");
+                            let why = Status::resource_exhausted(format!(
+                                "a message above --max-report-bytes ({}): {}; stream closed",
+                                limits.max_report_bytes,
+                                status.message()
+                            ));
+                            let _ = outbound.send(Err(why)).await;
                         } else {
                             tracing::debug!(node = %name, %status, "agent stream failed");
                         }
@@ -300,12 +307,15 @@ impl v1::ingest_server::Ingest for IngestService {
             let _ = core.send(Command::Goodbye { node, session }).await;
         });
         // The response stream ends when the server stops, so that graceful shutdown does not
-        // wait for agents that never hang up.
+        // wait for agents that never hang up, and when the session is over (every sender of
+        // `outbound` dropped: the stream task ended and its last acks went out), so that an agent
+        // whose stream the server closed learns it and reconnects.
         let stopped = WatchStream::new(self.stop.clone())
             .filter(|stop| *stop)
             .map(|_| None);
         let stream = ReceiverStream::new(outbound_rx)
             .map(Some)
+            .chain(tokio_stream::once(None))
             .merge(stopped)
             .take_while(Option::is_some)
             .map(|m| m.expect("take_while keeps Some"));
