@@ -1,7 +1,9 @@
 //! The training workload and the placement strategies in the lab (root; CI runs it as root):
 //! one evaluation seed with a small gradient. The workload must feel the network (a job on the
 //! slow node is slower than one on fast nodes of the same zone, as predicted), every strategy
-//! places four workers, and zonemesh's placement is as fast as the best of the others.
+//! places four workers, and zonemesh's placement is as fast as the best of the others (each
+//! placement's best iteration, within 25 %; a strategy that chose zonemesh's nodes is the same
+//! placement and is not compared).
 
 use std::time::Duration;
 
@@ -83,7 +85,10 @@ fn the_workload_feels_a_slow_link() -> Result<()> {
             ..workload
         },
     )?;
-    ensure!(ps.len() == 2 && ps.iter().all(|t| !t.is_zero()));
+    ensure!(
+        ps.len() == 2 && ps.iter().all(|t| !t.is_zero()),
+        "parameter server: {ps:?}"
+    );
     Ok(())
 }
 
@@ -103,7 +108,7 @@ async fn zonemesh_places_a_training_job_as_fast_as_any_strategy() -> Result<()> 
         seeds: vec![2],
         workers: 4,
         gradient_bytes: 2_000_000,
-        iterations: 2,
+        iterations: 3,
         collectives: vec![Collective::Ring],
     };
     let (rows, lossy, slow) =
@@ -121,15 +126,29 @@ async fn zonemesh_places_a_training_job_as_fast_as_any_strategy() -> Result<()> 
         "zonemesh placed on a degraded node: {:?}",
         zonemesh.nodes
     );
-    let z = zonemesh.mean().expect("zonemesh's run finished");
+    // Each placement's best iteration: the agents keep measuring while the job runs, and one
+    // iteration of the same four nodes was seen taking 58 ms beside 47 and 41 ms.
+    let best = |r: &evaluate::Row| r.times.iter().min().copied();
+    let as_set = |nodes: &[String]| {
+        let mut set = nodes.to_vec();
+        set.sort();
+        set
+    };
+    let z = best(zonemesh).expect("zonemesh's run finished");
     for r in &rows {
         ensure!(r.nodes.len() == 4, "{:?} placed {:?}", r.strategy, r.nodes);
-        if let Some(m) = r.mean() {
+        // A strategy that chose zonemesh's nodes ran the same placement: their times differ
+        // by noise only, so there is nothing to compare.
+        if as_set(&r.nodes) == as_set(&zonemesh.nodes) {
+            continue;
+        }
+        if let Some(m) = best(r) {
             ensure!(
                 z.as_secs_f64() <= m.as_secs_f64() * 1.25,
-                "{:?} ({:?}) took {m:?}, zonemesh {z:?}",
+                "{:?} ({:?}) took {m:?} at best, zonemesh ({:?}) {z:?}",
                 r.strategy,
-                r.nodes
+                r.nodes,
+                zonemesh.nodes
             );
         }
     }
