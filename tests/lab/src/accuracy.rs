@@ -55,7 +55,7 @@ pub struct ThroughputRow {
     /// zonemesh's figure.
     pub zonemesh_bps: f64,
     /// iperf3's receiver figure on the same path, run after zonemesh's test (the best of up to
-    /// three runs when the first ones read low: see [`measure_throughput`]).
+    /// four runs when the first ones read low: see [`measure_throughput`]).
     pub iperf3_bps: f64,
 }
 
@@ -307,9 +307,10 @@ pub async fn measure_throughput(
         iperf3_bps: 0.0,
     };
     // iperf3 is the reference, but the agents keep testing throughput while it runs: a run that
-    // shares the link with one of their tests reads low (27 of 100 Mbit/s was seen). Such a run
-    // is repeated, at most IPERF3_RUNS in all, while it reads under IPERF3_UNDISTURBED of what the
-    // rate limit carries (known from the lab, not from zonemesh); the best run counts.
+    // shares the link or the two cores with one of their tests reads low (27 of 100 Mbit/s and
+    // 883 of 956 Mbit/s were seen). Such a run is repeated, at most IPERF3_RUNS in all, while it
+    // reads under IPERF3_UNDISTURBED of what the rate limit carries (known from the lab, not
+    // from zonemesh); the best run counts.
     for run in 1..=IPERF3_RUNS {
         let bps = iperf3(lab, src, dst, 3).await?;
         row.iperf3_bps = row.iperf3_bps.max(bps);
@@ -329,9 +330,10 @@ pub async fn measure_throughput(
 }
 
 /// iperf3 runs on one path at most, when they read low.
-const IPERF3_RUNS: u32 = 3;
-/// The share of the rate limit's goodput under which an iperf3 run was disturbed.
-const IPERF3_UNDISTURBED: f64 = 0.9;
+const IPERF3_RUNS: u32 = 4;
+/// The share of the rate limit's goodput under which an iperf3 run was disturbed: the
+/// tolerance the accuracy checks give zonemesh against the same goodput.
+const IPERF3_UNDISTURBED: f64 = 0.95;
 
 async fn path(
     topology: &mut v1::topology_client::TopologyClient<Channel>,

@@ -219,7 +219,7 @@ pub async fn accuracy() -> Result<String> {
             100.0 * ping_lost as f64 / ping_sent.max(1) as f64,
         );
     }
-    md += "\n## Throughput\n\nzonemesh's figure is its last test of the path (one TCP stream, 0.5 s warm-up, 2 s counted, taken\nby the receiver); iperf3 ran afterwards on the same path (`-t 3 -O 1`, receiver figure; run again, up to\nthree times, while a run reads under 90 % of the goodput the rate carries, as it does when it\nshares the link with one of the agents' own tests, and the best run counts). TCP\ncarries 1448 payload bytes in each 1514-byte frame that `tbf` counts, so the goodput to expect\nis 95.6 % of the rate.\n\n";
+    md += "\n## Throughput\n\nzonemesh's figure is its last test of the path (one TCP stream, 0.5 s warm-up, 2 s counted, taken\nby the receiver); iperf3 ran afterwards on the same path (`-t 3 -O 1`, receiver figure; run again, up to\nfour times, while a run reads under 95 % of the goodput the rate carries, as it does when it\nshares the link or the cores with one of the agents' own tests, and the best run counts). TCP\ncarries 1448 payload bytes in each 1514-byte frame that `tbf` counts, so the goodput to expect\nis 95.6 % of the rate.\n\n";
     md += &accuracy::throughput_table(&t_rows);
     md += "\n## What zonemesh made of it\n\n";
     let order: Vec<String> = ranking
