@@ -26,7 +26,7 @@ use serde_json::json;
 use zonemesh_fleet::sim::{self, Control, Counters};
 use zonemesh_fleet::topo::{Fleet, FleetSpec};
 use zonemesh_tests::webdriver::{Browser, Tools};
-use zonemesh_tests::{http_get, start_aggregator, wait_for};
+use zonemesh_tests::{http_get, sample, start_aggregator, wait_for};
 
 /// Nodes a zone, as in the scale benchmark.
 const NODES_PER_ZONE: usize = 100;
@@ -117,11 +117,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
 /// Bytes and median time of `GET path` with curl (the all-nodes matrix takes longer than the
 /// harness's HTTP client waits).
 fn api_figure(http: SocketAddr, path: &str) -> Result<(usize, f64)> {
@@ -198,8 +193,8 @@ async fn measure(tools: &Tools, nodes: usize) -> Result<Figures> {
         Duration::from_secs(180),
         || {
             let scrape = http_get(http, "/metrics").unwrap_or_default();
-            let all_ready = metric(&scrape, ready) == Some(nodes as f64);
-            let paths = metric(&scrape, "zonemesh_paths").unwrap_or(0.0);
+            let all_ready = sample(&scrape, ready) == Some(nodes as f64);
+            let paths = sample(&scrape, "zonemesh_paths").unwrap_or(0.0);
             if paths != last.0 {
                 last = (paths, Instant::now());
             }

@@ -12,11 +12,11 @@ use anyhow::{Result, ensure};
 use zonemesh_fleet::sim::{self, Control, Counters};
 use zonemesh_fleet::topo::{Fleet, FleetSpec, Health};
 use zonemesh_proto::v1;
-use zonemesh_tests::{http_get, start_aggregator, wait_for};
+use zonemesh_tests::{http_get, sample, start_aggregator, wait_for};
 
 fn metric(text: &str, name: &str) -> Result<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    sample(text, name)
+        .map(|v| v as u64)
         .ok_or_else(|| anyhow::anyhow!("{name} not in /metrics"))
 }
 

@@ -133,13 +133,8 @@ impl Secured {
     }
 }
 
-fn metric_value(text: &str, line_prefix: &str) -> Result<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(line_prefix))
-        .with_context(|| format!("no {line_prefix} in the metrics"))?
-        .trim()
-        .parse()
-        .context("metric value")
+fn metric_value(text: &str, series: &str) -> Result<f64> {
+    zonemesh_tests::sample(text, series).with_context(|| format!("no {series} in the metrics"))
 }
 
 /// Replaces a file at once (write aside, rename), as Kubernetes swaps a Secret's files: a reload
@@ -200,6 +195,16 @@ async fn list_nodes(channel: Channel, token: Option<&str>) -> Result<Vec<v1::Nod
         .await?
         .into_inner()
         .nodes)
+}
+
+/// The nodes whose agents are connected now.
+async fn connected_nodes(channel: Channel) -> Result<Vec<String>> {
+    Ok(list_nodes(channel, None)
+        .await?
+        .into_iter()
+        .filter(|n| n.connected)
+        .map(|n| n.name)
+        .collect())
 }
 
 fn extender_body() -> String {
@@ -263,13 +268,7 @@ async fn only_certified_agents_report_and_only_for_their_node() -> Result<()> {
     ensure!(plain_result.is_err(), "plain text was accepted");
 
     // The only agent connected is a1: the refused ones left nothing.
-    let scheduler_channel = s.channel(Some(&scheduler)).await?;
-    let connected: Vec<String> = list_nodes(scheduler_channel, None)
-        .await?
-        .into_iter()
-        .filter(|n| n.connected)
-        .map(|n| n.name)
-        .collect();
+    let connected = connected_nodes(s.channel(Some(&scheduler)).await?).await?;
     ensure!(connected == ["a1"], "connected nodes {connected:?}");
 
     ensure!(
@@ -320,12 +319,7 @@ async fn only_identities_in_the_trust_domain_count() -> Result<()> {
         }
     }
     ensure!(s.metric("zonemesh_tls_handshake_failures_total")? >= failures + 2.0);
-    let connected: Vec<String> = list_nodes(s.channel(Some(&reader)).await?, None)
-        .await?
-        .into_iter()
-        .filter(|n| n.connected)
-        .map(|n| n.name)
-        .collect();
+    let connected = connected_nodes(s.channel(Some(&reader)).await?).await?;
     ensure!(connected == ["a1"], "connected nodes {connected:?}");
     Ok(())
 }

@@ -266,12 +266,7 @@ impl Agent {
                 crate::in_netns(&path, move || http_get(addr, "/metrics"))??
             }
         };
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .with_context(|| format!("{name} in /metrics of {}", self.node))?
-            .trim()
-            .parse()
-            .with_context(|| format!("{name} of {}", self.node))
+        sample(&text, name).with_context(|| format!("{name} in /metrics of {}", self.node))
     }
 
     /// Its process id.
@@ -318,6 +313,18 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
     let (head, body) = text.split_once("\r\n\r\n").context("HTTP answer")?;
     anyhow::ensure!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
     Ok(body.to_owned())
+}
+
+/// The value of the sample `series` (a metric's name with its labels, as written, e.g.
+/// `zonemesh_nodes{state="ready"}`) in a Prometheus text exposition, if it is there.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// POSTs `body` (JSON) to `path` of `addr` over plain HTTP/1.1; returns the status code and the
