@@ -5,8 +5,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use clap::Parser;
-use zonemesh_proto::domain::{NodeName, ZoneName};
-use zonemesh_proto::flags::{LogFormat, parse_duration};
+use zonemesh_common::flags::{LogFormat, parse_duration};
+use zonemesh_domain::{NodeName, ZoneName};
 
 /// Environment variables, one constant per name.
 pub mod env {
@@ -123,7 +123,7 @@ pub struct Cli {
     pub aggregator: String,
     /// TLS to the aggregator: the agent presents a certificate naming its node.
     #[command(flatten)]
-    pub tls: zonemesh_proto::tls::TlsArgs,
+    pub tls: zonemesh_tls::TlsArgs,
     /// TCP port of this agent's RTT and throughput responder, on every --address.
     #[arg(long, env = env::PROBE_PORT, default_value_t = 7402)]
     pub probe_port: u16,
@@ -201,7 +201,7 @@ pub struct Config {
     /// Aggregator URL.
     pub aggregator: String,
     /// TLS to the aggregator.
-    pub tls: zonemesh_proto::tls::ClientTls,
+    pub tls: zonemesh_tls::ClientTls,
     /// Responder port.
     pub probe_port: u16,
     /// Prometheus endpoint.

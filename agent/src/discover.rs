@@ -14,7 +14,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use zonemesh_proto::domain::ZoneName;
+use zonemesh_domain::ZoneName;
 
 /// Where the zone came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

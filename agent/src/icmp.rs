@@ -24,7 +24,7 @@ use surge_ping::{IcmpPacket, Icmpv4Packet, Icmpv6Packet};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::oneshot;
-use zonemesh_proto::domain::IcmpMode;
+use zonemesh_domain::IcmpMode;
 
 use crate::config::IcmpChoice;
 use crate::probe::{Outcome, Prober, Target};

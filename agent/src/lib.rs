@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
-use zonemesh_proto::domain::{IcmpMode, UNKNOWN_ZONE};
+use zonemesh_domain::{IcmpMode, UNKNOWN_ZONE};
 use zonemesh_proto::v1;
 
 use crate::config::{Config, SocketBuffer};
@@ -426,8 +426,8 @@ mod tests {
         assert_eq!(dsts, ["b", "d"]);
         assert_eq!(report.paths[0].window_start_unix_ms, 1_700_000_000_000);
         report.sequence = 1;
-        let node = zonemesh_proto::domain::NodeName::parse("node", "a").unwrap();
-        zonemesh_proto::domain::Report::from_agent(&node, report).expect("valid report");
+        let node = zonemesh_domain::NodeName::parse("node", "a").unwrap();
+        zonemesh_proto::convert::report_from_agent(&node, report).expect("valid report");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use zonemesh_agent::config::Cli;
 use zonemesh_agent::{Sockets, icmp, tcp};
-use zonemesh_proto::flags::{init_logging, parse_or_exit, usage_error};
+use zonemesh_common::flags::{init_logging, parse_or_exit, usage_error};
 
 const PROGRAM: &str = "zonemesh-agent";
 

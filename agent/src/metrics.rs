@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use zonemesh_proto::domain::IcmpMode;
-use zonemesh_proto::prom::{Counter, Exposition, Gauge};
+use zonemesh_common::prom::{Counter, Exposition, Gauge};
+use zonemesh_domain::IcmpMode;
 
 use crate::probe::WindowReport;
 use crate::stats::WindowStats;

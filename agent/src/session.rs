@@ -58,7 +58,7 @@ pub struct SessionConfig {
     /// Aggregator URL.
     pub url: String,
     /// TLS; its files are read at every connect, so rotated certificates are used.
-    pub tls: zonemesh_proto::tls::ClientTls,
+    pub tls: zonemesh_tls::ClientTls,
     /// The `Hello` of every stream.
     pub hello: v1::Hello,
     /// Reconnect backoff bounds.
@@ -104,8 +104,7 @@ async fn connection(
     flush: &mut watch::Receiver<bool>,
     attempt: &mut u32,
 ) -> Result<(), String> {
-    let channel =
-        zonemesh_proto::tls::connect(&config.url, &config.tls, Duration::from_secs(5)).await?;
+    let channel = zonemesh_tls::connect(&config.url, &config.tls, Duration::from_secs(5)).await?;
     let mut client = v1::ingest_client::IngestClient::new(channel);
     let (tx, rx) = mpsc::channel::<v1::AgentMessage>(MAX_IN_FLIGHT + 2);
     let send = |tx: &mpsc::Sender<v1::AgentMessage>, kind| {

@@ -155,6 +155,6 @@ mod tests {
             rtt: w.rtt(),
             ..Default::default()
         };
-        zonemesh_proto::domain::PathSample::try_from(wire).expect("valid summary");
+        zonemesh_domain::PathSample::try_from(wire).expect("valid summary");
     }
 }

@@ -323,7 +323,7 @@ mod tests {
         assert!(t.bytes > 0);
         // Counted from the warm-up mark to the last byte: about the test's duration.
         assert!((250_000..2_000_000).contains(&t.duration_us), "{t:?}");
-        zonemesh_proto::domain::ThroughputSample::try_from(t).expect("valid on the wire");
+        zonemesh_domain::ThroughputSample::try_from(t).expect("valid on the wire");
     }
 
     #[tokio::test]

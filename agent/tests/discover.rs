@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use zonemesh_agent::discover::{KubeApi, Labels, Source, node_labels, zone};
-use zonemesh_proto::domain::ZoneName;
+use zonemesh_domain::ZoneName;
 
 const NODE: &str = "gke-train-pool-a-7f3c9b21-x2kq";
 const TOKEN: &str = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.test-token";

@@ -8,7 +8,7 @@ use std::time::Duration;
 use zonemesh_agent::config::IcmpChoice;
 use zonemesh_agent::icmp::{IcmpProber, choose_mode};
 use zonemesh_agent::probe::{Outcome, Prober, Target};
-use zonemesh_proto::domain::IcmpMode;
+use zonemesh_domain::IcmpMode;
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {

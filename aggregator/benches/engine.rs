@@ -9,12 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-use zonemesh_aggregator::engine::{EngineConfig, PlaceQuery, RankQuery, Topology};
 use zonemesh_aggregator::store::{Batch, SledStore, Store};
-use zonemesh_proto::domain::{
-    Bps, Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, ThroughputSample, UnixMs,
-    ZoneName,
+use zonemesh_domain::{
+    Bps, Hello, IcmpMode, MatrixQuery, Metric, Micros, NodeName, PathSample, PlaceQuery, RankQuery,
+    Report, Rtt, ThroughputSample, UnixMs, ZoneName,
 };
+use zonemesh_engine::{EngineConfig, Topology};
 
 const ZONES: usize = 50;
 const PER_ZONE: usize = 100;
@@ -202,14 +202,11 @@ fn main() {
         println!("ListZones of 50 zones: p50 {p50:?} p99 {p99:?}");
         let mut times = Vec::new();
         for i in 0..300 {
-            let query = zonemesh_aggregator::engine::query::MatrixQuery::try_from(
-                zonemesh_proto::v1::GetMatrixRequest {
-                    metric: zonemesh_proto::v1::Metric::RttP50Us as i32,
-                    zone: format!("zone-{:02}", i % ZONES),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let query = MatrixQuery {
+                metric: Metric::RttP50Us,
+                zone: Some(ZoneName::parse("zone", format!("zone-{:02}", i % ZONES)).unwrap()),
+                nodes: Vec::new(),
+            };
             let started = Instant::now();
             let m = topology.matrix(&query, later).unwrap();
             times.push(started.elapsed());

@@ -1,52 +1,18 @@
 //! The aggregator library's one error type.
 
-use zonemesh_proto::WireError;
+use zonemesh_domain::FieldError;
+use zonemesh_engine::Error as EngineError;
 
 /// Everything that can go wrong in the engine, the store or the server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A request or report value was refused at the edge; the message names the field.
     #[error(transparent)]
-    InvalidArgument(#[from] WireError),
-    /// A request named a node the aggregator does not know.
-    #[error("{field}: unknown node {node}")]
-    UnknownNode {
-        /// The request field that named it.
-        field: String,
-        /// The node.
-        node: String,
-    },
-    /// A request named a zone the aggregator does not know.
-    #[error("{field}: unknown zone {zone}")]
-    UnknownZone {
-        /// The request field that named it.
-        field: String,
-        /// The zone.
-        zone: String,
-    },
-    /// REQUIRE_ONE placement with no zone large enough.
-    #[error("no zone can hold {workers} workers: the largest, {zone}, has {capacity} free slots")]
-    NoZoneFits {
-        /// Workers asked for.
-        workers: u32,
-        /// The zone with the most free slots.
-        zone: String,
-        /// Its free slots.
-        capacity: u64,
-    },
-    /// Fewer free slots on READY candidates than workers.
-    #[error(
-        "not enough capacity: {workers} workers asked, {capacity} free slots on READY candidates \
-         ({skipped} candidates skipped as excluded, STALE or DOWN)"
-    )]
-    NotEnoughCapacity {
-        /// Workers asked for.
-        workers: u32,
-        /// Free slots found.
-        capacity: u64,
-        /// Candidates left out.
-        skipped: usize,
-    },
+    InvalidArgument(#[from] FieldError),
+    /// The engine refused a request or a report (an unknown node or zone, a placement that
+    /// cannot be met, a limit); the message names what was wrong.
+    #[error(transparent)]
+    Engine(#[from] zonemesh_engine::Error),
     /// The store could not be opened, read or written.
     #[error("store {path}: {action} failed: {source}")]
     Store {
@@ -80,9 +46,6 @@ pub enum Error {
     /// The server's configuration cannot be used (a TLS or token file); the message names the flag.
     #[error("{0}")]
     Config(String),
-    /// A limit refused a report or a node (`--max-*`); the message names the flag.
-    #[error("{0}")]
-    Limit(String),
     /// Something inside the server that is not the caller's fault.
     #[error("internal: {0}")]
     Internal(String),
@@ -98,14 +61,16 @@ impl Error {
     pub fn status(&self) -> tonic::Status {
         let message = self.to_string();
         match self {
-            Self::InvalidArgument(_) => tonic::Status::invalid_argument(message),
-            Self::UnknownNode { .. } | Self::UnknownZone { .. } => {
+            Self::InvalidArgument(_) | Self::Engine(EngineError::InvalidArgument(_)) => {
+                tonic::Status::invalid_argument(message)
+            }
+            Self::Engine(EngineError::UnknownNode { .. } | EngineError::UnknownZone { .. }) => {
                 tonic::Status::not_found(message)
             }
-            Self::NoZoneFits { .. } | Self::NotEnoughCapacity { .. } => {
-                tonic::Status::failed_precondition(message)
-            }
-            Self::Limit(_) => tonic::Status::resource_exhausted(message),
+            Self::Engine(
+                EngineError::NoZoneFits { .. } | EngineError::NotEnoughCapacity { .. },
+            ) => tonic::Status::failed_precondition(message),
+            Self::Engine(EngineError::Limit { .. }) => tonic::Status::resource_exhausted(message),
             Self::Store { .. }
             | Self::Config(_)
             | Self::Corrupt { .. }

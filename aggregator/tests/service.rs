@@ -6,8 +6,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-use zonemesh_aggregator::engine::EngineConfig;
 use zonemesh_aggregator::server::{self, Bound, Config};
+use zonemesh_engine::EngineConfig;
 use zonemesh_proto::v1;
 use zonemesh_proto::v1::agent_message::Kind as Up;
 use zonemesh_proto::v1::aggregator_message::Kind as Down;
@@ -23,7 +23,7 @@ impl Server {
         let config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             http_listen: "127.0.0.1:0".parse().unwrap(),
-            job_ttl_ms: zonemesh_aggregator::engine::extender::DEFAULT_JOB_TTL_MS,
+            job_ttl_ms: zonemesh_engine::extender::DEFAULT_JOB_TTL_MS,
             data_dir,
             store_cache_bytes: zonemesh_aggregator::store::DEFAULT_CACHE_BYTES,
             engine: EngineConfig::default(),
@@ -354,10 +354,7 @@ async fn bad_input_is_refused_with_the_field_and_changes_nothing() {
         ("paths[0].dst", vec![empty_dst]),
         (
             "paths",
-            vec![
-                summary("node-a", "node-b", 1.0, 1, 1);
-                zonemesh_proto::domain::MAX_PATHS_PER_REPORT + 1
-            ],
+            vec![summary("node-a", "node-b", 1.0, 1, 1); zonemesh_domain::MAX_PATHS_PER_REPORT + 1],
         ),
     ];
     for (i, (field, paths)) in cases.into_iter().enumerate() {

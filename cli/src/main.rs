@@ -13,7 +13,7 @@ mod render;
 use std::net::SocketAddr;
 
 use clap::{Parser, Subcommand};
-use zonemesh_proto::flags::parse_or_exit;
+use zonemesh_common::flags::parse_or_exit;
 
 const PROGRAM: &str = "zonemesh";
 

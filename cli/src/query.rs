@@ -12,10 +12,10 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::Value;
 use tonic::transport::Channel;
-use zonemesh_proto::flags::parse_duration;
+use zonemesh_common::flags::parse_duration;
 use zonemesh_proto::json;
-use zonemesh_proto::tls::TlsArgs;
 use zonemesh_proto::v1;
+use zonemesh_tls::TlsArgs;
 
 use crate::render::{self, Style};
 
@@ -26,7 +26,7 @@ pub mod exit {
     /// No placement satisfies the request (not enough capacity, no zone large enough).
     pub const NO_PLACEMENT: i32 = 3;
     /// A flag or argument is wrong (as every zonemesh binary).
-    pub const USAGE: i32 = zonemesh_proto::flags::EXIT_USAGE;
+    pub const USAGE: i32 = zonemesh_common::flags::EXIT_USAGE;
     /// The aggregator refused the request: an invalid value, an unknown node or zone.
     pub const REFUSED: i32 = 65;
     /// The aggregator cannot be reached, or is unavailable or shutting down.
@@ -61,7 +61,7 @@ impl Failure {
         use tonic::Code;
         // With TLS 1.3 the server judges the client's certificate after the client's side of the
         // handshake is done, so a refusal arrives as the first call's transport error.
-        if let Some(why) = zonemesh_proto::tls::credential_failure(s) {
+        if let Some(why) = zonemesh_tls::credential_failure(s) {
             return Self::new(exit::NO_PERMISSION, format!("{what}: {why}"));
         }
         let status = match s.code() {
@@ -281,7 +281,7 @@ impl Connection {
         let header = self.authorization()?;
         let channel = with_progress(
             &format!("connecting to {}", self.aggregator),
-            zonemesh_proto::tls::connect(&self.aggregator, &tls, self.timeout),
+            zonemesh_tls::connect(&self.aggregator, &tls, self.timeout),
         )
         .await
         .map_err(|e| {

@@ -1,12 +1,14 @@
-//! The zonemesh wire protocol, package `zonemesh.v1`, and the checked domain types behind it.
+//! The zonemesh wire protocol, package `zonemesh.v1`: the public contract.
 //!
 //! The generated messages, clients and servers live in [`v1`]; [`FILE_DESCRIPTOR_SET`] is the
 //! encoded descriptor set for gRPC server reflection. Values cross from the wire into the rest of
-//! zonemesh only through the `TryFrom` conversions in [`domain`], which refuse NaN, negative or
-//! impossible figures and empty names with a [`WireError`] that names the field:
+//! zonemesh only through the `TryFrom` conversions of [`convert`] into the domain types of
+//! `zonemesh-domain`, which refuse NaN, negative or impossible figures and empty names with a
+//! [`FieldError`](zonemesh_domain::FieldError) that names the field:
 //!
 //! ```
-//! use zonemesh_proto::{domain::PathSample, v1};
+//! use zonemesh_domain::PathSample;
+//! use zonemesh_proto::v1;
 //!
 //! let wire = v1::PathSummary {
 //!     src: "node-a".into(),
@@ -21,15 +23,9 @@
 //! assert_eq!(err.field(), "probes_received");
 //! ```
 
-pub mod domain;
-pub mod flags;
+pub mod convert;
 #[cfg(feature = "json")]
 pub mod json;
-pub mod prom;
-#[cfg(feature = "tls")]
-pub mod tls;
-
-pub use domain::WireError;
 
 /// Generated code of package `zonemesh.v1`.
 #[allow(

@@ -2,7 +2,7 @@
 //! and bad wire values stop at the edge with the field's name.
 
 use prost::Message;
-use zonemesh_proto::domain::{self, Hello, NodeName, PathSample, Report, Weights, ZoneName};
+use zonemesh_domain::{Hello, NodeName, PathSample, Report, Weights, ZoneName};
 use zonemesh_proto::v1;
 
 fn rtt() -> v1::RttStats {
@@ -341,7 +341,7 @@ fn bad_path_summaries_are_refused_with_the_field_name() {
             s.rtt.as_mut().unwrap().jitter_us = f64::NAN
         }),
         ("paths[0].rtt_histogram", |s| {
-            s.rtt_histogram = vec![0; domain::MAX_HISTOGRAM_BYTES + 1]
+            s.rtt_histogram = vec![0; zonemesh_domain::MAX_HISTOGRAM_BYTES + 1]
         }),
         ("paths[0].throughput.throughput_bps", |s| {
             s.throughput.as_mut().unwrap().throughput_bps = f64::NAN
@@ -407,13 +407,13 @@ fn reports_are_refused_for_sequence_size_and_foreign_sources() {
 
     let err = Report::try_from(v1::Report {
         sequence: 1,
-        paths: vec![summary(); domain::MAX_PATHS_PER_REPORT + 1],
+        paths: vec![summary(); zonemesh_domain::MAX_PATHS_PER_REPORT + 1],
     })
     .unwrap_err();
     assert_eq!(err.field(), "paths");
 
     let me = NodeName::parse("node", "node-b").unwrap();
-    let err = Report::from_agent(
+    let err = zonemesh_proto::convert::report_from_agent(
         &me,
         v1::Report {
             sequence: 1,
@@ -427,8 +427,11 @@ fn reports_are_refused_for_sequence_size_and_foreign_sources() {
 
 #[test]
 fn weights_default_and_refuse_bad_values() {
-    assert_eq!(Weights::from_wire(None).unwrap(), Weights::DEFAULT);
-    let partial = Weights::from_wire(Some(v1::Weights {
+    assert_eq!(
+        zonemesh_proto::convert::weights(None).unwrap(),
+        Weights::DEFAULT
+    );
+    let partial = zonemesh_proto::convert::weights(Some(v1::Weights {
         loss: Some(3.0),
         ..Default::default()
     }))
@@ -459,7 +462,12 @@ fn weights_default_and_refuse_bad_values() {
             },
         ),
     ] {
-        assert_eq!(Weights::from_wire(Some(wire)).unwrap_err().field(), field);
+        assert_eq!(
+            zonemesh_proto::convert::weights(Some(wire))
+                .unwrap_err()
+                .field(),
+            field
+        );
     }
 }
 
@@ -476,4 +484,51 @@ fn names_follow_kubernetes_rules() {
     }
     let loss = PathSample::try_from(summary()).unwrap().loss().unwrap();
     assert!((loss.get() - 0.1).abs() < 1e-12);
+}
+#[test]
+fn bad_place_requests_name_the_field() {
+    let cases = [
+        (
+            "workers",
+            v1::PlaceRequest {
+                workers: 0,
+                ..Default::default()
+            },
+        ),
+        (
+            "candidates[0].slots",
+            v1::PlaceRequest {
+                workers: 1,
+                candidates: vec![v1::Candidate {
+                    node: "a".into(),
+                    slots: 0,
+                }],
+                ..Default::default()
+            },
+        ),
+        (
+            "zone_policy",
+            v1::PlaceRequest {
+                workers: 1,
+                zone_policy: 9,
+                ..Default::default()
+            },
+        ),
+        (
+            "exclude[0]",
+            v1::PlaceRequest {
+                workers: 1,
+                exclude: vec![String::new()],
+                ..Default::default()
+            },
+        ),
+    ];
+    for (field, wire) in cases {
+        assert_eq!(
+            zonemesh_domain::PlaceQuery::try_from(wire)
+                .unwrap_err()
+                .field(),
+            field
+        );
+    }
 }

@@ -16,7 +16,7 @@ export RUSTC_BOOTSTRAP=1
 seeds="$(mktemp -d)"
 log="$(mktemp)"
 trap 'rm -rf "$seeds" "$log"' EXIT
-cargo run --quiet --locked -p zonemesh-aggregator --example fuzz_seeds -- "$seeds"
+cargo run --quiet --locked -p zonemesh-fuzz-support --example fuzz_seeds -- "$seeds"
 for target in wire_to_domain extender_json store_record; do
   mkdir -p "tests/fuzz/corpus/$target"
   echo "== fuzz $target for ${seconds}s"

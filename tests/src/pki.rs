@@ -8,7 +8,7 @@ use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, SanType,
 };
-use zonemesh_proto::tls::{DEFAULT_TRUST_DOMAIN, Role, identity_uri};
+use zonemesh_tls::{DEFAULT_TRUST_DOMAIN, Role, identity_uri};
 
 /// A certificate authority.
 pub struct Ca {

@@ -6,9 +6,9 @@ use std::process::{Command, Output};
 
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
-use zonemesh_proto::tls::Role;
 use zonemesh_tests::pki::Ca;
 use zonemesh_tests::{Aggregator, FakeAgent, binary, start_aggregator};
+use zonemesh_tls::Role;
 
 fn zonemesh(aggregator: &str, args: &[&str]) -> Result<Output> {
     Ok(Command::new(binary("zonemesh"))

@@ -222,12 +222,11 @@ fn the_tls_component_wires_certificates_to_the_paths_the_binaries_read() -> Resu
         .and_then(|l| l.trim().strip_prefix("value: "))
         .context("aggregator.yaml sets no ZONEMESH_TRUST_DOMAIN")?;
     ensure!(
-        uris.iter()
-            .any(
-                |u| zonemesh_proto::tls::parse_identity_uri(u).is_some_and(|(domain, i)| {
-                    domain == trust_domain && i.role == zonemesh_proto::tls::Role::Scheduler
-                })
-            ),
+        uris.iter().any(
+            |u| zonemesh_tls::parse_identity_uri(u).is_some_and(|(domain, i)| {
+                domain == trust_domain && i.role == zonemesh_tls::Role::Scheduler
+            })
+        ),
         "no scheduler identity in trust domain {trust_domain} among {uris:?}"
     );
     let node_certs = read("node-certs.sh")?;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use tonic::transport::Channel;
-use zonemesh_proto::tls::{ClientTls, Role, connect};
 use zonemesh_proto::v1;
 use zonemesh_tests::pki::{Ca, Files};
 use zonemesh_tests::{FakeAgent, loopback_net, start_agent, start_aggregator, wait_for};
+use zonemesh_tls::{ClientTls, Role, connect};
 
 const READER_TOKEN: &str = "r3ader-t0ken-0123456789";
 const SCHEDULER_TOKEN: &str = "sched-t0ken-0123456789ab";

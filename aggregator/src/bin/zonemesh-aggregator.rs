@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use zonemesh_aggregator::engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
 use zonemesh_aggregator::server::{self, Config};
-use zonemesh_proto::flags::{LogFormat, init_logging, parse_duration, parse_or_exit};
+use zonemesh_common::flags::{LogFormat, init_logging, parse_duration, parse_or_exit};
+use zonemesh_engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
 
 /// Environment variables, one constant per name.
 mod env {
@@ -140,7 +140,7 @@ struct Cli {
     tls_client_ca: Option<PathBuf>,
     /// Trust domain of the client identities: a client certificate whose identities are all
     /// spiffe://<another domain>/... is refused at the handshake, even if --tls-client-ca signed it.
-    #[arg(long, env = env::TRUST_DOMAIN, default_value = zonemesh_proto::tls::DEFAULT_TRUST_DOMAIN)]
+    #[arg(long, env = env::TRUST_DOMAIN, default_value = zonemesh_tls::DEFAULT_TRUST_DOMAIN)]
     trust_domain: String,
     /// With --tls-cert, accept plain-text connections too (for a migration; off by default).
     #[arg(long, env = env::ALLOW_PLAINTEXT, requires = "tls_cert")]
@@ -252,7 +252,7 @@ impl Cli {
                 self.store_cache_mib
             ));
         }
-        zonemesh_proto::tls::check_trust_domain(&self.trust_domain)
+        zonemesh_tls::check_trust_domain(&self.trust_domain)
             .map_err(|e| format!("--trust-domain: {e}"))?;
         if self.listen == self.http_listen && self.listen.port() != 0 {
             return Err(format!(
@@ -279,11 +279,11 @@ impl Cli {
                 return Err(format!("--{flag}: {value} is less than {min}"));
             }
         }
-        if self.max_report_paths > zonemesh_proto::domain::MAX_PATHS_PER_REPORT {
+        if self.max_report_paths > zonemesh_domain::MAX_PATHS_PER_REPORT {
             return Err(format!(
                 "--max-report-paths: {} is above the protocol's {} paths per report",
                 self.max_report_paths,
-                zonemesh_proto::domain::MAX_PATHS_PER_REPORT
+                zonemesh_domain::MAX_PATHS_PER_REPORT
             ));
         }
         at_least(
@@ -363,7 +363,7 @@ fn main() {
     let cli: Cli = parse_or_exit();
     let config = cli
         .config()
-        .unwrap_or_else(|e| zonemesh_proto::flags::usage_error(PROGRAM, &e));
+        .unwrap_or_else(|e| zonemesh_common::flags::usage_error(PROGRAM, &e));
     init_logging(PROGRAM, cli.log_format, &cli.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -383,7 +383,7 @@ fn main() {
         Ok(()) => {}
         // A TLS or token file that cannot be used: the message names the flag.
         Err(zonemesh_aggregator::Error::Config(e)) => {
-            zonemesh_proto::flags::usage_error(PROGRAM, &e)
+            zonemesh_common::flags::usage_error(PROGRAM, &e)
         }
         Err(e) => {
             eprintln!("zonemesh-aggregator: {e}");

@@ -23,7 +23,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use zonemesh_proto::tls::{Identity, Role};
+use zonemesh_tls::{Identity, Role};
 
 use super::metrics::Metrics;
 use super::tls::Peer;

@@ -18,14 +18,14 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use zonemesh_proto::domain::{Hello, Report, UnixMs};
+use zonemesh_domain::{Hello, Report, UnixMs};
 use zonemesh_proto::v1;
 
 use super::metrics::Metrics;
 use crate::Error;
-use crate::engine::planner::{Plans, ThroughputScheduler};
-use crate::engine::{Applied, NodeId, Topology};
 use crate::store::{Batch, Store};
+use zonemesh_engine::planner::{Plans, ThroughputScheduler};
+use zonemesh_engine::{Applied, NodeId, Topology};
 
 /// Paths one step of the sweep visits (about a millisecond): a query waits for at most one
 /// step, where a whole pass over 500,000 paths takes tens of milliseconds.
@@ -385,10 +385,12 @@ impl Owner {
                 outbound,
                 reply,
             } => {
-                if let Err((limit, e)) = self.topology.admit_hello(&hello) {
-                    self.metrics.security.limit_hit(limit.label());
+                if let Err(e) = self.topology.admit_hello(&hello) {
+                    if let zonemesh_engine::Error::Limit { limit, .. } = &e {
+                        self.metrics.security.limit_hit(limit.label());
+                    }
                     tracing::warn!(node = %hello.node, "agent refused: {e}");
-                    let _ = reply.send(Err(e));
+                    let _ = reply.send(Err(e.into()));
                     return true;
                 }
                 let (node, applied) = self.topology.register(&hello, now);
@@ -421,8 +423,10 @@ impl Owner {
                     return true; // a stream that was replaced; its agent resends on the new one
                 };
                 let outbound = s.outbound.clone();
-                if let Err((limit, e)) = self.topology.admit_report(node, &report) {
-                    self.metrics.security.limit_hit(limit.label());
+                if let Err(e) = self.topology.admit_report(node, &report) {
+                    if let zonemesh_engine::Error::Limit { limit, .. } = &e {
+                        self.metrics.security.limit_hit(limit.label());
+                    }
                     self.metrics.refused_reports.inc();
                     tracing::warn!(node = %self.topology.node(node).name, sequence = report.sequence, "report refused: {e}");
                     let refusal = super::ingest::refusal(
@@ -493,7 +497,8 @@ impl Owner {
         for grant in grants {
             self.topology
                 .note_throughput_test(grant.src, grant.dst, grant.start, grant.until);
-            let wire = ThroughputScheduler::wire(&self.topology, &grant);
+            let wire =
+                v1::ThroughputGrant::from(ThroughputScheduler::describe(&self.topology, &grant));
             if let Some(s) = self.sessions.get(&grant.src) {
                 tracing::debug!(src = %self.topology.node(grant.src).name, dst = %wire.peer, id = grant.id, "throughput grant");
                 self.metrics.grants.inc();
@@ -513,7 +518,7 @@ impl Owner {
                 continue;
             }
             self.plan_version += 1;
-            let plan = self.topology.wire_plan(&targets, self.plan_version);
+            let plan = v1::ProbePlan::from(self.topology.probe_plan(&targets, self.plan_version));
             let message = v1::AggregatorMessage {
                 kind: Some(v1::aggregator_message::Kind::Plan(plan)),
             };

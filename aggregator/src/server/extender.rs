@@ -1,9 +1,13 @@
 //! The kube-scheduler extender on the aggregator's HTTP port: `POST /extender/filter` and
 //! `POST /extender/prioritize` (`urlPrefix: http://<aggregator>:7401/extender`, verbs `filter`
-//! and `prioritize`). The verbs run as queries on the owner task (see
-//! [`crate::engine::extender`]); the memory of placed jobs sits behind a mutex that is held only
-//! inside those queries, never across an `.await`.
+//! and `prioritize`), with the JSON of `k8s.io/kube-scheduler/extender/v1`.
+//!
+//! The wire types have PascalCase field names (the Go structs have no JSON tags); lowercase and
+//! camelCase spellings are accepted on input, as Go's decoder accepts any case. The Pod and Node
+//! objects inside are ordinary Kubernetes JSON (camelCase); Node objects are passed back
+//! untouched. The decisions are the engine's ([`zonemesh_engine::extender`]).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -12,13 +16,183 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use zonemesh_proto::domain::UnixMs;
+use zonemesh_domain::UnixMs;
 
 use super::auth::{Guard, Need};
 use super::core::Core;
 use super::metrics::Metrics;
-use crate::engine::Topology;
-use crate::engine::extender::{ExtenderArgs, Jobs};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use zonemesh_engine::Topology;
+use zonemesh_engine::extender::{BadRequest, ExtenderPod, Jobs};
+
+/// `ExtenderArgs`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ExtenderArgs {
+    /// The pod being scheduled.
+    #[serde(alias = "pod")]
+    pub pod: Option<Pod>,
+    /// Candidate nodes as full objects (when the extender is not `nodeCacheCapable`).
+    #[serde(alias = "nodes")]
+    pub nodes: Option<NodeList>,
+    /// Candidate node names (when it is).
+    #[serde(alias = "nodeNames", alias = "nodenames")]
+    pub node_names: Option<Vec<String>>,
+}
+
+/// The parts of a `v1.Pod` the extender reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Pod {
+    /// Its metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+}
+
+/// The parts of a `metav1.ObjectMeta` the extender reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ObjectMeta {
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A `v1.NodeList`; items are kept as they came.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct NodeList {
+    /// The nodes.
+    #[serde(default)]
+    pub items: Vec<Value>,
+    /// Everything else of the list (apiVersion, kind, metadata), passed back.
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// `ExtenderFilterResult`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct FilterResult {
+    /// The nodes that pass, as objects (answered when the request sent objects).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Value>,
+    /// The names of the nodes that pass (answered when the request sent names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_names: Option<Vec<String>>,
+    /// Nodes filtered out, with the reason.
+    pub failed_nodes: BTreeMap<String, String>,
+    /// Nodes filtered out that preemption cannot help (none: zonemesh's reasons can change).
+    pub failed_and_unresolvable_nodes: BTreeMap<String, String>,
+    /// A message when the request cannot be answered.
+    pub error: String,
+}
+
+/// `HostPriority`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct HostPriority {
+    /// Node name.
+    pub host: String,
+    /// 0..=10.
+    pub score: i64,
+}
+
+impl ExtenderArgs {
+    /// The pod as the engine reads it.
+    pub fn pod(&self) -> ExtenderPod {
+        let meta = self.pod.clone().unwrap_or_default().metadata;
+        ExtenderPod {
+            name: meta.name,
+            namespace: meta.namespace,
+            labels: meta.labels,
+            annotations: meta.annotations,
+        }
+    }
+
+    /// The candidate names, in order; the error names what is missing or malformed.
+    pub fn candidates(&self) -> Result<Vec<String>, BadRequest> {
+        if let Some(names) = &self.node_names {
+            return Ok(names.clone());
+        }
+        let Some(list) = &self.nodes else {
+            return Err(BadRequest(
+                "neither NodeNames nor Nodes: the request names no candidate nodes".into(),
+            ));
+        };
+        list.items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                item.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| BadRequest(format!("Nodes.items[{i}].metadata.name is missing")))
+            })
+            .collect()
+    }
+}
+
+/// The `filter` verb: the engine's decision, answered in the form the request came in (names
+/// for names; the request's own Node objects, untouched, for objects).
+pub fn filter(
+    topology: &Topology,
+    args: &ExtenderArgs,
+    jobs: &mut Jobs,
+    now: UnixMs,
+) -> Result<FilterResult, BadRequest> {
+    let names = args.candidates()?;
+    let decided = topology.extender_filter(&args.pod(), &names, jobs, now)?;
+    let mut result = FilterResult {
+        failed_nodes: decided.failed,
+        ..FilterResult::default()
+    };
+    if args.node_names.is_some() {
+        result.node_names = Some(decided.passing);
+    } else if let Some(list) = &args.nodes {
+        let items: Vec<Value> = list
+            .items
+            .iter()
+            .filter(|item| {
+                item.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| decided.passing.iter().any(|p| p == n))
+            })
+            .cloned()
+            .collect();
+        let out = NodeList {
+            items,
+            rest: list.rest.clone(),
+        };
+        result.nodes = Some(serde_json::to_value(out).unwrap_or(Value::Null));
+    }
+    Ok(result)
+}
+
+/// The `prioritize` verb: a score of 0..=10 for every candidate.
+pub fn prioritize(
+    topology: &Topology,
+    args: &ExtenderArgs,
+    jobs: &Jobs,
+    now: UnixMs,
+) -> Result<Vec<HostPriority>, BadRequest> {
+    let names = args.candidates()?;
+    Ok(topology
+        .extender_prioritize(&args.pod(), &names, jobs, now)
+        .into_iter()
+        .map(|s| HostPriority {
+            host: s.node,
+            score: s.score,
+        })
+        .collect())
+}
 
 /// The extender's state.
 #[derive(Debug, Clone)]
@@ -41,8 +215,8 @@ impl Extender {
     /// Its routes, for the callers `guard` lets schedule.
     pub fn router(self, guard: Arc<Guard>) -> Router {
         Router::new()
-            .route("/extender/filter", post(filter))
-            .route("/extender/prioritize", post(prioritize))
+            .route("/extender/filter", post(filter_verb))
+            .route("/extender/prioritize", post(prioritize_verb))
             .with_state(self)
             .layer(axum::middleware::from_fn(move |request, next| {
                 super::auth::http_guard(guard.clone(), "extender", Need::Schedule, request, next)
@@ -86,13 +260,13 @@ impl Extender {
     }
 }
 
-async fn filter(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
+async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
     x.run("ExtenderFilter", &body, |t, jobs, args, now| {
         let mut jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
         // A request the verb cannot answer is an `Error` in the result, as the protocol has it.
-        Ok(match t.extender_filter(args, &mut jobs, now) {
+        Ok(match filter(t, args, &mut jobs, now) {
             Ok(result) => result,
-            Err(bad) => crate::engine::extender::FilterResult {
+            Err(bad) => FilterResult {
                 error: format!("zonemesh: {bad}"),
                 ..Default::default()
             },
@@ -101,11 +275,120 @@ async fn filter(State(x): State<Extender>, body: axum::body::Bytes) -> Response 
     .await
 }
 
-async fn prioritize(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
+async fn prioritize_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
     x.run("ExtenderPrioritize", &body, |t, jobs, args, now| {
         let jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
-        t.extender_prioritize(args, &jobs, now)
-            .map_err(|bad| format!("zonemesh: {bad}"))
+        prioritize(t, args, &jobs, now).map_err(|bad| format!("zonemesh: {bad}"))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use zonemesh_domain::{Hello, IcmpMode, NodeName, ZoneName};
+    use zonemesh_engine::EngineConfig;
+    use zonemesh_engine::extender::DEFAULT_JOB_TTL_MS;
+
+    const NOW: UnixMs = UnixMs(1_000_000);
+
+    /// Two zones, z2-n0 DOWN (its agent gone long ago), no figures needed for what is tested.
+    fn cluster() -> Topology {
+        let mut t = Topology::new(EngineConfig::default());
+        for n in ["z1-n0", "z2-n0", "z2-n1"] {
+            let hello = Hello {
+                node: NodeName::parse("node", n).unwrap(),
+                zone: ZoneName::parse("zone", &n[..2]).unwrap(),
+                region: None,
+                addresses: vec!["127.0.0.1".parse().unwrap()],
+                agent_version: "test".into(),
+                icmp_mode: IcmpMode::Raw,
+                probe_port: 7402,
+            };
+            let (id, _) = t.register(&hello, UnixMs(0));
+            if n == "z2-n0" {
+                t.disconnect(id, UnixMs(0));
+            }
+        }
+        t
+    }
+
+    fn pod() -> Value {
+        json!({
+            "metadata": { "name": "w-0", "namespace": "ml", "labels": { "app": "trainer" }, "uid": "1f5c" },
+            "spec": { "containers": [{ "name": "w", "image": "trainer:1" }], "schedulerName": "zonemesh" },
+            "status": { "phase": "Pending" }
+        })
+    }
+
+    #[test]
+    fn names_are_answered_with_names_in_pascal_case() {
+        let t = cluster();
+        let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
+        let args: ExtenderArgs = serde_json::from_value(
+            json!({ "Pod": pod(), "Nodes": null, "NodeNames": ["z1-n0", "z2-n0"] }),
+        )
+        .unwrap();
+        let r = filter(&t, &args, &mut jobs, NOW).unwrap();
+        assert_eq!(r.node_names.as_deref(), Some(&["z1-n0".to_owned()][..]));
+        assert!(
+            r.failed_nodes["z2-n0"].contains("DOWN"),
+            "{:?}",
+            r.failed_nodes
+        );
+        assert!(r.nodes.is_none() && r.error.is_empty());
+        // PascalCase on the wire, as kube-scheduler reads it.
+        let wire = serde_json::to_value(FilterResult {
+            node_names: Some(vec![]),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            wire,
+            json!({"NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""})
+        );
+        let scores = prioritize(&t, &args, &jobs, NOW).unwrap();
+        let wire = serde_json::to_value(&scores[0]).unwrap();
+        assert!(
+            wire.get("Host").is_some() && wire.get("Score").is_some(),
+            "{wire}"
+        );
+    }
+
+    #[test]
+    fn full_node_objects_come_back_untouched_and_lowercase_input_is_read() {
+        let t = cluster();
+        let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
+        let node = |n: &str| {
+            json!({"metadata": {"name": n, "labels": {"topology.kubernetes.io/zone": "x"}},
+                   "status": {"allocatable": {"cpu": "8"}}})
+        };
+        let args: ExtenderArgs = serde_json::from_value(json!({
+            "pod": pod(),
+            "nodes": {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                      "items": [node("z1-n0"), node("z2-n0"), node("elsewhere")]}
+        }))
+        .unwrap();
+        let r = filter(&t, &args, &mut jobs, NOW).unwrap();
+        assert!(r.node_names.is_none());
+        let nodes = r.nodes.unwrap();
+        assert_eq!(nodes["kind"], "NodeList");
+        let items = nodes["items"].as_array().unwrap();
+        // The unknown node passes: zonemesh has nothing to say about it.
+        assert_eq!(items, &vec![node("z1-n0"), node("elsewhere")]);
+    }
+
+    #[test]
+    fn a_request_without_candidates_names_what_is_missing() {
+        let t = cluster();
+        let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
+        let e = filter(&t, &ExtenderArgs::default(), &mut jobs, NOW).unwrap_err();
+        assert!(e.0.contains("NodeNames"), "{e}");
+        let args: ExtenderArgs =
+            serde_json::from_value(json!({ "Nodes": { "items": [ { "metadata": {} } ] } }))
+                .unwrap();
+        let e = prioritize(&t, &args, &jobs, NOW).unwrap_err();
+        assert!(e.0.contains("Nodes.items[0].metadata.name"), "{e}");
+    }
 }

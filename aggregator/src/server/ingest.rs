@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::{ReceiverStream, WatchStream};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
-use zonemesh_proto::domain::{Hello, Report};
+use zonemesh_domain::Hello;
 use zonemesh_proto::v1;
 
 use super::auth::Guard;
@@ -26,7 +26,7 @@ use super::tls::Peer;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IngestLimits {
     /// Most path summaries in one report; a larger report is refused. Default 10,000; at most
-    /// the protocol's own cap, [`zonemesh_proto::domain::MAX_PATHS_PER_REPORT`].
+    /// the protocol's own cap, [`zonemesh_domain::MAX_PATHS_PER_REPORT`].
     pub max_report_paths: usize,
     /// Largest encoded message, bytes; a larger one ends the stream. Default 16 MiB.
     pub max_report_bytes: usize,
@@ -242,7 +242,7 @@ impl v1::ingest_server::Ingest for IngestService {
                         let sequence = wire.sequence;
                         // Above the protocol's own cap the conversion below refuses it as invalid.
                         if wire.paths.len() > limits.max_report_paths
-                            && wire.paths.len() <= zonemesh_proto::domain::MAX_PATHS_PER_REPORT
+                            && wire.paths.len() <= zonemesh_domain::MAX_PATHS_PER_REPORT
                         {
                             metrics.security.limit_hit("report_paths");
                             metrics.refused_reports.inc();
@@ -257,7 +257,7 @@ impl v1::ingest_server::Ingest for IngestService {
                             let _ = outbound.send(Ok(refused)).await;
                             continue;
                         }
-                        match Report::from_agent(&name, wire) {
+                        match zonemesh_proto::convert::report_from_agent(&name, wire) {
                             Ok(report) => {
                                 let command = Command::Report {
                                     node,

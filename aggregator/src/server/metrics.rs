@@ -5,11 +5,12 @@
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use zonemesh_proto::domain::UnixMs;
+use zonemesh_domain::UnixMs;
 
-use crate::engine::{NodeState, Topology};
+use zonemesh_domain::{NodeState, Provenance};
+use zonemesh_engine::Topology;
 
-pub use zonemesh_proto::prom::{Counter, Gauge};
+pub use zonemesh_common::prom::{Counter, Gauge};
 
 /// Upper bounds of the latency histograms, seconds.
 const BUCKETS: [f64; 12] = [
@@ -135,7 +136,7 @@ impl SecurityMetrics {
     }
 
     fn render(&self, out: &mut String) {
-        let mut e = zonemesh_proto::prom::Exposition::new();
+        let mut e = zonemesh_common::prom::Exposition::new();
         e.counter(
             "zonemesh_tls_handshake_failures_total",
             "TLS handshakes that failed.",
@@ -269,10 +270,10 @@ impl Metrics {
             .list_zones(now)
             .links
             .into_iter()
-            .filter_map(|l| {
-                let f = l.figures?;
-                let measured = |p: i32| p == zonemesh_proto::v1::Provenance::Measured as i32;
-                Some(ZoneLinkRow {
+            .map(|l| {
+                let f = l.figures;
+                let measured = |p: Provenance| p == Provenance::Measured;
+                ZoneLinkRow {
                     rtt: f
                         .rtt
                         .filter(|r| r.samples > 0 && measured(f.latency_provenance))
@@ -282,9 +283,9 @@ impl Metrics {
                         && f.throughput_smoothed_bps > 0.0)
                         .then_some(f.throughput_smoothed_bps / 8.0),
                     measured: l.measured_paths,
-                    src: l.src_zone,
-                    dst: l.dst_zone,
-                })
+                    src: l.src_zone.into(),
+                    dst: l.dst_zone.into(),
+                }
             })
             .collect();
         *self.zone_view.lock().expect("metrics lock") = ZoneView {
@@ -434,7 +435,7 @@ impl Metrics {
     /// The zone-level families: at most zones² series each.
     fn render_zones(&self) -> String {
         let view = self.zone_view.lock().expect("metrics lock").clone();
-        let mut e = zonemesh_proto::prom::Exposition::new();
+        let mut e = zonemesh_common::prom::Exposition::new();
         for (zone, counts) in &view.nodes {
             for (state, c) in ["ready", "stale", "down"].iter().zip(counts) {
                 e.gauge(

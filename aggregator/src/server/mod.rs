@@ -21,10 +21,10 @@ use tokio::sync::watch;
 use zonemesh_proto::v1;
 
 use crate::Error;
-use crate::engine::{EngineConfig, Topology};
 use crate::store::{MemStore, SledStore, Store};
 use core::{CoreConfig, wall_clock};
 use metrics::Metrics;
+use zonemesh_engine::{EngineConfig, Topology};
 
 /// HTTP/2 receive window of one stream (an agent's stream), bytes.
 const STREAM_WINDOW_BYTES: u32 = 2 << 20;

@@ -26,7 +26,7 @@ use rustls::{
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use zonemesh_proto::tls::{self, Identity};
+use zonemesh_tls::{self as tls, Identity};
 
 use super::metrics::Metrics;
 

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tonic::{Request, Response, Status};
-use zonemesh_proto::domain::{NodeName, ZoneName};
+use zonemesh_domain::{NodeName, ZoneName};
 use zonemesh_proto::v1;
 
 use super::core::Core;
 use super::metrics::Metrics;
 use crate::Error;
-use crate::engine::{MatrixQuery, PlaceQuery, RankQuery};
+use zonemesh_domain::{MatrixQuery, PlaceQuery, RankQuery};
 
 /// The Topology service.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ impl TopologyService {
     async fn run<T: Send + 'static>(
         &self,
         rpc: &'static str,
-        f: impl FnOnce(&crate::engine::Topology, zonemesh_proto::domain::UnixMs) -> Result<T, Error>
+        f: impl FnOnce(&zonemesh_engine::Topology, zonemesh_domain::UnixMs) -> Result<T, Error>
         + Send
         + 'static,
     ) -> Result<Response<T>, Status> {
@@ -59,7 +59,7 @@ pub fn authenticate(
     }
 }
 
-fn invalid(e: zonemesh_proto::WireError) -> Status {
+fn invalid(e: zonemesh_domain::FieldError) -> Status {
     Error::InvalidArgument(e).status()
 }
 
@@ -72,7 +72,11 @@ impl v1::topology_server::Topology for TopologyService {
         let zone = ZoneName::parse_optional("zone", request.into_inner().zone).map_err(invalid)?;
         self.run("ListNodes", move |t, now| {
             Ok(v1::ListNodesResponse {
-                nodes: t.list_nodes(zone.as_ref(), now)?,
+                nodes: t
+                    .list_nodes(zone.as_ref(), now)?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
             })
         })
         .await
@@ -82,7 +86,8 @@ impl v1::topology_server::Topology for TopologyService {
         &self,
         _request: Request<v1::ListZonesRequest>,
     ) -> Result<Response<v1::ListZonesResponse>, Status> {
-        self.run("ListZones", |t, now| Ok(t.list_zones(now))).await
+        self.run("ListZones", |t, now| Ok(t.list_zones(now).into()))
+            .await
     }
 
     async fn get_path(
@@ -97,7 +102,7 @@ impl v1::topology_server::Topology for TopologyService {
             Ok(v1::GetPathResponse {
                 src: src.to_string(),
                 dst: dst.to_string(),
-                figures: Some(t.path_figures(s, d, now)),
+                figures: Some(t.path_figures(s, d, now).into()),
             })
         })
         .await
@@ -108,7 +113,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::GetMatrixRequest>,
     ) -> Result<Response<v1::GetMatrixResponse>, Status> {
         let query = MatrixQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("GetMatrix", move |t, now| t.matrix(&query, now))
+        self.run("GetMatrix", move |t, now| Ok(t.matrix(&query, now)?.into()))
             .await
     }
 
@@ -117,7 +122,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::RankNodesRequest>,
     ) -> Result<Response<v1::RankNodesResponse>, Status> {
         let query = RankQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("RankNodes", move |t, now| t.rank(&query, now))
+        self.run("RankNodes", move |t, now| Ok(t.rank(&query, now)?.into()))
             .await
     }
 
@@ -126,6 +131,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::PlaceRequest>,
     ) -> Result<Response<v1::PlaceResponse>, Status> {
         let query = PlaceQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("Place", move |t, now| t.place(&query, now)).await
+        self.run("Place", move |t, now| Ok(t.place(&query, now)?.into()))
+            .await
     }
 }

@@ -3,11 +3,11 @@
 //! checks every value again: a damaged record is an error, never a silently wrong figure.
 
 use prost::Message;
-use zonemesh_proto::domain::{IcmpMode, NodeName, UnixMs, ZoneName};
+use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 use zonemesh_proto::v1;
 
-use crate::engine::path::{RttFigures, ThroughputState, Window};
-use crate::engine::{PathState, StoredNode};
+use zonemesh_engine::path::{RttFigures, ThroughputState, Window};
+use zonemesh_engine::{PathState, StoredNode};
 
 /// Key of the meta record.
 pub const META_KEY: &[u8] = b"meta/format";
@@ -136,7 +136,7 @@ pub fn encode_node(node: &StoredNode) -> Vec<u8> {
 /// Decodes a node; the error says what is wrong.
 pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, String> {
     let r = NodeRecord::decode(bytes).map_err(|e| e.to_string())?;
-    let e = |e: zonemesh_proto::WireError| e.to_string();
+    let e = |e: zonemesh_domain::FieldError| e.to_string();
     Ok(StoredNode {
         name: NodeName::parse("name", r.name).map_err(e)?,
         zone: ZoneName::parse("zone", r.zone).map_err(e)?,

@@ -13,10 +13,10 @@ mod sled_store;
 pub use memory::MemStore;
 pub use sled_store::{DEFAULT_CACHE_BYTES, SledStore};
 
-use zonemesh_proto::domain::NodeName;
+use zonemesh_domain::NodeName;
 
 use crate::Error;
-use crate::engine::{PathState, StoredNode, Topology};
+use zonemesh_engine::{PathState, StoredNode, Topology};
 
 /// One path as stored.
 pub type StoredPath = (NodeName, NodeName, PathState);
@@ -100,9 +100,9 @@ mod suite {
     //! One suite, run against both implementations.
 
     use super::*;
-    use crate::engine::testing::{hello, name, sample};
-    use crate::engine::{EngineConfig, Topology};
-    use zonemesh_proto::domain::{Report, UnixMs};
+    use zonemesh_domain::{Report, UnixMs};
+    use zonemesh_engine::testing::{hello, name, sample};
+    use zonemesh_engine::{EngineConfig, Topology};
 
     fn filled() -> Topology {
         let now = UnixMs(1_000_000);

@@ -1,6 +1,6 @@
-//! Fuzz target: `zonemesh_aggregator::fuzz::extender_json`.
+//! Fuzz target: `zonemesh_fuzz_support::extender_json`.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    zonemesh_aggregator::fuzz::extender_json(data);
+    zonemesh_fuzz_support::extender_json(data);
 });

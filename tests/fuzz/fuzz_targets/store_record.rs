@@ -1,6 +1,6 @@
-//! Fuzz target: `zonemesh_aggregator::fuzz::store_record`.
+//! Fuzz target: `zonemesh_fuzz_support::store_record`.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    zonemesh_aggregator::fuzz::store_record(data);
+    zonemesh_fuzz_support::store_record(data);
 });

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tonic::transport::Channel;
+use zonemesh_common::flags::{parse_duration, parse_or_exit, usage_error};
 use zonemesh_fleet::bench::{
     self, Latency, QUERIES, STREAMS_PER_CONNECTION, ScaleFigures, ScaleRun,
 };
 use zonemesh_fleet::sim::{self, Control, Counters};
 use zonemesh_fleet::topo::{Fleet, FleetSpec};
-use zonemesh_proto::flags::{parse_duration, parse_or_exit, usage_error};
 
 const PROGRAM: &str = "zonemesh-fleet";
 

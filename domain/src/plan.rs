@@ -1,0 +1,58 @@
+//! What the aggregator tells agents: which peers to probe and when to test throughput.
+
+use std::net::IpAddr;
+
+use crate::{NodeName, UnixMs, ZoneName};
+
+/// One peer to probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeTarget {
+    /// The peer.
+    pub node: NodeName,
+    /// Its zone (agents label their per-zone metrics with it).
+    pub zone: ZoneName,
+    /// Its addresses, best first.
+    pub addresses: Vec<IpAddr>,
+    /// Its TCP probe port.
+    pub probe_port: u16,
+    /// Time between the starts of two trains, ms.
+    pub interval_ms: u32,
+    /// Probes per train.
+    pub train_size: u32,
+    /// Gap between two probes of a train, ms.
+    pub train_gap_ms: u32,
+    /// A probe without a reply after this long is lost, ms.
+    pub timeout_ms: u32,
+}
+
+/// One agent's probe plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbePlan {
+    /// Increases with every plan the aggregator sends.
+    pub version: u64,
+    /// Length of a report window, ms.
+    pub window_ms: u32,
+    /// Peers to probe.
+    pub targets: Vec<ProbeTarget>,
+}
+
+/// Permission to measure throughput to one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThroughputGrant {
+    /// Identifies the grant in logs.
+    pub id: u64,
+    /// The peer.
+    pub peer: NodeName,
+    /// Address of its responder, when it advertised one.
+    pub peer_address: Option<IpAddr>,
+    /// Port of its responder.
+    pub peer_port: u16,
+    /// When to start.
+    pub start: UnixMs,
+    /// Counted length of the transfer, ms.
+    pub duration_ms: u32,
+    /// Warm-up before counting starts, ms (as iperf3 `-O`).
+    pub warmup_ms: u32,
+    /// Parallel TCP streams.
+    pub streams: u32,
+}

@@ -1,0 +1,161 @@
+//! What schedulers ask: checked forms of the queries (rank, place, matrix) and their weights.
+
+use crate::{FieldError, NodeName, ZoneName};
+
+/// Weights of loss, delay and throughput in a cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    /// Weight of the loss ratio.
+    pub loss: f64,
+    /// Weight of the median RTT.
+    pub delay: f64,
+    /// Weight of the lack of throughput.
+    pub throughput: f64,
+}
+
+impl Weights {
+    /// The documented defaults: loss 1.0, delay 1.0, throughput 0.5.
+    pub const DEFAULT: Self = Self {
+        loss: 1.0,
+        delay: 1.0,
+        throughput: 0.5,
+    };
+
+    /// Checks weights given in part: a missing weight takes its default; each must be a finite
+    /// number not below 0, and one at least above 0. Errors name `weights.<field>`.
+    pub fn checked(
+        loss: Option<f64>,
+        delay: Option<f64>,
+        throughput: Option<f64>,
+    ) -> Result<Self, FieldError> {
+        let one = |field: &str, value: Option<f64>, default: f64| -> Result<f64, FieldError> {
+            match value {
+                None => Ok(default),
+                Some(v) if v.is_finite() && v >= 0.0 => Ok(v),
+                Some(v) => Err(FieldError::new(
+                    format!("weights.{field}"),
+                    format!("{v} is not a finite number >= 0"),
+                )),
+            }
+        };
+        let weights = Self {
+            loss: one("loss", loss, Self::DEFAULT.loss)?,
+            delay: one("delay", delay, Self::DEFAULT.delay)?,
+            throughput: one("throughput", throughput, Self::DEFAULT.throughput)?,
+        };
+        if weights.total() <= 0.0 {
+            return Err(FieldError::new(
+                "weights",
+                "at least one weight must be above 0",
+            ));
+        }
+        Ok(weights)
+    }
+
+    /// Sum of the three weights.
+    pub fn total(&self) -> f64 {
+        self.loss + self.delay + self.throughput
+    }
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The metric of a matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Metric {
+    /// Median RTT, µs.
+    #[default]
+    RttP50Us,
+    /// 99th percentile RTT, µs.
+    RttP99Us,
+    /// Loss ratio.
+    LossRatio,
+    /// Throughput, bit/s.
+    ThroughputBps,
+}
+
+/// Largest matrix side `GetMatrix` answers (the answer grows with its square).
+pub const MAX_MATRIX_NODES: usize = 2_000;
+
+/// A checked `GetMatrix` request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MatrixQuery {
+    /// The metric.
+    pub metric: Metric,
+    /// Rows and columns; empty for a zone (or everything).
+    pub nodes: Vec<NodeName>,
+    /// The zone when `nodes` is empty.
+    pub zone: Option<ZoneName>,
+}
+
+/// A checked `RankNodes` request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RankQuery {
+    /// Nodes to rank; empty for the zone (or every node).
+    pub candidates: Vec<NodeName>,
+    /// The zone to rank when `candidates` is empty.
+    pub zone: Option<ZoneName>,
+    /// Nodes the job already runs on.
+    pub peers: Vec<NodeName>,
+    /// Cost weights.
+    pub weights: Weights,
+    /// At most this many answers; 0 for all.
+    pub limit: usize,
+}
+
+/// Most workers one `Place` may ask for.
+pub const MAX_WORKERS: u32 = 100_000;
+
+/// How strictly a placement keeps to one zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum ZonePolicy {
+    /// One zone or fail.
+    RequireOne,
+    /// One zone when one can hold the job.
+    #[default]
+    PreferOne,
+    /// Any nodes; only the figures count.
+    Any,
+}
+
+/// A checked `Place` request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlaceQuery {
+    /// Workers to place; at least 1.
+    pub workers: u32,
+    /// Candidates with their free slots (each at least 1); empty for every READY node, one slot.
+    pub candidates: Vec<(NodeName, u32)>,
+    /// Zone policy.
+    pub policy: ZonePolicy,
+    /// Cost weights.
+    pub weights: Weights,
+    /// Nodes never to use.
+    pub exclude: Vec<NodeName>,
+}
+
+impl PlaceQuery {
+    /// Checks the parts of a placement request that do not depend on the wire: the number of
+    /// workers and every candidate's slots.
+    pub fn check(self) -> Result<Self, FieldError> {
+        if self.workers == 0 {
+            return Err(FieldError::new("workers", "must be at least 1"));
+        }
+        if self.workers > MAX_WORKERS {
+            return Err(FieldError::new(
+                "workers",
+                format!("{} workers, at most {MAX_WORKERS} allowed", self.workers),
+            ));
+        }
+        if let Some(i) = self.candidates.iter().position(|c| c.1 == 0) {
+            return Err(FieldError::new(
+                format!("candidates[{i}].slots"),
+                "must be at least 1",
+            ));
+        }
+        Ok(self)
+    }
+}

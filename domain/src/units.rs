@@ -1,0 +1,93 @@
+//! Figures with their units: finite, not negative, within range.
+
+use std::fmt;
+
+use crate::FieldError;
+
+macro_rules! figure_type {
+    ($(#[$doc:meta])* $name:ident, $unit:literal, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
+        pub struct $name(f64);
+
+        impl $name {
+            /// Zero.
+            pub const ZERO: Self = Self(0.0);
+
+            /// Checks that `value` is finite and within range; `field` names it in the error.
+            pub fn parse(field: &str, value: f64) -> Result<Self, FieldError> {
+                if !value.is_finite() {
+                    return Err(FieldError::new(field, format!("{value} is not a finite number")));
+                }
+                if value < 0.0 {
+                    return Err(FieldError::new(field, format!("{value} is negative")));
+                }
+                if value > $max {
+                    return Err(FieldError::new(
+                        field,
+                        format!("{value} is above the largest possible value {}", $max),
+                    ));
+                }
+                Ok(Self(value))
+            }
+
+            /// The value, in
+            #[doc = $unit]
+            pub fn get(self) -> f64 {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{} {}", self.0, $unit)
+            }
+        }
+    };
+}
+
+figure_type!(
+    /// A duration in microseconds: finite, not negative, at most an hour.
+    Micros,
+    "µs",
+    3_600_000_000.0
+);
+figure_type!(
+    /// A fraction of probes lost: finite, between 0 and 1.
+    LossRatio,
+    "(ratio)",
+    1.0
+);
+figure_type!(
+    /// A rate in bits per second: finite, not negative, at most 10 Tbit/s.
+    Bps,
+    "bit/s",
+    1.0e13
+);
+
+impl LossRatio {
+    /// The share of `sent` probes that got no reply, if any was sent (`received` is capped at
+    /// `sent`).
+    pub fn of_counts(sent: u64, received: u64) -> Option<Self> {
+        (sent > 0).then(|| Self(1.0 - received.min(sent) as f64 / sent as f64))
+    }
+}
+
+/// Milliseconds since the Unix epoch, not negative.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct UnixMs(pub i64);
+
+impl UnixMs {
+    /// Checks that `value` is not negative; `field` names it in the error.
+    pub fn parse(field: &str, value: i64) -> Result<Self, FieldError> {
+        if value < 0 {
+            return Err(FieldError::new(field, format!("{value} is before 1970")));
+        }
+        Ok(Self(value))
+    }
+
+    /// Milliseconds elapsed from `earlier` to `self`, 0 if `earlier` is later.
+    pub fn since(self, earlier: UnixMs) -> i64 {
+        (self.0 - earlier.0).max(0)
+    }
+}

@@ -1,0 +1,405 @@
+//! The state of one directed path: a sliding window of report windows, lifetime counters and the
+//! latest throughput test. Everything is keyed by the aggregator's own clock (`at`), never by the
+//! agents' clocks, so that nodes whose clocks differ still age alike.
+
+use zonemesh_domain::{PathSample, UnixMs};
+
+/// While throughput tests hold a path's windows back, its last figures stay current for at most
+/// this many stale timeouts after they were measured (see [`PathState::current_at`]).
+pub const HOLD_STALE_AFTERS: i64 = 2;
+
+/// How paths age and merge; part of [`EngineConfig`](super::EngineConfig).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathConfig {
+    /// Report windows older than this leave the sliding window.
+    pub window_ms: i64,
+    /// At most this many report windows are kept per path.
+    pub max_windows: usize,
+    /// A path whose newest sample is older than this is stale.
+    pub stale_after_ms: i64,
+    /// A throughput figure older than this no longer counts.
+    pub throughput_max_age_ms: i64,
+    /// Weight of the newest test in the smoothed throughput.
+    pub throughput_alpha: f64,
+}
+
+impl Default for PathConfig {
+    fn default() -> Self {
+        Self {
+            window_ms: 60_000,
+            max_windows: 6,
+            stale_after_ms: 30_000,
+            throughput_max_age_ms: 3_600_000,
+            throughput_alpha: 0.3,
+        }
+    }
+}
+
+/// RTT statistics in µs (f32 keeps a path small; µs resolution needs no more).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RttFigures {
+    /// Replies behind the figures.
+    pub samples: u64,
+    /// Smallest.
+    pub min: f32,
+    /// Median.
+    pub p50: f32,
+    /// 90th percentile.
+    pub p90: f32,
+    /// 99th percentile.
+    pub p99: f32,
+    /// Largest.
+    pub max: f32,
+    /// Mean.
+    pub mean: f32,
+    /// Jitter.
+    pub jitter: f32,
+}
+
+/// One report window as kept in the sliding window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// When the aggregator applied it.
+    pub at: UnixMs,
+    /// Probes sent.
+    pub sent: u64,
+    /// Replies received.
+    pub received: u64,
+    /// RTT statistics of the replies.
+    pub rtt: Option<RttFigures>,
+}
+
+/// The latest throughput test and the smoothed rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThroughputState {
+    /// When the aggregator applied the latest test.
+    pub at: UnixMs,
+    /// Rate of the latest test, bit/s.
+    pub latest_bps: f64,
+    /// Exponentially smoothed rate, bit/s.
+    pub smoothed_bps: f64,
+}
+
+/// Figures of the sliding window, recomputed whenever a window arrives or leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Merged {
+    /// Probes sent in the sliding window.
+    pub sent: u64,
+    /// Replies received in the sliding window.
+    pub received: u64,
+    /// RTT figures of the windows: min of mins, max of maxes, each quantile as the median of the
+    /// windows' values and mean and jitter as their mean, both weighted by the windows' replies.
+    pub rtt: Option<RttFigures>,
+}
+
+impl Merged {
+    /// Loss over the sliding window, if any probe was sent.
+    pub fn loss(&self) -> Option<f64> {
+        (self.sent > 0).then(|| 1.0 - self.received as f64 / self.sent as f64)
+    }
+}
+
+/// A directed path.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PathState {
+    /// The sliding window, oldest first.
+    pub windows: Vec<Window>,
+    /// Cached figures of `windows`.
+    pub merged: Merged,
+    /// Probes sent since the path was first seen.
+    pub sent_total: u64,
+    /// Replies received since the path was first seen.
+    pub received_total: u64,
+    /// When the newest latency window was applied.
+    pub last_update: Option<UnixMs>,
+    /// When the newest window left out under a throughput test arrived (see [`Self::current_at`]).
+    pub withheld_at: Option<UnixMs>,
+    /// The throughput figures, once a test has run.
+    pub throughput: Option<ThroughputState>,
+}
+
+impl PathState {
+    /// Folds one sample in, applied at `now`. A sample measured `under_load` (during a
+    /// throughput test of one of the path's nodes) counts in the lifetime totals only.
+    pub fn apply(
+        &mut self,
+        sample: &PathSample,
+        now: UnixMs,
+        config: &PathConfig,
+        under_load: bool,
+    ) {
+        self.sent_total = self.sent_total.saturating_add(sample.sent);
+        self.received_total = self.received_total.saturating_add(sample.received);
+        if sample.sent > 0 && !under_load {
+            self.windows.push(Window {
+                at: now,
+                sent: sample.sent,
+                received: sample.received,
+                rtt: sample.rtt.map(|r| RttFigures {
+                    samples: r.samples,
+                    min: r.min.get() as f32,
+                    p50: r.p50.get() as f32,
+                    p90: r.p90.get() as f32,
+                    p99: r.p99.get() as f32,
+                    max: r.max.get() as f32,
+                    mean: r.mean.get() as f32,
+                    jitter: r.jitter.get() as f32,
+                }),
+            });
+            self.last_update = Some(self.last_update.map_or(now, |t| t.max(now)));
+        }
+        if sample.sent > 0 && under_load {
+            self.withheld_at = Some(self.withheld_at.map_or(now, |t| t.max(now)));
+        }
+        if let Some(t) = sample.throughput {
+            let rate = t.rate.get();
+            let smoothed = match self.throughput {
+                Some(prev) => {
+                    config.throughput_alpha * rate
+                        + (1.0 - config.throughput_alpha) * prev.smoothed_bps
+                }
+                None => rate,
+            };
+            self.throughput = Some(ThroughputState {
+                at: now,
+                latest_bps: rate,
+                smoothed_bps: smoothed,
+            });
+        }
+        self.expire(now, config);
+    }
+
+    /// Drops windows that left the sliding window and recomputes the merged figures. Returns
+    /// whether anything changed.
+    pub fn expire(&mut self, now: UnixMs, config: &PathConfig) -> bool {
+        let before = self.windows.len();
+        let horizon = now.0 - config.window_ms;
+        // Keep the newest window even when old, so that a stale path still shows its last figures.
+        while self.windows.len() > 1 && self.windows[0].at.0 < horizon {
+            self.windows.remove(0);
+        }
+        while self.windows.len() > config.max_windows {
+            self.windows.remove(0);
+        }
+        let merged = merge(&self.windows);
+        let changed = self.windows.len() != before || merged != self.merged;
+        self.merged = merged;
+        changed
+    }
+
+    /// Until when the figures are current: when the newest window was applied or, while
+    /// throughput tests hold the path's windows back (zonemesh's own load, not the path's), when
+    /// the newest withheld window arrived. The agent measured then; it was the test that kept
+    /// the window out. Held figures are at most [`HOLD_STALE_AFTERS`] stale timeouts older than
+    /// that, so a path that is always under test still goes stale. `None`: never measured.
+    pub fn current_at(&self, config: &PathConfig) -> Option<UnixMs> {
+        let applied = self.last_update?;
+        let hold = HOLD_STALE_AFTERS * config.stale_after_ms;
+        Some(match self.withheld_at {
+            Some(w) if w.0 > applied.0 => UnixMs(w.0.min(applied.0.saturating_add(hold))),
+            _ => applied,
+        })
+    }
+
+    /// Whether the figures are older than the stale timeout (see [`Self::current_at`]), or there
+    /// are none.
+    pub fn is_stale(&self, now: UnixMs, config: &PathConfig) -> bool {
+        self.current_at(config)
+            .is_none_or(|t| now.since(t) > config.stale_after_ms)
+    }
+
+    /// The throughput figures, unless too old to count.
+    pub fn fresh_throughput(&self, now: UnixMs, config: &PathConfig) -> Option<ThroughputState> {
+        self.throughput
+            .filter(|t| now.since(t.at) <= config.throughput_max_age_ms)
+    }
+}
+
+fn merge(windows: &[Window]) -> Merged {
+    let mut merged = Merged::default();
+    let mut weight = 0.0f64;
+    let (mut mean, mut jitter) = (0.0f64, 0.0f64);
+    let mut min = f32::INFINITY;
+    let mut max = 0.0f32;
+    let mut samples = 0u64;
+    for w in windows {
+        merged.sent += w.sent;
+        merged.received += w.received;
+        if let Some(r) = w.rtt {
+            let k = r.samples as f64;
+            weight += k;
+            samples += r.samples;
+            mean += k * f64::from(r.mean);
+            jitter += k * f64::from(r.jitter);
+            min = min.min(r.min);
+            max = max.max(r.max);
+        }
+    }
+    if weight > 0.0 {
+        let quantile = |q: fn(&RttFigures) -> f32| {
+            weighted_median(
+                windows
+                    .iter()
+                    .filter_map(|w| w.rtt.as_ref())
+                    .map(|r| (q(r), r.samples)),
+            )
+        };
+        merged.rtt = Some(RttFigures {
+            samples,
+            min,
+            p50: quantile(|r| r.p50),
+            p90: quantile(|r| r.p90),
+            p99: quantile(|r| r.p99),
+            max,
+            mean: (mean / weight) as f32,
+            jitter: (jitter / weight) as f32,
+        });
+    }
+    merged
+}
+
+/// The value at which half the weight lies below and half above (the lower one on a tie).
+///
+/// A quantile of the whole sliding window cannot be recomputed from the windows' quantiles; the
+/// weighted median of them is the estimate that one disturbed window (a burst of cross traffic,
+/// a descheduled agent) cannot move, where a weighted mean moves by a sixth of the disturbance
+/// when six windows are kept.
+fn weighted_median(values: impl Iterator<Item = (f32, u64)>) -> f32 {
+    let mut values: Vec<(f32, u64)> = values.filter(|&(_, k)| k > 0).collect();
+    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: u64 = values.iter().map(|&(_, k)| k).sum();
+    let mut below = 0u64;
+    for &(v, k) in &values {
+        below += k;
+        if 2 * below >= total {
+            return v;
+        }
+    }
+    0.0
+}
+
+/// Upper end of the 95 % Wilson score interval of a loss ratio from `lost` of `sent` probes.
+pub fn wilson_upper_95(lost: u64, sent: u64) -> f64 {
+    if sent == 0 || lost >= sent {
+        return 1.0;
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let n = sent as f64;
+    let p = lost as f64 / n;
+    let denom = 1.0 + z * z / n;
+    let centre = p + z * z / (2.0 * n);
+    let spread = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    ((centre + spread) / denom).min(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zonemesh_domain::{Micros, NodeName, Rtt};
+
+    fn sample(sent: u64, received: u64, p50: f64) -> PathSample {
+        let m = |v: f64| Micros::parse("x", v).unwrap();
+        PathSample {
+            src: NodeName::parse("src", "a").unwrap(),
+            dst: NodeName::parse("dst", "b").unwrap(),
+            window_start: UnixMs(0),
+            window_end: UnixMs(1),
+            sent,
+            received,
+            rtt: (received > 0).then(|| Rtt {
+                samples: received,
+                min: m(p50 / 2.0),
+                p50: m(p50),
+                p90: m(p50),
+                p99: m(p50),
+                max: m(p50 * 2.0),
+                mean: m(p50),
+                jitter: m(1.0),
+            }),
+            histogram: None,
+            throughput: None,
+            method: None,
+        }
+    }
+
+    #[test]
+    fn windows_slide_out_by_age_and_count() {
+        let config = PathConfig::default();
+        let mut path = PathState::default();
+        path.apply(&sample(10, 10, 100.0), UnixMs(0), &config, false);
+        path.apply(&sample(10, 5, 300.0), UnixMs(10_000), &config, false);
+        assert_eq!(path.merged.sent, 20);
+        assert_eq!(path.merged.received, 15);
+        // Weighted by replies: 10 replies at 100 µs outweigh 5 at 300 µs for the median, and the
+        // mean is (10 * 100 + 5 * 300) / 15.
+        let rtt = path.merged.rtt.unwrap();
+        assert_eq!(rtt.p50, 100.0);
+        assert!((rtt.mean - 166.666_67).abs() < 0.01, "{}", rtt.mean);
+        path.apply(&sample(10, 10, 100.0), UnixMs(65_000), &config, false);
+        assert_eq!(path.windows.len(), 2, "the window at 0 is older than 60 s");
+        assert_eq!(path.sent_total, 30);
+        for i in 0..10 {
+            path.apply(&sample(1, 1, 1.0), UnixMs(66_000 + i), &config, false);
+        }
+        assert_eq!(path.windows.len(), config.max_windows);
+    }
+
+    #[test]
+    fn one_disturbed_window_does_not_move_the_quantiles() {
+        let config = PathConfig::default();
+        let mut path = PathState::default();
+        for (i, p50) in [2_050.0, 2_060.0, 2_400.0, 2_055.0, 2_045.0, 2_052.0]
+            .into_iter()
+            .enumerate()
+        {
+            path.apply(
+                &sample(50, 50, p50),
+                UnixMs(i as i64 * 5_000),
+                &config,
+                false,
+            );
+        }
+        let rtt = path.merged.rtt.unwrap();
+        assert_eq!(
+            rtt.p50, 2_052.0,
+            "the median of six windows, the lower middle one"
+        );
+        assert_eq!(rtt.p99, 2_052.0);
+        assert!(
+            rtt.mean > 2_100.0,
+            "the mean still shows the burst: {}",
+            rtt.mean
+        );
+        assert_eq!(rtt.max, 4_800.0);
+    }
+
+    #[test]
+    fn weighted_median_follows_the_weights() {
+        assert_eq!(
+            weighted_median([(1.0, 1), (2.0, 1), (3.0, 5)].into_iter()),
+            3.0
+        );
+        assert_eq!(weighted_median([(3.0, 1), (1.0, 1)].into_iter()), 1.0);
+        assert_eq!(weighted_median([(7.0, 0), (5.0, 2)].into_iter()), 5.0);
+        assert_eq!(weighted_median(std::iter::empty()), 0.0);
+    }
+
+    #[test]
+    fn a_window_of_total_loss_has_no_rtt_but_counts() {
+        let config = PathConfig::default();
+        let mut path = PathState::default();
+        path.apply(&sample(10, 0, 0.0), UnixMs(0), &config, false);
+        assert_eq!(path.merged.loss(), Some(1.0));
+        assert!(path.merged.rtt.is_none());
+        assert!(!path.is_stale(UnixMs(30_000), &config));
+        assert!(path.is_stale(UnixMs(30_001), &config));
+    }
+
+    #[test]
+    fn wilson_bounds_contain_the_estimate() {
+        assert!((wilson_upper_95(0, 100) - 0.037).abs() < 0.001);
+        assert!(wilson_upper_95(50, 100) > 0.5);
+        assert_eq!(wilson_upper_95(0, 0), 1.0);
+        assert_eq!(wilson_upper_95(10, 10), 1.0);
+    }
+}

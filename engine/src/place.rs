@@ -1,0 +1,808 @@
+//! `Place`: choose nodes for the workers of a job.
+//!
+//! The cost of a node pair is the ranking cost ([`Scales::cost`]) of its [pair
+//! figures](super::query::PairFigures) — the worse direction, or the zone roll-up when unmeasured,
+//! or the worst possible cost when nothing is known — with scales taken from the zone roll-ups of
+//! the candidates' zones. A set of nodes is as good as its worst pair (then the sum of its pairs),
+//! which is what a synchronous all-reduce waits for.
+//!
+//! 1. One zone when one can hold the job (always under REQUIRE_ONE, which otherwise fails naming
+//!    the largest capacity any zone has; by preference under PREFER_ONE). Zones that fit are tried
+//!    best roll-up first while the evaluation budget lasts, and the best result wins.
+//! 2. Otherwise the fewest zones that can hold it, chosen for the best links between them.
+//! 3. Inside the chosen zones a greedy walk starts from the best node and adds, one at a time, the
+//!    node that keeps the worst pair lowest, filling its free slots (workers on one node talk
+//!    without the network).
+//!
+//! Only READY nodes are ever used: DOWN, STALE and excluded nodes are dropped first.
+
+use std::collections::{HashMap, HashSet};
+
+use zonemesh_domain::{
+    Assignment, FieldError, NodeName, NodeState, PlaceAnswer, PlaceQuery, Provenance, UnixMs,
+    Weights, ZonePolicy,
+};
+
+use crate::rank::Scales;
+use crate::{Error, NodeId, Topology, ZoneId};
+
+/// A placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    /// Nodes with their worker counts, in the order they were chosen.
+    pub assignments: Vec<(NodeId, u32)>,
+    /// Zones used, in the order of the assignments.
+    pub zones: Vec<ZoneId>,
+    /// Worst pair cost among the chosen nodes.
+    pub worst_cost: f64,
+    /// Worst median RTT between two chosen nodes, µs.
+    pub worst_rtt_us: f64,
+    /// Worst loss ratio between two chosen nodes.
+    pub worst_loss: f64,
+    /// Smallest throughput between two chosen nodes, when any is known.
+    pub bottleneck_bps: Option<f64>,
+    /// Provenance of the RTT and loss prediction.
+    pub latency: Provenance,
+    /// Provenance of the throughput prediction.
+    pub throughput: Provenance,
+    /// Oldest figure behind the prediction.
+    pub oldest: Option<UnixMs>,
+    /// One line: why these nodes.
+    pub explanation: String,
+}
+
+/// Most candidates [`Topology::place_exact_ids`] accepts (it tries every subset).
+pub const MAX_EXACT_CANDIDATES: usize = 20;
+
+struct Ctx<'a> {
+    topology: &'a Topology,
+    weights: Weights,
+    scales: Scales,
+    now: UnixMs,
+    budget: usize,
+    /// Try every subset instead of the greedy walk (the reference for placement quality).
+    exact: bool,
+}
+
+impl Ctx<'_> {
+    fn pair_cost(&self, a: NodeId, b: NodeId) -> f64 {
+        let p = self.topology.pair(a, b, self.now);
+        self.scales
+            .cost(&self.weights, p.rtt_us, p.loss, p.tput_bps)
+    }
+
+    fn zone_cost(&self, a: ZoneId, b: ZoneId) -> f64 {
+        match self.topology.roll_up(a, b) {
+            Some(s) if s.loss_n > 0 => {
+                self.scales
+                    .cost(&self.weights, s.rtt_mean(), s.loss_mean(), s.tput_mean())
+            }
+            _ => self.scales.cost(&self.weights, None, None, None),
+        }
+    }
+
+    fn node_cost(&self, n: NodeId) -> f64 {
+        let s = self.topology.node_sums(n);
+        if s.loss_n == 0 {
+            return self.scales.cost(&self.weights, None, None, None);
+        }
+        self.scales
+            .cost(&self.weights, s.rtt_mean(), s.loss_mean(), s.tput_mean())
+    }
+
+    fn name(&self, n: NodeId) -> &NodeName {
+        &self.topology.node(n).name
+    }
+
+    /// Greedy choice of nodes among `candidates` for `workers` workers, from each of several
+    /// starting nodes (best first) while the budget lasts. Returns (assignments, worst, sum) or None if they cannot hold
+    /// the job.
+    fn greedy(&mut self, candidates: &[(NodeId, u32)], workers: u32) -> Option<Choice> {
+        let capacity: u64 = candidates.iter().map(|c| u64::from(c.1)).sum();
+        if capacity < u64::from(workers) {
+            return None;
+        }
+        if self.exact {
+            return Some(self.exhaustive(candidates, workers as usize));
+        }
+        let mut order: Vec<(f64, NodeId, u32)> = candidates
+            .iter()
+            .map(|&(n, s)| (self.node_cost(n), n, s))
+            .collect();
+        order.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then_with(|| self.name(a.1).cmp(self.name(b.1)))
+        });
+        // Three starting nodes at least; more while a quarter of the budget covers them (every
+        // candidate, when the candidates are few).
+        let per_seed = order
+            .len()
+            .saturating_mul(order.len().min(workers as usize));
+        let seeds = (self.budget / 4 / per_seed.max(1)).max(3).min(order.len());
+        let mut best: Option<Choice> = None;
+        for seed in 0..seeds {
+            if seed > 0 && self.budget == 0 {
+                break;
+            }
+            let choice = self.greedy_from(&order, seed, workers);
+            if best.as_ref().is_none_or(|b| choice.better_than(b)) {
+                best = Some(choice);
+            }
+        }
+        best
+    }
+
+    fn greedy_from(&mut self, order: &[(f64, NodeId, u32)], seed: usize, workers: u32) -> Choice {
+        let k = order.len();
+        let mut worst = vec![0.0f64; k];
+        let mut sum = vec![0.0f64; k];
+        let mut used = vec![false; k];
+        let mut choice = Choice::default();
+        let mut remaining = workers;
+        let mut next = seed;
+        loop {
+            used[next] = true;
+            let (_, node, slots) = order[next];
+            let take = slots.min(remaining);
+            choice.assignments.push((node, take));
+            choice.worst = choice.worst.max(worst[next]);
+            choice.sum += sum[next];
+            remaining -= take;
+            if remaining == 0 {
+                return choice;
+            }
+            for i in 0..k {
+                if !used[i] {
+                    let c = self.pair_cost(order[i].1, node);
+                    worst[i] = worst[i].max(c);
+                    sum[i] += c;
+                }
+            }
+            self.budget = self.budget.saturating_sub(k);
+            next = (0..k)
+                .filter(|i| !used[*i])
+                .min_by(|&a, &b| {
+                    let ka = choice.worst.max(worst[a]);
+                    let kb = choice.worst.max(worst[b]);
+                    ka.total_cmp(&kb)
+                        .then(sum[a].total_cmp(&sum[b]))
+                        .then_with(|| self.name(order[a].1).cmp(self.name(order[b].1)))
+                })
+                .expect("capacity was checked: a node is left");
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// The best `k` of `candidates` (one slot each) by (worst pair, sum of pairs), trying every
+    /// subset of that size.
+    fn exhaustive(&self, candidates: &[(NodeId, u32)], k: usize) -> Choice {
+        let n = candidates.len();
+        let cost: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        if i == j {
+                            0.0
+                        } else {
+                            self.pair_cost(candidates[i].0, candidates[j].0)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut best = Choice {
+            worst: f64::INFINITY,
+            ..Choice::default()
+        };
+        let mut pick: Vec<usize> = (0..k).collect();
+        loop {
+            let (mut worst, mut sum) = (0.0f64, 0.0f64);
+            for (x, &a) in pick.iter().enumerate() {
+                for &b in &pick[x + 1..] {
+                    worst = worst.max(cost[a][b]);
+                    sum += cost[a][b];
+                }
+            }
+            let choice = Choice {
+                assignments: pick.iter().map(|&i| (candidates[i].0, 1)).collect(),
+                worst,
+                sum,
+            };
+            if choice.better_than(&best) {
+                best = choice;
+            }
+            // The next k-subset in lexicographic order.
+            let Some(i) = (0..k).rev().find(|&i| pick[i] < n - k + i) else {
+                return best;
+            };
+            pick[i] += 1;
+            for j in i + 1..k {
+                pick[j] = pick[j - 1] + 1;
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Choice {
+    assignments: Vec<(NodeId, u32)>,
+    worst: f64,
+    sum: f64,
+}
+
+impl Choice {
+    fn better_than(&self, other: &Choice) -> bool {
+        (self.worst, self.sum) < (other.worst, other.sum)
+    }
+}
+
+impl Topology {
+    /// Places a job (see the module docs).
+    pub fn place_ids(&self, query: &PlaceQuery, now: UnixMs) -> Result<Placement, Error> {
+        self.place_with(query, now, false)
+    }
+
+    /// Places a job as [`place_ids`](Self::place_ids) does — same candidates, same zone choice —
+    /// but chooses the nodes inside the zones by trying every subset: the optimum that the greedy
+    /// walk is measured against. Exponential: at most [`MAX_EXACT_CANDIDATES`] usable candidates,
+    /// one slot each.
+    pub fn place_exact_ids(&self, query: &PlaceQuery, now: UnixMs) -> Result<Placement, Error> {
+        if let Some((i, _)) = query.candidates.iter().enumerate().find(|(_, c)| c.1 != 1) {
+            return Err(Error::InvalidArgument(FieldError::new(
+                format!("candidates[{i}].slots"),
+                "the exact placement takes one slot per node",
+            )));
+        }
+        self.place_with(query, now, true)
+    }
+
+    fn place_with(&self, query: &PlaceQuery, now: UnixMs, exact: bool) -> Result<Placement, Error> {
+        let exclude: HashSet<NodeId> = self
+            .resolve("exclude", &query.exclude)?
+            .into_iter()
+            .collect();
+        let offered: Vec<(NodeId, u32)> = if query.candidates.is_empty() {
+            self.nodes()
+                .filter(|(_, n)| n.registered)
+                .map(|(id, _)| (id, 1))
+                .collect()
+        } else {
+            let mut seen = HashSet::new();
+            let mut offered = Vec::new();
+            for (i, (name, slots)) in query.candidates.iter().enumerate() {
+                let id = self.require(&format!("candidates[{i}].node"), name)?;
+                if !seen.insert(id) {
+                    return Err(Error::InvalidArgument(FieldError::new(
+                        format!("candidates[{i}].node"),
+                        format!("{name} is listed twice"),
+                    )));
+                }
+                offered.push((id, *slots));
+            }
+            offered
+        };
+        let mut skipped = 0usize;
+        let usable: Vec<(NodeId, u32)> = offered
+            .into_iter()
+            .filter(|(id, _)| {
+                let ok = !exclude.contains(id) && self.state(*id, now).0 == NodeState::Ready;
+                skipped += usize::from(!ok);
+                ok
+            })
+            .collect();
+        if exact && usable.len() > MAX_EXACT_CANDIDATES {
+            return Err(Error::InvalidArgument(FieldError::new(
+                "candidates",
+                format!(
+                    "{} usable candidates, the exact placement takes at most {MAX_EXACT_CANDIDATES}",
+                    usable.len()
+                ),
+            )));
+        }
+        let capacity: u64 = usable.iter().map(|c| u64::from(c.1)).sum();
+        if capacity < u64::from(query.workers) {
+            return Err(Error::NotEnoughCapacity {
+                workers: query.workers,
+                capacity,
+                skipped,
+            });
+        }
+
+        let mut by_zone: HashMap<ZoneId, Vec<(NodeId, u32)>> = HashMap::new();
+        for &(n, s) in &usable {
+            by_zone.entry(self.zone_of(n)).or_default().push((n, s));
+        }
+        let zone_ids: Vec<ZoneId> = by_zone.keys().copied().collect();
+        let scales = Scales::over(zone_ids.iter().flat_map(|&a| {
+            zone_ids.iter().filter_map(move |&b| {
+                self.roll_up(a, b)
+                    .filter(|s| s.loss_n > 0)
+                    .map(|s| (s.rtt_mean(), s.loss_mean(), s.tput_mean()))
+            })
+        }));
+        let mut ctx = Ctx {
+            topology: self,
+            weights: query.weights,
+            scales,
+            now,
+            budget: if exact {
+                usize::MAX
+            } else {
+                self.config.place_budget
+            },
+            exact,
+        };
+        let cap = |z: &ZoneId| -> u64 { by_zone[z].iter().map(|c| u64::from(c.1)).sum() };
+        let name = |z: &ZoneId| &self.zone(*z).name;
+        let mut zones_by_quality = zone_ids.clone();
+        zones_by_quality.sort_by(|a, b| {
+            ctx.zone_cost(*a, *a)
+                .total_cmp(&ctx.zone_cost(*b, *b))
+                .then_with(|| name(a).cmp(name(b)))
+        });
+        let fitting: Vec<ZoneId> = zones_by_quality
+            .iter()
+            .copied()
+            .filter(|z| cap(z) >= u64::from(query.workers))
+            .collect();
+
+        let (choice, why) = if query.policy == ZonePolicy::Any {
+            let choice = ctx
+                .greedy(&usable, query.workers)
+                .expect("capacity checked");
+            (choice, "any nodes (policy ANY)".to_owned())
+        } else if !fitting.is_empty() {
+            let mut best: Option<(Choice, ZoneId)> = None;
+            let mut tried = 0;
+            for &z in &fitting {
+                if tried > 0 && ctx.budget == 0 {
+                    break;
+                }
+                tried += 1;
+                let choice = ctx.greedy(&by_zone[&z], query.workers).expect("zone fits");
+                if best.as_ref().is_none_or(|(b, _)| choice.better_than(b)) {
+                    best = Some((choice, z));
+                }
+            }
+            let (choice, zone) = best.expect("at least one zone tried");
+            let why = format!(
+                "one zone, {zone}: the best of {tried} tried of {} that can hold {} workers",
+                fitting.len(),
+                query.workers,
+                zone = name(&zone)
+            );
+            (choice, why)
+        } else if query.policy == ZonePolicy::RequireOne {
+            let largest = zone_ids
+                .iter()
+                .max_by(|a, b| cap(a).cmp(&cap(b)).then_with(|| name(b).cmp(name(a))))
+                .expect("capacity is not zero, so a zone has nodes");
+            return Err(Error::NoZoneFits {
+                workers: query.workers,
+                zone: name(largest).to_string(),
+                capacity: cap(largest),
+            });
+        } else {
+            let zones = self.fewest_zones(&ctx, &zones_by_quality, &cap, query.workers);
+            let pool: Vec<(NodeId, u32)> = zones.iter().flat_map(|z| by_zone[z].clone()).collect();
+            let choice = ctx
+                .greedy(&pool, query.workers)
+                .expect("zones hold the job");
+            let why = format!(
+                "no zone can hold {} workers (largest holds {}): the {} zones with the best links between them",
+                query.workers,
+                zone_ids.iter().map(cap).max().unwrap_or(0),
+                zones.len()
+            );
+            (choice, why)
+        };
+        Ok(self.describe(&ctx, choice, why, skipped))
+    }
+
+    /// The fewest zones whose capacity holds `workers`, picked for the best links between them.
+    fn fewest_zones(
+        &self,
+        ctx: &Ctx<'_>,
+        zones: &[ZoneId],
+        cap: &dyn Fn(&ZoneId) -> u64,
+        workers: u32,
+    ) -> Vec<ZoneId> {
+        let need = u64::from(workers);
+        let mut caps: Vec<u64> = zones.iter().map(cap).collect();
+        caps.sort_unstable_by(|a, b| b.cmp(a));
+        let mut count = 0;
+        let mut total = 0;
+        while total < need && count < caps.len() {
+            total += caps[count];
+            count += 1;
+        }
+        let mut best: Option<(f64, Vec<ZoneId>)> = None;
+        for &seed in zones {
+            let mut chosen = vec![seed];
+            let mut held = cap(&seed);
+            let mut worst = ctx.zone_cost(seed, seed);
+            while held < need {
+                let left = count - chosen.len();
+                let pick = zones
+                    .iter()
+                    .filter(|z| !chosen.contains(z))
+                    .filter(|z| {
+                        // Still reachable within `count` zones after taking z?
+                        let mut rest: Vec<u64> = zones
+                            .iter()
+                            .filter(|o| !chosen.contains(o) && o != z)
+                            .map(cap)
+                            .collect();
+                        rest.sort_unstable_by(|a, b| b.cmp(a));
+                        held + cap(z) + rest.iter().take(left - 1).sum::<u64>() >= need
+                    })
+                    .map(|z| {
+                        let link = chosen
+                            .iter()
+                            .map(|c| ctx.zone_cost(*c, *z))
+                            .fold(ctx.zone_cost(*z, *z), f64::max);
+                        (link, *z)
+                    })
+                    .min_by(|a, b| a.0.total_cmp(&b.0));
+                let Some((link, z)) = pick else { break };
+                worst = worst.max(link);
+                held += cap(&z);
+                chosen.push(z);
+            }
+            if held >= need && best.as_ref().is_none_or(|(w, _)| worst < *w) {
+                best = Some((worst, chosen));
+            }
+        }
+        best.map(|(_, z)| z).unwrap_or_else(|| zones.to_vec())
+    }
+
+    fn describe(&self, ctx: &Ctx<'_>, choice: Choice, why: String, skipped: usize) -> Placement {
+        let now = ctx.now;
+        let nodes: Vec<NodeId> = choice.assignments.iter().map(|a| a.0).collect();
+        let mut worst_rtt = 0.0f64;
+        let mut worst_loss = 0.0f64;
+        let mut bottleneck: Option<f64> = None;
+        let mut latency = Provenance::Measured;
+        let mut throughput = Provenance::Measured;
+        let mut oldest: Option<UnixMs> = None;
+        // Provenance orders measured, estimated, unknown: the worst figure sets the whole.
+        let demote = |current: &mut Provenance, p: Provenance| *current = (*current).max(p);
+        for (i, &a) in nodes.iter().enumerate() {
+            for &b in &nodes[i + 1..] {
+                let p = self.pair(a, b, now);
+                demote(&mut latency, p.latency);
+                demote(&mut throughput, p.throughput);
+                worst_rtt = worst_rtt.max(p.rtt_us.unwrap_or(0.0));
+                worst_loss = worst_loss.max(p.loss.unwrap_or(0.0));
+                if let Some(t) = p.tput_bps {
+                    bottleneck = Some(bottleneck.map_or(t, |b| b.min(t)));
+                }
+                if let Some(at) = p.oldest {
+                    oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                }
+            }
+        }
+        if nodes.len() < 2 {
+            latency = Provenance::Unknown;
+            throughput = Provenance::Unknown;
+        }
+        let mut zones: Vec<ZoneId> = Vec::new();
+        for &n in &nodes {
+            let z = self.zone_of(n);
+            if !zones.contains(&z) {
+                zones.push(z);
+            }
+        }
+        let mut explanation = format!(
+            "{} on {} node(s); worst pair {:.0} µs, loss {:.2} %",
+            why,
+            nodes.len(),
+            worst_rtt,
+            worst_loss * 100.0
+        );
+        if latency != Provenance::Measured {
+            explanation.push_str(&format!(" ({} figures)", provenance_word(latency)));
+        }
+        if skipped > 0 {
+            explanation.push_str(&format!(
+                "; {skipped} candidate(s) skipped (excluded, STALE or DOWN)"
+            ));
+        }
+        Placement {
+            assignments: choice.assignments,
+            zones,
+            worst_cost: choice.worst,
+            worst_rtt_us: worst_rtt,
+            worst_loss,
+            bottleneck_bps: bottleneck,
+            latency,
+            throughput,
+            oldest,
+            explanation,
+        }
+    }
+
+    /// `Place`.
+    pub fn place(&self, query: &PlaceQuery, now: UnixMs) -> Result<PlaceAnswer, Error> {
+        let p = self.place_ids(query, now)?;
+        Ok(PlaceAnswer {
+            assignments: p
+                .assignments
+                .iter()
+                .map(|&(n, w)| Assignment {
+                    node: self.node(n).name.clone(),
+                    zone: self.zone(self.zone_of(n)).name.clone(),
+                    workers: w,
+                })
+                .collect(),
+            zones: p.zones.iter().map(|z| self.zone(*z).name.clone()).collect(),
+            worst_rtt_us: p.worst_rtt_us,
+            worst_loss_ratio: p.worst_loss,
+            bottleneck_throughput_bps: p.bottleneck_bps,
+            latency_provenance: p.latency,
+            throughput_provenance: p.throughput,
+            oldest_age_ms: p.oldest.map_or(0, |o| now.since(o)),
+            explanation: p.explanation,
+        })
+    }
+}
+
+fn provenance_word(p: Provenance) -> &'static str {
+    match p {
+        Provenance::Measured => "measured",
+        Provenance::Estimated => "partly estimated",
+        Provenance::Unknown => "partly unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::*;
+    use proptest::prelude::*;
+
+    fn zone(n: &str) -> &str {
+        &n[..2]
+    }
+
+    /// zone-1 is the tightest zone; zone-0 has one slow node; zones are 2 ms apart.
+    fn rtt(s: &str, d: &str) -> f64 {
+        if zone(s) != zone(d) {
+            return 2_000.0;
+        }
+        match zone(s) {
+            "z1" => 50.0,
+            _ if s == "z0-n0" || d == "z0-n0" => 400.0,
+            _ => 80.0,
+        }
+    }
+
+    #[test]
+    fn a_job_that_fits_goes_to_the_best_zone() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(3, 3, rtt, |_, _| 0, now);
+        let query = PlaceQuery {
+            workers: 3,
+            ..PlaceQuery::default()
+        };
+        let p = t.place(&query, now).unwrap();
+        assert_eq!(p.zones, ["zone-1"]);
+        assert_eq!(p.assignments.len(), 3);
+        assert_eq!(p.worst_rtt_us, 50.0);
+        assert_eq!(p.latency_provenance, Provenance::Measured);
+        // Two workers in zone-0 avoid its slow node.
+        let zone0 = PlaceQuery {
+            workers: 2,
+            candidates: (0..3).map(|i| (name(&format!("z0-n{i}")), 1)).collect(),
+            ..PlaceQuery::default()
+        };
+        let p = t.place_ids(&zone0, now).unwrap();
+        let chosen: Vec<&str> = p
+            .assignments
+            .iter()
+            .map(|a| t.node(a.0).name.as_str())
+            .collect();
+        assert!(!chosen.contains(&"z0-n0"), "{chosen:?}");
+    }
+
+    #[test]
+    fn a_job_larger_than_any_zone_spans_the_fewest_zones() {
+        let now = UnixMs(1_000_000);
+        // zone-2 is far from the others.
+        let t = mesh(
+            3,
+            3,
+            |s, d| {
+                let (a, b) = (zone(s), zone(d));
+                if a == b {
+                    60.0
+                } else if a == "z2" || b == "z2" {
+                    9_000.0
+                } else {
+                    1_000.0
+                }
+            },
+            |_, _| 0,
+            now,
+        );
+        let p = t
+            .place_ids(
+                &PlaceQuery {
+                    workers: 5,
+                    ..PlaceQuery::default()
+                },
+                now,
+            )
+            .unwrap();
+        let mut zones: Vec<String> = p
+            .zones
+            .iter()
+            .map(|z| t.zone(*z).name.to_string())
+            .collect();
+        zones.sort();
+        assert_eq!(zones, ["zone-0", "zone-1"]);
+        assert_eq!(p.worst_rtt_us, 1_000.0);
+
+        let err = t
+            .place_ids(
+                &PlaceQuery {
+                    workers: 5,
+                    policy: ZonePolicy::RequireOne,
+                    ..PlaceQuery::default()
+                },
+                now,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no zone can hold 5 workers: the largest, zone-0, has 3 free slots"
+        );
+    }
+
+    #[test]
+    fn slots_let_workers_share_a_node() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(1, 3, rtt, |_, _| 0, now);
+        let query = PlaceQuery {
+            workers: 4,
+            candidates: vec![(name("z0-n1"), 3), (name("z0-n2"), 3)],
+            ..PlaceQuery::default()
+        };
+        let p = t.place_ids(&query, now).unwrap();
+        assert_eq!(p.assignments.iter().map(|a| a.1).sum::<u32>(), 4);
+        assert_eq!(p.assignments.len(), 2);
+        let too_many = PlaceQuery {
+            workers: 7,
+            ..query
+        };
+        assert!(matches!(
+            t.place_ids(&too_many, now),
+            Err(Error::NotEnoughCapacity {
+                workers: 7,
+                capacity: 6,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn unknown_and_duplicate_candidates_are_refused() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(1, 2, rtt, |_, _| 0, now);
+        let unknown = PlaceQuery {
+            workers: 1,
+            candidates: vec![(name("z0-n0"), 1), (name("ghost"), 1)],
+            ..PlaceQuery::default()
+        };
+        assert_eq!(
+            t.place_ids(&unknown, now).unwrap_err().to_string(),
+            "candidates[1].node: unknown node ghost"
+        );
+        let twice = PlaceQuery {
+            workers: 1,
+            candidates: vec![(name("z0-n0"), 1), (name("z0-n0"), 1)],
+            ..PlaceQuery::default()
+        };
+        assert!(
+            t.place_ids(&twice, now)
+                .unwrap_err()
+                .to_string()
+                .contains("listed twice")
+        );
+    }
+
+    fn random_topology(
+        zones: usize,
+        per_zone: usize,
+        seed: u64,
+        down: &[usize],
+    ) -> (Topology, UnixMs) {
+        let now = UnixMs(1_000_000);
+        let h = move |s: &str, d: &str| {
+            let mut x = seed;
+            for b in s.bytes().chain(d.bytes()) {
+                x = (x ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+            }
+            x
+        };
+        let mut t = mesh(
+            zones,
+            per_zone,
+            |s, d| {
+                let base = if zone(s) == zone(d) { 50.0 } else { 1_000.0 };
+                base + (h(s, d) % 500) as f64
+            },
+            |s, d| h(d, s) % 4,
+            now,
+        );
+        for &i in down {
+            let z = i % zones;
+            let n = (i / zones) % per_zone;
+            if let Some(id) = t.id(&name(&format!("z{z}-n{n}"))) {
+                force_down(&mut t, id);
+            }
+        }
+        (t, now)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn placements_keep_the_rules(
+            zones in 1usize..4,
+            per_zone in 1usize..5,
+            seed in any::<u64>(),
+            workers in 1u32..10,
+            down in proptest::collection::vec(0usize..16, 0..3),
+            excluded in proptest::collection::vec(0usize..16, 0..3),
+            slots in proptest::collection::vec(1u32..4, 16),
+            policy in prop_oneof![
+                Just(ZonePolicy::RequireOne),
+                Just(ZonePolicy::PreferOne),
+                Just(ZonePolicy::Any),
+            ],
+        ) {
+            let (t, now) = random_topology(zones, per_zone, seed, &down);
+            let all: Vec<NodeName> = t.nodes().map(|(_, n)| n.name.clone()).collect();
+            let exclude: Vec<NodeName> = excluded.iter().map(|i| all[i % all.len()].clone()).collect();
+            let candidates: Vec<(NodeName, u32)> =
+                all.iter().enumerate().map(|(i, n)| (n.clone(), slots[i % slots.len()])).collect();
+            let query = PlaceQuery {
+                workers,
+                candidates: candidates.clone(),
+                policy,
+                weights: Weights::DEFAULT,
+                exclude: exclude.clone(),
+            };
+            let first = t.place_ids(&query, now);
+            let again = t.place_ids(&query, now);
+            prop_assert_eq!(
+                first.as_ref().map_err(ToString::to_string),
+                again.as_ref().map_err(ToString::to_string),
+                "the same input gives the same answer"
+            );
+            match first {
+                Ok(p) => {
+                    prop_assert_eq!(p.assignments.iter().map(|a| a.1).sum::<u32>(), workers);
+                    for (node, w) in &p.assignments {
+                        let name = &t.node(*node).name;
+                        prop_assert!(t.state(*node, now).0 == NodeState::Ready, "{} is not READY", name);
+                        prop_assert!(!exclude.contains(name), "{} is excluded", name);
+                        let slots = candidates.iter().find(|c| &c.0 == name).unwrap().1;
+                        prop_assert!(*w <= slots, "{} workers on {} with {} slots", w, name, slots);
+                    }
+                    let distinct: HashSet<NodeId> = p.assignments.iter().map(|a| a.0).collect();
+                    prop_assert_eq!(distinct.len(), p.assignments.len());
+                    if policy == ZonePolicy::RequireOne {
+                        prop_assert_eq!(p.zones.len(), 1);
+                    }
+                }
+                Err(Error::NoZoneFits { .. }) => prop_assert_eq!(policy, ZonePolicy::RequireOne),
+                Err(Error::NotEnoughCapacity { .. }) => {}
+                Err(e) => prop_assert!(false, "unexpected error {}", e),
+            }
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! The probe plan and the throughput schedule.
+//!
+//! Like Pingmesh, every node probes every other node of its zone, and between each pair of zones
+//! only `inter_zone_pairs` representative pairs are probed (both directions). The representatives
+//! rotate every `rotate_ms`, walking through the members of each zone in turn, so that every node
+//! is covered within `ceil(zone size / inter_zone_pairs)` rotations. Probes per node therefore
+//! grow with the zone size, not with the cluster.
+//!
+//! Throughput tests are exclusive, as perfSONAR's throughput class: a node is never in two tests
+//! at once, at most `max_concurrent` tests run in the whole cluster (a cap on the bandwidth spent
+//! on testing), each node spends at most `share` of its time in tests, and a pair is tested again
+//! only after `pair_interval_ms`.
+
+use std::collections::HashMap;
+
+use zonemesh_domain::{NodeState, ProbePlan, ProbeTarget, ThroughputGrant, UnixMs};
+
+use crate::{NodeId, PairMap, Topology};
+
+/// Probe plan settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanConfig {
+    /// Length of a report window. Default 10 s.
+    pub window_ms: u32,
+    /// Time between the starts of two trains to one peer. Default 5 s.
+    pub interval_ms: u32,
+    /// Probes per train. Default 5 (so one probe per second per peer on average).
+    pub train_size: u32,
+    /// Gap between the probes of a train. Default 10 ms.
+    pub train_gap_ms: u32,
+    /// A probe without a reply after this long is lost. Default 1 s.
+    pub timeout_ms: u32,
+    /// Representative pairs probed between two zones. Default 2.
+    pub inter_zone_pairs: usize,
+    /// How often the representatives rotate. Default 10 min.
+    pub rotate_ms: i64,
+    /// Seed of the representatives' starting points.
+    pub seed: u64,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            window_ms: 10_000,
+            interval_ms: 5_000,
+            train_size: 5,
+            train_gap_ms: 10,
+            timeout_ms: 1_000,
+            inter_zone_pairs: 2,
+            rotate_ms: 600_000,
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// Throughput test settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThroughputConfig {
+    /// Whether throughput tests run at all. Default true.
+    pub enabled: bool,
+    /// Counted length of a test. Default 3 s.
+    pub duration_ms: u32,
+    /// Uncounted warm-up before it (as iperf3 -O). Default 1 s.
+    pub warmup_ms: u32,
+    /// Parallel TCP streams. Default 1.
+    pub streams: u32,
+    /// A pair is tested again after this long. Default 1 h.
+    pub pair_interval_ms: i64,
+    /// Most of its time a node spends in tests. Default 0.05 (5 %).
+    pub share: f64,
+    /// Most tests running at once in the cluster. Default 2.
+    pub max_concurrent: usize,
+}
+
+impl Default for ThroughputConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            duration_ms: 3_000,
+            warmup_ms: 1_000,
+            streams: 1,
+            pair_interval_ms: 3_600_000,
+            share: 0.05,
+            max_concurrent: 2,
+        }
+    }
+}
+
+/// Who probes whom: for every planned node, its targets in name order.
+pub type Plans = HashMap<NodeId, Vec<NodeId>>;
+
+fn mix(mut x: u64) -> u64 {
+    // splitmix64 finaliser: a cheap, well-spread hash for choosing starting points.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn hash_str(seed: u64, s: &str) -> u64 {
+    s.bytes().fold(mix(seed), |h, b| mix(h ^ u64::from(b)))
+}
+
+impl Topology {
+    /// Nodes that take part in probing: agents that said hello and are not DOWN, by zone, each
+    /// zone's members in name order, zones in name order.
+    fn probing_members(&self, now: UnixMs) -> Vec<(String, Vec<NodeId>)> {
+        let mut zones: Vec<(String, Vec<NodeId>)> = self
+            .zones()
+            .map(|(_, z)| {
+                let mut members: Vec<NodeId> = z
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|m| {
+                        self.node(*m).registered && self.state(*m, now).0 != NodeState::Down
+                    })
+                    .collect();
+                members.sort_by(|a, b| self.node(*a).name.cmp(&self.node(*b).name));
+                (z.name.to_string(), members)
+            })
+            .filter(|(_, m)| !m.is_empty())
+            .collect();
+        zones.sort_by(|a, b| a.0.cmp(&b.0));
+        zones
+    }
+
+    /// The probe plan at `now` (see the module docs).
+    pub fn plan(&self, now: UnixMs) -> Plans {
+        let config = &self.config.plan;
+        let zones = self.probing_members(now);
+        let mut plans: Plans = HashMap::new();
+        for (_, members) in &zones {
+            for &a in members {
+                plans
+                    .entry(a)
+                    .or_default()
+                    .extend(members.iter().copied().filter(|b| *b != a));
+            }
+        }
+        let epoch = if config.rotate_ms > 0 {
+            (now.0 / config.rotate_ms).max(0) as usize
+        } else {
+            0
+        };
+        let k = config.inter_zone_pairs;
+        for (i, (za, ma)) in zones.iter().enumerate() {
+            for (zb, mb) in &zones[i + 1..] {
+                let pair_seed = hash_str(hash_str(config.seed, za), zb);
+                let off_a = (pair_seed % ma.len() as u64) as usize;
+                let off_b = (mix(pair_seed) % mb.len() as u64) as usize;
+                for j in 0..k {
+                    let a = ma[(off_a + epoch * k + j) % ma.len()];
+                    let b = mb[(off_b + epoch * k + j) % mb.len()];
+                    plans.entry(a).or_default().push(b);
+                    plans.entry(b).or_default().push(a);
+                }
+            }
+        }
+        for targets in plans.values_mut() {
+            targets.sort_by(|a, b| self.node(*a).name.cmp(&self.node(*b).name));
+            targets.dedup();
+        }
+        plans
+    }
+
+    /// The probe plan of one node, to send it.
+    pub fn probe_plan(&self, targets: &[NodeId], version: u64) -> ProbePlan {
+        let c = &self.config.plan;
+        ProbePlan {
+            version,
+            window_ms: c.window_ms,
+            targets: targets
+                .iter()
+                .map(|t| {
+                    let n = self.node(*t);
+                    ProbeTarget {
+                        node: n.name.clone(),
+                        addresses: n.addresses.clone(),
+                        probe_port: n.probe_port,
+                        interval_ms: c.interval_ms,
+                        train_size: c.train_size,
+                        train_gap_ms: c.train_gap_ms,
+                        timeout_ms: c.timeout_ms,
+                        zone: self.zone(n.zone).name.clone(),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Permission for `src` to measure throughput to `dst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Identifies the grant.
+    pub id: u64,
+    /// The node that sends.
+    pub src: NodeId,
+    /// The node whose responder receives.
+    pub dst: NodeId,
+    /// When to start.
+    pub start: UnixMs,
+    /// When both nodes are free again.
+    pub until: UnixMs,
+}
+
+/// Hands out throughput slots (see the module docs). Holds only in-memory bookkeeping: after a
+/// restart the last test of each pair is taken from the stored paths.
+#[derive(Debug, Clone, Default)]
+pub struct ThroughputScheduler {
+    busy_until: HashMap<NodeId, UnixMs>,
+    rested_at: HashMap<NodeId, UnixMs>,
+    granted: PairMap<(NodeId, NodeId), UnixMs>,
+    next_id: u64,
+    cursor: usize,
+}
+
+/// Time between a grant and the start it names, so that the grant reaches the agent first.
+const GRANT_LEAD_MS: i64 = 200;
+/// Time after a test's end before its nodes are free: the report takes a moment to arrive.
+const GRANT_SLACK_MS: i64 = 2_000;
+
+impl ThroughputScheduler {
+    /// Grants that may start now. `connected` says whose agents can be told.
+    pub fn schedule(
+        &mut self,
+        topology: &Topology,
+        plans: &Plans,
+        connected: &dyn Fn(NodeId) -> bool,
+        now: UnixMs,
+    ) -> Vec<Grant> {
+        let c = topology.config().throughput;
+        if !c.enabled || c.max_concurrent == 0 {
+            return Vec::new();
+        }
+        let busy = |s: &Self, n: NodeId| {
+            s.busy_until.get(&n).is_some_and(|t| *t > now)
+                || s.rested_at.get(&n).is_some_and(|t| *t > now)
+        };
+        let mut active = self.busy_until.values().filter(|t| **t > now).count() / 2;
+        let mut sources: Vec<NodeId> = plans.keys().copied().filter(|n| connected(*n)).collect();
+        sources.sort_unstable();
+        let mut grants = Vec::new();
+        if sources.is_empty() {
+            return grants;
+        }
+        let test_ms = i64::from(c.warmup_ms) + i64::from(c.duration_ms);
+        let rest_ms = if c.share > 0.0 && c.share < 1.0 {
+            (test_ms as f64 * (1.0 / c.share - 1.0)) as i64
+        } else {
+            0
+        };
+        for step in 0..sources.len() {
+            if active >= c.max_concurrent {
+                break;
+            }
+            let src = sources[(self.cursor + step) % sources.len()];
+            if busy(self, src) {
+                continue;
+            }
+            let last = |s: &Self, dst: NodeId| -> Option<UnixMs> {
+                let stored = topology
+                    .path(src, dst)
+                    .and_then(|p| p.throughput)
+                    .map(|t| t.at);
+                s.granted.get(&(src, dst)).copied().max(stored)
+            };
+            let due = plans[&src]
+                .iter()
+                .copied()
+                .filter(|d| {
+                    connected(*d)
+                        && !busy(self, *d)
+                        && topology.state(*d, now).0 == NodeState::Ready
+                        && last(self, *d).is_none_or(|t| now.since(t) >= c.pair_interval_ms)
+                })
+                .min_by_key(|d| (last(self, *d), *d));
+            let Some(dst) = due else { continue };
+            self.next_id += 1;
+            let start = UnixMs(now.0 + GRANT_LEAD_MS);
+            let until = UnixMs(start.0 + test_ms + GRANT_SLACK_MS);
+            for n in [src, dst] {
+                self.busy_until.insert(n, until);
+                self.rested_at.insert(n, UnixMs(until.0 + rest_ms));
+            }
+            self.granted.insert((src, dst), now);
+            grants.push(Grant {
+                id: self.next_id,
+                src,
+                dst,
+                start,
+                until,
+            });
+            active += 1;
+        }
+        self.cursor = (self.cursor + 1) % sources.len();
+        grants
+    }
+
+    /// A grant as its agent gets it.
+    pub fn describe(topology: &Topology, grant: &Grant) -> ThroughputGrant {
+        let c = topology.config().throughput;
+        let dst = topology.node(grant.dst);
+        ThroughputGrant {
+            id: grant.id,
+            peer: dst.name.clone(),
+            peer_address: dst.addresses.first().copied(),
+            peer_port: dst.probe_port,
+            start: grant.start,
+            duration_ms: c.duration_ms,
+            warmup_ms: c.warmup_ms,
+            streams: c.streams,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::*;
+    use crate::{EngineConfig, Topology};
+    use std::collections::HashSet;
+
+    fn cluster(zones: usize, per_zone: usize, now: UnixMs) -> Topology {
+        let mut t = Topology::new(EngineConfig::default());
+        for z in 0..zones {
+            for n in 0..per_zone {
+                t.register(&hello(&format!("z{z}-n{n}"), &format!("zone-{z}")), now);
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn full_mesh_inside_zones_and_few_pairs_between() {
+        let now = UnixMs(1_000_000);
+        let t = cluster(3, 4, now);
+        let plans = t.plan(now);
+        let a = t.id(&name("z0-n0")).unwrap();
+        let intra: Vec<_> = plans[&a]
+            .iter()
+            .filter(|d| t.zone_of(**d) == t.zone_of(a))
+            .collect();
+        assert_eq!(intra.len(), 3);
+        let inter: usize = plans
+            .iter()
+            .map(|(s, ts)| {
+                ts.iter()
+                    .filter(|d| t.zone_of(**d) != t.zone_of(*s))
+                    .count()
+            })
+            .sum();
+        // 3 zone pairs x 2 representative pairs x 2 directions.
+        assert_eq!(inter, 12);
+        assert!(!plans[&a].contains(&a));
+    }
+
+    #[test]
+    fn rotation_covers_every_node_between_zones() {
+        let t = cluster(2, 5, UnixMs(0));
+        let rotate = t.config().plan.rotate_ms;
+        let mut covered = HashSet::new();
+        for epoch in 0..3 {
+            let plans = t.plan(UnixMs(epoch * rotate));
+            for (s, ts) in &plans {
+                if ts.iter().any(|d| t.zone_of(*d) != t.zone_of(*s)) {
+                    covered.insert(*s);
+                }
+            }
+        }
+        assert_eq!(covered.len(), 10, "ceil(5 / 2) = 3 rotations cover all");
+    }
+
+    #[test]
+    fn probes_per_node_stay_under_three_percent_of_full_mesh_at_5000_nodes() {
+        let t = cluster(50, 100, UnixMs(0));
+        let plans = t.plan(UnixMs(0));
+        let total: usize = plans.values().map(Vec::len).sum();
+        let full = 5000 * 4999;
+        let share = total as f64 / full as f64;
+        assert!(share < 0.03, "{share}");
+        assert!(share > 0.019, "intra-zone full mesh alone is ~2 %: {share}");
+    }
+
+    #[test]
+    fn throughput_tests_never_overlap_on_a_node_and_respect_the_cap() {
+        let now = UnixMs(10_000_000);
+        let t = cluster(1, 6, now);
+        let plans = t.plan(now);
+        let mut s = ThroughputScheduler::default();
+        let grants = s.schedule(&t, &plans, &|_| true, now);
+        assert_eq!(grants.len(), 2, "max_concurrent is 2");
+        let nodes: HashSet<NodeId> = grants.iter().flat_map(|g| [g.src, g.dst]).collect();
+        assert_eq!(nodes.len(), 4, "no node in two tests");
+        // Nothing more while they run, and the rest period (5 % share) keeps them out after.
+        assert_eq!(
+            s.schedule(&t, &plans, &|_| true, UnixMs(now.0 + 1_000))
+                .len(),
+            0
+        );
+        let later = s.schedule(&t, &plans, &|_| true, UnixMs(grants[0].until.0 + 1));
+        let again: HashSet<NodeId> = later.iter().flat_map(|g| [g.src, g.dst]).collect();
+        assert!(again.is_disjoint(&nodes), "{later:?}");
+        assert!(
+            s.schedule(&t, &plans, &|_| false, now).is_empty(),
+            "nobody connected"
+        );
+    }
+}

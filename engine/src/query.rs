@@ -1,0 +1,363 @@
+//! Read-only views of the matrix: nodes, zones, one path, a matrix.
+
+use zonemesh_domain::{
+    Matrix, MatrixCell, MatrixQuery, Metric, NodeState, NodeView, PathFigures, Provenance,
+    RttSummary, UnixMs, ZoneLink, ZoneName, ZoneView, Zones,
+};
+
+use super::path::{PathState, wilson_upper_95};
+use super::{NodeId, Sums, Topology, ZoneId};
+use crate::Error;
+
+/// Figures of a node pair as ranking and placement see them: the worse of the two directions
+/// where measured, else the zone-to-zone roll-up, flagged as estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PairFigures {
+    /// Median RTT, µs.
+    pub rtt_us: Option<f64>,
+    /// Loss ratio.
+    pub loss: Option<f64>,
+    /// Throughput, bit/s.
+    pub tput_bps: Option<f64>,
+    /// Where RTT and loss come from.
+    pub latency: Provenance,
+    /// Where throughput comes from.
+    pub throughput: Provenance,
+    /// Oldest sample behind the figures.
+    pub oldest: Option<UnixMs>,
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl Topology {
+    /// Fresh latency figures of one direction: (median RTT, loss, updated at).
+    fn fresh_latency(&self, path: &PathState, now: UnixMs) -> Option<(Option<f64>, f64, UnixMs)> {
+        if path.is_stale(now, &self.config.path) {
+            return None;
+        }
+        let loss = path.merged.loss()?;
+        Some((
+            path.merged.rtt.map(|r| f64::from(r.p50)),
+            loss,
+            path.last_update?,
+        ))
+    }
+
+    /// Figures of the pair `a`–`b` (both directions; see [`PairFigures`]).
+    pub fn pair(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
+        let config = &self.config.path;
+        let ab = self.path(a, b);
+        let ba = self.path(b, a);
+        let lat_ab = ab.and_then(|p| self.fresh_latency(p, now));
+        let lat_ba = ba.and_then(|p| self.fresh_latency(p, now));
+        let mut figures = PairFigures::default();
+        if lat_ab.is_some() || lat_ba.is_some() {
+            figures.latency = Provenance::Measured;
+            for (rtt, loss, at) in [lat_ab, lat_ba].into_iter().flatten() {
+                figures.rtt_us = max_opt(figures.rtt_us, rtt);
+                figures.loss = max_opt(figures.loss, Some(loss));
+                figures.oldest = Some(figures.oldest.map_or(at, |o| o.min(at)));
+            }
+        }
+        let t_ab = ab.and_then(|p| p.fresh_throughput(now, config));
+        let t_ba = ba.and_then(|p| p.fresh_throughput(now, config));
+        if t_ab.is_some() || t_ba.is_some() {
+            figures.throughput = Provenance::Measured;
+            for t in [t_ab, t_ba].into_iter().flatten() {
+                figures.tput_bps = min_opt(figures.tput_bps, Some(t.latest_bps));
+                figures.oldest = Some(figures.oldest.map_or(t.at, |o| o.min(t.at)));
+            }
+        }
+        if figures.latency == Provenance::Measured && figures.throughput == Provenance::Measured {
+            return figures;
+        }
+        let (za, zb) = (self.zone_of(a), self.zone_of(b));
+        let roll = self.roll_up(za, zb);
+        if figures.latency != Provenance::Measured
+            && let Some(r) = roll.filter(|r| r.loss_n > 0)
+        {
+            figures.latency = Provenance::Estimated;
+            figures.rtt_us = r.rtt_mean();
+            figures.loss = r.loss_mean();
+            figures.oldest = min_at(figures.oldest, r.oldest);
+        }
+        if figures.throughput != Provenance::Measured
+            && let Some(r) = roll.filter(|r| r.tput_n > 0)
+        {
+            figures.throughput = Provenance::Estimated;
+            figures.tput_bps = r.tput_mean();
+        }
+        figures
+    }
+
+    /// The roll-up of the paths between two zones in either direction (both when both measured).
+    pub fn roll_up(&self, a: ZoneId, b: ZoneId) -> Option<Sums> {
+        let ab = self.link_sums(a, b).copied();
+        let ba = if a == b {
+            None
+        } else {
+            self.link_sums(b, a).copied()
+        };
+        match (ab, ba) {
+            (None, None) => None,
+            (Some(s), None) | (None, Some(s)) => Some(s),
+            (Some(x), Some(y)) => Some(Sums {
+                rtt: x.rtt + y.rtt,
+                rtt_p90: x.rtt_p90 + y.rtt_p90,
+                rtt_p99: x.rtt_p99 + y.rtt_p99,
+                rtt_n: x.rtt_n + y.rtt_n,
+                loss: x.loss + y.loss,
+                loss_n: x.loss_n + y.loss_n,
+                tput: x.tput + y.tput,
+                tput_n: x.tput_n + y.tput_n,
+                oldest: min_at(x.oldest, y.oldest),
+            }),
+        }
+    }
+
+    /// Wire figures of one directed path; estimated from the roll-up when it has no fresh samples.
+    pub fn path_figures(&self, src: NodeId, dst: NodeId, now: UnixMs) -> PathFigures {
+        let config = &self.config.path;
+        let mut out = PathFigures::default();
+        if let Some(path) = self.path(src, dst) {
+            out.probes_sent = path.merged.sent;
+            out.probes_received = path.merged.received;
+            out.probes_sent_total = path.sent_total;
+            out.probes_received_total = path.received_total;
+            out.stale = path.is_stale(now, config);
+            if let Some(at) = path.last_update {
+                out.latency_provenance = Provenance::Measured;
+                out.latency_age_ms = now.since(at);
+                out.rtt = path.merged.rtt.map(|r| RttSummary {
+                    samples: r.samples,
+                    min_us: f64::from(r.min),
+                    p50_us: f64::from(r.p50),
+                    p90_us: f64::from(r.p90),
+                    p99_us: f64::from(r.p99),
+                    max_us: f64::from(r.max),
+                    mean_us: f64::from(r.mean),
+                    jitter_us: f64::from(r.jitter),
+                });
+                let lost = path.merged.sent - path.merged.received;
+                out.loss_ratio = path.merged.loss().unwrap_or(0.0);
+                out.loss_upper_95_ratio = wilson_upper_95(lost, path.merged.sent);
+            }
+            if let Some(t) = path.throughput {
+                out.throughput_provenance = Provenance::Measured;
+                out.throughput_age_ms = now.since(t.at);
+                out.throughput_bps = t.latest_bps;
+                out.throughput_smoothed_bps = t.smoothed_bps;
+            }
+        }
+        let fresh_latency = !out.stale && out.latency_provenance == Provenance::Measured;
+        if fresh_latency && out.throughput_provenance == Provenance::Measured {
+            return out;
+        }
+        let roll = self.roll_up(self.zone_of(src), self.zone_of(dst));
+        if out.latency_provenance != Provenance::Measured
+            && let Some(r) = roll.filter(|r| r.loss_n > 0)
+        {
+            out.latency_provenance = Provenance::Estimated;
+            out.latency_age_ms = r.oldest.map_or(0, |o| now.since(o));
+            out.loss_ratio = r.loss_mean().unwrap_or(0.0);
+            out.loss_upper_95_ratio = out.loss_ratio;
+            out.rtt = r
+                .rtt_mean()
+                .zip(r.rtt_tail_means())
+                .map(|(p50, (p90, p99))| RttSummary {
+                    p50_us: p50,
+                    p90_us: p90,
+                    p99_us: p99,
+                    ..Default::default()
+                });
+        }
+        if out.throughput_provenance != Provenance::Measured
+            && let Some(t) = roll.and_then(|r| r.tput_mean())
+        {
+            out.throughput_provenance = Provenance::Estimated;
+            out.throughput_bps = t;
+            out.throughput_smoothed_bps = t;
+        }
+        out
+    }
+
+    /// `ListNodes`.
+    pub fn list_nodes(&self, zone: Option<&ZoneName>, now: UnixMs) -> Result<Vec<NodeView>, Error> {
+        let zone = zone.map(|z| self.require_zone("zone", z)).transpose()?;
+        let mut nodes: Vec<NodeView> = self
+            .nodes()
+            .filter(|(id, _)| zone.is_none_or(|z| self.zone_of(*id) == z))
+            .map(|(id, n)| {
+                let sums = self.node_sums(id);
+                let (state, why) = self.state(id, now);
+                NodeView {
+                    name: n.name.clone(),
+                    zone: self.zone(n.zone).name.clone(),
+                    region: n.region.clone(),
+                    addresses: n.addresses.clone(),
+                    state,
+                    state_reason: why,
+                    last_seen: n.last_seen,
+                    agent_version: n.agent_version.clone(),
+                    icmp_mode: n.icmp_mode,
+                    probe_port: n.probe_port,
+                    zone_rtt_p50_us: sums.rtt_mean().unwrap_or(0.0),
+                    zone_loss_ratio: sums.loss_mean().unwrap_or(0.0),
+                    zone_throughput_bps: sums.tput_mean().unwrap_or(0.0),
+                    zone_paths_measured: sums.loss_n,
+                    connected: n.connected,
+                }
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(nodes)
+    }
+
+    /// Looks a zone up, or fails with NOT_FOUND naming it.
+    pub fn require_zone(&self, field: &str, zone: &ZoneName) -> Result<ZoneId, Error> {
+        self.zone_id(zone).ok_or_else(|| Error::UnknownZone {
+            field: field.to_owned(),
+            zone: zone.to_string(),
+        })
+    }
+
+    /// `ListZones`: zones with node counts, and a link for every zone pair with measured paths.
+    pub fn list_zones(&self, now: UnixMs) -> Zones {
+        let mut zones: Vec<ZoneView> = self
+            .zones()
+            .filter(|(_, z)| !z.members.is_empty())
+            .map(|(_, z)| ZoneView {
+                name: z.name.clone(),
+                region: z.region.clone(),
+                nodes: z.members.len() as u32,
+                ready_nodes: z
+                    .members
+                    .iter()
+                    .filter(|m| self.state(**m, now).0 == NodeState::Ready)
+                    .count() as u32,
+            })
+            .collect();
+        zones.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut links: Vec<ZoneLink> = self
+            .link_sums
+            .iter()
+            .filter(|(_, s)| s.loss_n > 0 || s.tput_n > 0)
+            .map(|((a, b), s)| ZoneLink {
+                src_zone: self.zone(*a).name.clone(),
+                dst_zone: self.zone(*b).name.clone(),
+                figures: sums_figures(s, now),
+                measured_paths: s.loss_n.max(s.tput_n),
+            })
+            .collect();
+        links.sort_by(|a, b| (&a.src_zone, &a.dst_zone).cmp(&(&b.src_zone, &b.dst_zone)));
+        Zones { zones, links }
+    }
+
+    /// `GetMatrix`.
+    pub fn matrix(&self, query: &MatrixQuery, now: UnixMs) -> Result<Matrix, Error> {
+        let ids: Vec<NodeId> = if !query.nodes.is_empty() {
+            query
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| self.require(&format!("nodes[{i}]"), n))
+                .collect::<Result<_, _>>()?
+        } else if let Some(zone) = &query.zone {
+            self.zone(self.require_zone("zone", zone)?).members.clone()
+        } else {
+            self.nodes().map(|(id, _)| id).collect()
+        };
+        let mut cells = Vec::with_capacity(ids.len() * ids.len());
+        for &src in &ids {
+            for &dst in &ids {
+                if src == dst {
+                    cells.push(MatrixCell::default());
+                    continue;
+                }
+                let f = self.path_figures(src, dst, now);
+                let (value, provenance, age) = match query.metric {
+                    Metric::ThroughputBps => (
+                        f.throughput_bps,
+                        f.throughput_provenance,
+                        f.throughput_age_ms,
+                    ),
+                    Metric::LossRatio => (f.loss_ratio, f.latency_provenance, f.latency_age_ms),
+                    Metric::RttP99Us => (
+                        f.rtt.map_or(0.0, |r| r.p99_us),
+                        f.latency_provenance,
+                        f.latency_age_ms,
+                    ),
+                    Metric::RttP50Us => (
+                        f.rtt.map_or(0.0, |r| r.p50_us),
+                        f.latency_provenance,
+                        f.latency_age_ms,
+                    ),
+                };
+                cells.push(MatrixCell {
+                    value,
+                    provenance,
+                    age_ms: age,
+                    stale: f.stale,
+                });
+            }
+        }
+        Ok(Matrix {
+            metric: query.metric,
+            nodes: ids.iter().map(|id| self.node(*id).name.clone()).collect(),
+            cells,
+        })
+    }
+}
+
+fn min_at(a: Option<UnixMs>, b: Option<UnixMs>) -> Option<UnixMs> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// Wire figures of a roll-up.
+fn sums_figures(s: &Sums, now: UnixMs) -> PathFigures {
+    PathFigures {
+        latency_provenance: if s.loss_n > 0 {
+            Provenance::Measured
+        } else {
+            Provenance::Unknown
+        },
+        latency_age_ms: s.oldest.map_or(0, |o| now.since(o)),
+        rtt: s
+            .rtt_mean()
+            .zip(s.rtt_tail_means())
+            .map(|(p50, (p90, p99))| RttSummary {
+                samples: u64::from(s.rtt_n),
+                p50_us: p50,
+                p90_us: p90,
+                p99_us: p99,
+                ..Default::default()
+            }),
+        loss_ratio: s.loss_mean().unwrap_or(0.0),
+        throughput_provenance: if s.tput_n > 0 {
+            Provenance::Measured
+        } else {
+            Provenance::Unknown
+        },
+        throughput_bps: s.tput_mean().unwrap_or(0.0),
+        throughput_smoothed_bps: s.tput_mean().unwrap_or(0.0),
+        ..Default::default()
+    }
+}

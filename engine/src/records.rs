@@ -1,0 +1,109 @@
+//! What the store keeps: node records, the nodes and sources changed since the last write, and
+//! a topology rebuilt from stored records.
+
+use std::net::IpAddr;
+
+use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
+
+use crate::path::PathState;
+use crate::{EngineConfig, NodeId, Topology};
+
+/// Nodes and outgoing paths changed since the last [`Topology::take_dirty`], for the store.
+#[derive(Debug, Default)]
+pub struct Dirty {
+    /// Nodes whose records changed.
+    pub nodes: Vec<NodeId>,
+    /// Nodes some of whose outgoing paths changed.
+    pub sources: Vec<NodeId>,
+}
+
+impl Topology {
+    /// Takes the set of nodes and paths changed since the last call.
+    pub fn take_dirty(&mut self) -> Dirty {
+        let mut dirty = Dirty {
+            nodes: self.dirty_nodes.drain().collect(),
+            sources: self.dirty_sources.drain().collect(),
+        };
+        dirty.nodes.sort_unstable();
+        dirty.sources.sort_unstable();
+        dirty
+    }
+
+    /// Rebuilds a topology from stored records (what the aggregator's store kept).
+    pub fn restore(
+        config: EngineConfig,
+        nodes: Vec<StoredNode>,
+        paths: Vec<(NodeName, NodeName, PathState)>,
+        now: UnixMs,
+    ) -> Self {
+        let mut topology = Self::new(config);
+        for stored in nodes {
+            let id = topology.intern_node(&stored.name);
+            topology.place_in_zone(id, &stored.zone, &stored.region);
+            let node = &mut topology.nodes[id.0 as usize];
+            node.region = stored.region;
+            node.addresses = stored.addresses;
+            node.agent_version = stored.agent_version;
+            node.icmp_mode = stored.icmp_mode;
+            node.probe_port = stored.probe_port;
+            node.registered = stored.registered;
+            node.last_seen = stored.last_seen;
+            node.applied_seq = stored.applied_seq;
+        }
+        for (src, dst, state) in paths {
+            let (s, d) = (topology.intern_node(&src), topology.intern_node(&dst));
+            topology.update_path(s, d, now, |p, config| {
+                *p = state;
+                p.expire(now, config);
+            });
+        }
+        topology.restored_at = Some(now);
+        topology.rebuild_sums(now);
+        topology.sweep(now);
+        topology.dirty_nodes.clear();
+        topology.dirty_sources.clear();
+        topology
+    }
+
+    /// The record of a node, as the store keeps it.
+    pub fn stored_node(&self, id: NodeId) -> StoredNode {
+        let n = self.node(id);
+        StoredNode {
+            name: n.name.clone(),
+            zone: self.zone(n.zone).name.clone(),
+            region: n.region.clone(),
+            addresses: n.addresses.clone(),
+            agent_version: n.agent_version.clone(),
+            icmp_mode: n.icmp_mode,
+            probe_port: n.probe_port,
+            registered: n.registered,
+            last_seen: n.last_seen,
+            applied_seq: n.applied_seq,
+        }
+    }
+}
+
+/// A node as the store keeps it (names instead of ids, no connection state).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredNode {
+    /// Name.
+    pub name: NodeName,
+    /// Zone.
+    pub zone: ZoneName,
+    /// Region.
+    pub region: Option<ZoneName>,
+    /// Addresses.
+    pub addresses: Vec<IpAddr>,
+    /// Agent version.
+    pub agent_version: String,
+    /// ICMP mode.
+    pub icmp_mode: Option<IcmpMode>,
+    /// Probe port.
+    pub probe_port: u16,
+    /// Whether the agent ever said hello.
+    pub registered: bool,
+    /// Last message from the agent.
+    pub last_seen: Option<UnixMs>,
+    /// Highest applied report sequence.
+    pub applied_seq: u64,
+}

@@ -1,0 +1,111 @@
+//! Running sums of path figures: per node over its paths inside its zone, per zone pair over
+//! the paths between them. Each path remembers what it added ([`Contribution`]) so that it can be
+//! taken out exactly when its figures change.
+
+use zonemesh_domain::UnixMs;
+
+use crate::path::{PathConfig, PathState};
+
+/// Running sums of path figures (for a node's intra-zone paths or a zone pair).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Sums {
+    /// Sum of median RTTs, µs.
+    pub rtt: f64,
+    /// Sum of 90th percentile RTTs, µs (same paths as `rtt`).
+    pub rtt_p90: f64,
+    /// Sum of 99th percentile RTTs, µs (same paths as `rtt`).
+    pub rtt_p99: f64,
+    /// Paths in `rtt`.
+    pub rtt_n: u32,
+    /// Sum of loss ratios.
+    pub loss: f64,
+    /// Paths in `loss`.
+    pub loss_n: u32,
+    /// Sum of latest throughputs, bit/s.
+    pub tput: f64,
+    /// Paths in `tput`.
+    pub tput_n: u32,
+    /// Oldest update among the paths counted (conservative between sweeps).
+    pub oldest: Option<UnixMs>,
+}
+
+impl Sums {
+    pub(crate) fn add(&mut self, c: &Contribution, sign: f64) {
+        let step = |n: &mut u32| {
+            if sign > 0.0 {
+                *n += 1;
+            } else {
+                *n = n.saturating_sub(1);
+            }
+        };
+        if let Some([p50, p90, p99]) = c.rtt {
+            self.rtt += sign * p50;
+            self.rtt_p90 += sign * p90;
+            self.rtt_p99 += sign * p99;
+            step(&mut self.rtt_n);
+        }
+        if let Some(l) = c.loss {
+            self.loss += sign * l;
+            step(&mut self.loss_n);
+        }
+        if let Some(t) = c.tput {
+            self.tput += sign * t;
+            step(&mut self.tput_n);
+        }
+        if sign > 0.0
+            && let Some(at) = c.at
+        {
+            self.oldest = Some(self.oldest.map_or(at, |o| o.min(at)));
+        }
+    }
+
+    /// Mean median RTT, µs.
+    pub fn rtt_mean(&self) -> Option<f64> {
+        (self.rtt_n > 0).then(|| (self.rtt / f64::from(self.rtt_n)).max(0.0))
+    }
+    /// Mean 90th and 99th percentile RTTs, µs.
+    pub fn rtt_tail_means(&self) -> Option<(f64, f64)> {
+        (self.rtt_n > 0).then(|| {
+            let n = f64::from(self.rtt_n);
+            ((self.rtt_p90 / n).max(0.0), (self.rtt_p99 / n).max(0.0))
+        })
+    }
+    /// Mean loss ratio.
+    pub fn loss_mean(&self) -> Option<f64> {
+        (self.loss_n > 0).then(|| (self.loss / f64::from(self.loss_n)).clamp(0.0, 1.0))
+    }
+    /// Mean throughput, bit/s.
+    pub fn tput_mean(&self) -> Option<f64> {
+        (self.tput_n > 0).then(|| (self.tput / f64::from(self.tput_n)).max(0.0))
+    }
+}
+
+/// What one path adds to the sums, remembered so that it can be taken out exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct Contribution {
+    /// RTT p50, p90, p99, µs.
+    pub(crate) rtt: Option<[f64; 3]>,
+    pub(crate) loss: Option<f64>,
+    pub(crate) tput: Option<f64>,
+    pub(crate) at: Option<UnixMs>,
+}
+
+impl Contribution {
+    pub(crate) fn of(path: &PathState, now: UnixMs, config: &PathConfig) -> Self {
+        if path.is_stale(now, config) {
+            return Self {
+                tput: path.fresh_throughput(now, config).map(|t| t.latest_bps),
+                ..Self::default()
+            };
+        }
+        Self {
+            rtt: path
+                .merged
+                .rtt
+                .map(|r| [f64::from(r.p50), f64::from(r.p90), f64::from(r.p99)]),
+            loss: path.merged.loss(),
+            tput: path.fresh_throughput(now, config).map(|t| t.latest_bps),
+            at: path.last_update,
+        }
+    }
+}

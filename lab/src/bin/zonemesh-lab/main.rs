@@ -1,0 +1,248 @@
+//! `zonemesh-lab`: build a lab and keep it until Ctrl-C, remove what killed labs left behind,
+//! measure what the lab itself sustains, and write the accuracy report.
+//!
+//! ```text
+//! zonemesh-lab up --zone zone-a=a1,a2 --zone zone-b=b1 --link zone-a:zone-b:rtt=4ms,jitter=100us \
+//!                 --node a2:loss=5% --node b1:rate=100mbit
+//! zonemesh-lab cleanup [--prefix zmlab-] [--force]
+//! zonemesh-lab bench                       # iperf3 through the link emulator
+//! zonemesh-lab accuracy --out docs/ACCURACY.md
+//! zonemesh-lab evaluate --seeds 1,2,3 --gradient 4MB --out docs/EVALUATION.md
+//! ```
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use zonemesh_common::flags::{parse_or_exit, usage_error};
+use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
+
+mod evaluation;
+mod report;
+
+const PROGRAM: &str = "zonemesh-lab";
+
+/// "25MB", "4MiB", "1000000": bytes (MB = 10^6, MiB = 2^20), at least 1 KB.
+fn parse_bytes(value: &str) -> Result<usize, String> {
+    let v = value.trim();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (number, unit) = v.split_at(split);
+    let n: usize = number
+        .parse()
+        .map_err(|_| format!("{value:?} is not a size such as 25MB"))?;
+    let scale = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "KiB" => 1 << 10,
+        "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        other => {
+            return Err(format!(
+                "unit {other:?} of {value:?}: use B, KB, KiB, MB or MiB"
+            ));
+        }
+    };
+    let bytes = n * scale;
+    if bytes < 1_000 {
+        return Err(format!("{value:?} is below 1 KB"));
+    }
+    Ok(bytes)
+}
+
+fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// The zonemesh network lab.
+#[derive(Debug, Parser)]
+#[command(name = PROGRAM, version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Build a lab, print its nodes and keep it until Ctrl-C.
+    Up {
+        /// A zone and its nodes: zone=node,node,... (repeat per zone).
+        #[arg(long = "zone", required = true)]
+        zones: Vec<String>,
+        /// A link between two zones: a:b:rtt=4ms,jitter=100us,loss=1% (loss from a to b).
+        #[arg(long = "link")]
+        links: Vec<String>,
+        /// Impairments of a node: node:loss=5%,rate=100mbit.
+        #[arg(long = "node")]
+        nodes: Vec<String>,
+        /// Seed of the jitter.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Measure what the lab sustains: iperf3 through the link emulator, with and without a rate
+    /// limit beside it.
+    Bench {
+        /// Seconds per iperf3 run (after a 1 s warm-up).
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+    },
+    /// Run the demo cluster with zonemesh, compare its figures with the injected impairments,
+    /// iputils ping and iperf3, and write the report.
+    Accuracy {
+        /// Where the Markdown report goes.
+        #[arg(long, default_value = "docs/ACCURACY.md")]
+        out: std::path::PathBuf,
+    },
+    /// Place a distributed-training job with five strategies (kube-scheduler's default spread,
+    /// random, zone-only, zone-then-score, zonemesh) on labs of three zones of four nodes, run it
+    /// (ring all-reduce and parameter server over real TCP), and write the report.
+    Evaluate {
+        /// Where the Markdown report goes (the SVG plot goes beside it).
+        #[arg(long, default_value = "docs/EVALUATION.md")]
+        out: std::path::PathBuf,
+        /// Lab seeds (each one a lab with its own delays and degraded nodes).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        seeds: Vec<u64>,
+        /// Workers per job (2–4: one zone holds four).
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Bytes of a gradient (25MB is about ResNet-50's fp32 gradients).
+        #[arg(long, default_value = "4MB", value_parser = parse_bytes)]
+        gradient: usize,
+        /// Timed iterations per run.
+        #[arg(long, default_value_t = 3)]
+        iterations: u32,
+    },
+    /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
+    /// except those of labs whose process still runs, unless --force.
+    Cleanup {
+        /// Namespace name prefix.
+        #[arg(long, default_value = DEFAULT_PREFIX)]
+        prefix: String,
+        /// Also remove labs whose process is alive.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn main() {
+    let cli: Cli = parse_or_exit();
+    if let Err(e) = run(cli) {
+        eprintln!("{PROGRAM}: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Cmd::Up {
+            zones,
+            links,
+            nodes,
+            seed,
+        } => {
+            let mut spec = LabSpec {
+                seed,
+                ..LabSpec::new()
+            };
+            for z in &zones {
+                spec = spec
+                    .parse_zone(z)
+                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+            }
+            for l in &links {
+                spec = spec
+                    .parse_link(l)
+                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+            }
+            for n in &nodes {
+                spec = spec
+                    .parse_node(n)
+                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+            }
+            if let Err(e) = spec.validate() {
+                usage_error(PROGRAM, &e.0);
+            }
+            zonemesh_lab::cleanup_on_signals();
+            let lab = Lab::build(spec)?;
+            println!(
+                "lab {} is up (router namespace {})",
+                lab.prefix(),
+                lab.router()
+            );
+            for n in lab.nodes() {
+                println!(
+                    "  {:<12} {:<12} {:<15} ip netns exec {} …",
+                    n.name, n.zone, n.address, n.netns
+                );
+            }
+            println!("Ctrl-C removes it.");
+            let mut last = 0;
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(10));
+                if let Some(e) = lab.emulator() {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    let c = &e.counters;
+                    let released = c.released.load(Relaxed);
+                    if released != last {
+                        last = released;
+                        println!(
+                            "link emulator: {released} packets released, on average {:.1} µs late and {:.1} µs early, at most {} held at once",
+                            c.late_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                            c.early_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                            c.peak_held.load(Relaxed)
+                        );
+                    }
+                }
+            }
+        }
+        Cmd::Bench { seconds } => {
+            zonemesh_lab::cleanup_on_signals();
+            tokio_runtime()?.block_on(report::bench(seconds))
+        }
+        Cmd::Accuracy { out } => {
+            zonemesh_lab::cleanup_on_signals();
+            let text = tokio_runtime()?.block_on(report::accuracy())?;
+            std::fs::write(&out, text)?;
+            println!("wrote {}", out.display());
+            Ok(())
+        }
+        Cmd::Evaluate {
+            out,
+            seeds,
+            workers,
+            gradient,
+            iterations,
+        } => {
+            if !(2..=4).contains(&workers) {
+                usage_error(PROGRAM, "--workers: must be 2, 3 or 4 (a zone holds four)");
+            }
+            if seeds.is_empty() {
+                usage_error(PROGRAM, "--seeds: at least one");
+            }
+            if iterations == 0 {
+                usage_error(PROGRAM, "--iterations: at least 1");
+            }
+            zonemesh_lab::cleanup_on_signals();
+            let plan = zonemesh_lab::evaluate::Plan {
+                seeds,
+                workers,
+                gradient_bytes: gradient,
+                iterations,
+                collectives: vec![
+                    zonemesh_lab::train::Collective::Ring,
+                    zonemesh_lab::train::Collective::ParameterServer,
+                ],
+            };
+            tokio_runtime()?.block_on(evaluation::evaluate(&plan, &out))
+        }
+        Cmd::Cleanup { prefix, force } => {
+            let removed = zonemesh_lab::cleanup(&prefix, force)?;
+            for r in &removed {
+                println!("removed {} (killed {} processes)", r.netns, r.killed);
+            }
+            println!("{} namespaces removed", removed.len());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,690 @@
+//! Wire ↔ domain: the checked conversions of every `zonemesh.v1` message into the domain types of
+//! `zonemesh-domain`, and of the engine's answers back into messages.
+//!
+//! Only these conversions let wire values in. A refusal is a [`FieldError`] whose field is the
+//! path of the offending wire field (`paths[3].rtt.p50_us`).
+
+use std::net::IpAddr;
+
+use zonemesh_domain::{
+    Assignment, Bps, FieldError, Hello, IcmpMode, MAX_ADDRESSES, MAX_HISTOGRAM_BYTES,
+    MAX_MATRIX_NODES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery,
+    Metric, Micros, NodeName, NodeState, NodeView, PathAnswer, PathFigures, PathSample,
+    PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode, Ranking,
+    Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample, UnixMs, Weights, ZoneLink,
+    ZoneName, ZonePolicy, ZoneView, Zones, node_names,
+};
+
+use crate::v1;
+
+/// Checks a wire `IcmpMode`; `field` names it in the error.
+pub fn icmp_mode(field: &str, value: i32) -> Result<IcmpMode, FieldError> {
+    match v1::IcmpMode::try_from(value) {
+        Ok(v1::IcmpMode::Raw) => Ok(IcmpMode::Raw),
+        Ok(v1::IcmpMode::Dgram) => Ok(IcmpMode::Dgram),
+        Ok(v1::IcmpMode::Tcp) => Ok(IcmpMode::Tcp),
+        Ok(v1::IcmpMode::Unspecified) => Err(FieldError::new(field, "must be set")),
+        Err(_) => Err(FieldError::new(
+            field,
+            format!("{value} is not an IcmpMode"),
+        )),
+    }
+}
+
+impl TryFrom<v1::Hello> for Hello {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::Hello) -> Result<Self, FieldError> {
+        let node = NodeName::parse("node_name", wire.node_name)?;
+        let zone = ZoneName::parse("zone", wire.zone)?;
+        let region = ZoneName::parse_optional("region", wire.region)?;
+        if wire.addresses.is_empty() {
+            return Err(FieldError::new(
+                "addresses",
+                "at least one address is needed",
+            ));
+        }
+        if wire.addresses.len() > MAX_ADDRESSES {
+            return Err(FieldError::new(
+                "addresses",
+                format!(
+                    "{} addresses, at most {MAX_ADDRESSES} allowed",
+                    wire.addresses.len()
+                ),
+            ));
+        }
+        let addresses = wire
+            .addresses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.parse::<IpAddr>().map_err(|_| {
+                    FieldError::new(
+                        format!("addresses[{i}]"),
+                        format!("{a:?} is not an IP address"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if wire.agent_version.len() > MAX_VERSION_BYTES {
+            return Err(FieldError::new(
+                "agent_version",
+                format!("at most {MAX_VERSION_BYTES} bytes allowed"),
+            ));
+        }
+        let icmp_mode = icmp_mode("icmp_mode", wire.icmp_mode)?;
+        let probe_port = u16::try_from(wire.probe_port)
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| {
+                FieldError::new(
+                    "probe_port",
+                    format!("{} is not a TCP port", wire.probe_port),
+                )
+            })?;
+        Ok(Self {
+            node,
+            zone,
+            region,
+            addresses,
+            agent_version: wire.agent_version,
+            icmp_mode,
+            probe_port,
+        })
+    }
+}
+impl TryFrom<v1::RttStats> for Rtt {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::RttStats) -> Result<Self, FieldError> {
+        if wire.samples == 0 {
+            return Err(FieldError::new("samples", "must be at least 1"));
+        }
+        Self {
+            samples: wire.samples,
+            min: Micros::parse("min_us", wire.min_us)?,
+            p50: Micros::parse("p50_us", wire.p50_us)?,
+            p90: Micros::parse("p90_us", wire.p90_us)?,
+            p99: Micros::parse("p99_us", wire.p99_us)?,
+            max: Micros::parse("max_us", wire.max_us)?,
+            mean: Micros::parse("mean_us", wire.mean_us)?,
+            jitter: Micros::parse("jitter_us", wire.jitter_us)?,
+        }
+        .checked()
+    }
+}
+
+impl TryFrom<v1::Throughput> for ThroughputSample {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::Throughput) -> Result<Self, FieldError> {
+        let rate = Bps::parse("throughput_bps", wire.throughput_bps)?;
+        Self::new(
+            rate,
+            wire.bytes,
+            wire.duration_us,
+            wire.warmup_us,
+            wire.streams,
+        )
+    }
+}
+
+impl TryFrom<v1::PathSummary> for PathSample {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::PathSummary) -> Result<Self, FieldError> {
+        let src = NodeName::parse("src", wire.src)?;
+        let dst = NodeName::parse("dst", wire.dst)?;
+        if src == dst {
+            return Err(FieldError::new(
+                "dst",
+                format!("{dst} is the source itself"),
+            ));
+        }
+        let window_start = UnixMs::parse("window_start_unix_ms", wire.window_start_unix_ms)?;
+        let window_end = UnixMs::parse("window_end_unix_ms", wire.window_end_unix_ms)?;
+        if window_end <= window_start {
+            return Err(FieldError::new(
+                "window_end_unix_ms",
+                format!(
+                    "{} is not after window_start_unix_ms {}",
+                    window_end.0, window_start.0
+                ),
+            ));
+        }
+        if wire.probes_received > wire.probes_sent {
+            return Err(FieldError::new(
+                "probes_received",
+                format!(
+                    "{} replies to {} probes is impossible",
+                    wire.probes_received, wire.probes_sent
+                ),
+            ));
+        }
+        let rtt = match (wire.rtt, wire.probes_received) {
+            (None, 0) => None,
+            (Some(_), 0) => {
+                return Err(FieldError::new(
+                    "rtt",
+                    "present although no reply was received",
+                ));
+            }
+            (None, _) => {
+                return Err(FieldError::new(
+                    "rtt",
+                    "missing although replies were received",
+                ));
+            }
+            (Some(stats), received) => {
+                let rtt = Rtt::try_from(stats).map_err(|e| e.within("rtt"))?;
+                if rtt.samples > received {
+                    return Err(FieldError::new(
+                        "rtt.samples",
+                        format!("{} is more than probes_received {received}", rtt.samples),
+                    ));
+                }
+                Some(rtt)
+            }
+        };
+        if wire.rtt_histogram.len() > MAX_HISTOGRAM_BYTES {
+            return Err(FieldError::new(
+                "rtt_histogram",
+                format!(
+                    "{} bytes, at most {MAX_HISTOGRAM_BYTES} allowed",
+                    wire.rtt_histogram.len()
+                ),
+            ));
+        }
+        let histogram = (!wire.rtt_histogram.is_empty()).then_some(wire.rtt_histogram);
+        let throughput = wire
+            .throughput
+            .map(ThroughputSample::try_from)
+            .transpose()
+            .map_err(|e| e.within("throughput"))?;
+        let method = match wire.method {
+            0 => None,
+            m => Some(icmp_mode("method", m)?),
+        };
+        Ok(Self {
+            src,
+            dst,
+            window_start,
+            window_end,
+            sent: wire.probes_sent,
+            received: wire.probes_received,
+            rtt,
+            histogram,
+            throughput,
+            method,
+        })
+    }
+}
+impl TryFrom<v1::Report> for Report {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::Report) -> Result<Self, FieldError> {
+        if wire.sequence == 0 {
+            return Err(FieldError::new("sequence", "must be at least 1"));
+        }
+        if wire.paths.len() > MAX_PATHS_PER_REPORT {
+            return Err(FieldError::new(
+                "paths",
+                format!(
+                    "{} summaries in one report, at most {MAX_PATHS_PER_REPORT} allowed",
+                    wire.paths.len()
+                ),
+            ));
+        }
+        let paths = wire
+            .paths
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| PathSample::try_from(p).map_err(|e| e.within(&format!("paths[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            sequence: wire.sequence,
+            paths,
+        })
+    }
+}
+impl From<IcmpMode> for v1::IcmpMode {
+    fn from(value: IcmpMode) -> Self {
+        match value {
+            IcmpMode::Raw => v1::IcmpMode::Raw,
+            IcmpMode::Dgram => v1::IcmpMode::Dgram,
+            IcmpMode::Tcp => v1::IcmpMode::Tcp,
+        }
+    }
+}
+impl From<Hello> for v1::Hello {
+    fn from(value: Hello) -> Self {
+        Self {
+            node_name: value.node.into(),
+            zone: value.zone.into(),
+            region: value.region.map(String::from).unwrap_or_default(),
+            addresses: value.addresses.iter().map(ToString::to_string).collect(),
+            agent_version: value.agent_version,
+            icmp_mode: v1::IcmpMode::from(value.icmp_mode) as i32,
+            probe_port: u32::from(value.probe_port),
+        }
+    }
+}
+impl From<Rtt> for v1::RttStats {
+    fn from(value: Rtt) -> Self {
+        Self {
+            samples: value.samples,
+            min_us: value.min.get(),
+            p50_us: value.p50.get(),
+            p90_us: value.p90.get(),
+            p99_us: value.p99.get(),
+            max_us: value.max.get(),
+            mean_us: value.mean.get(),
+            jitter_us: value.jitter.get(),
+        }
+    }
+}
+impl From<ThroughputSample> for v1::Throughput {
+    fn from(value: ThroughputSample) -> Self {
+        Self {
+            throughput_bps: value.rate.get(),
+            bytes: value.bytes,
+            duration_us: value.duration_us,
+            warmup_us: value.warmup_us,
+            streams: value.streams,
+        }
+    }
+}
+impl From<PathSample> for v1::PathSummary {
+    fn from(value: PathSample) -> Self {
+        Self {
+            src: value.src.into(),
+            dst: value.dst.into(),
+            window_start_unix_ms: value.window_start.0,
+            window_end_unix_ms: value.window_end.0,
+            probes_sent: value.sent,
+            probes_received: value.received,
+            rtt: value.rtt.map(Into::into),
+            rtt_histogram: value.histogram.unwrap_or_default(),
+            throughput: value.throughput.map(Into::into),
+            method: value.method.map_or(0, |m| v1::IcmpMode::from(m) as i32),
+        }
+    }
+}
+impl From<Report> for v1::Report {
+    fn from(value: Report) -> Self {
+        Self {
+            sequence: value.sequence,
+            paths: value.paths.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// Checks a wire report from the agent of `node`: every sample's source must be that node.
+pub fn report_from_agent(node: &NodeName, wire: v1::Report) -> Result<Report, FieldError> {
+    Report::try_from(wire)?.only_from(node)
+}
+
+/// Checks wire weights; `None` gives the defaults.
+pub fn weights(wire: Option<v1::Weights>) -> Result<Weights, FieldError> {
+    match wire {
+        None => Ok(Weights::DEFAULT),
+        Some(w) => Weights::checked(w.loss, w.delay, w.throughput),
+    }
+}
+
+impl From<Weights> for v1::Weights {
+    fn from(value: Weights) -> Self {
+        Self {
+            loss: Some(value.loss),
+            delay: Some(value.delay),
+            throughput: Some(value.throughput),
+        }
+    }
+}
+
+/// Checks a wire `Metric`; unspecified is the median RTT.
+pub fn metric(field: &str, value: i32) -> Result<Metric, FieldError> {
+    match v1::Metric::try_from(value) {
+        Ok(v1::Metric::RttP50Us | v1::Metric::Unspecified) => Ok(Metric::RttP50Us),
+        Ok(v1::Metric::RttP99Us) => Ok(Metric::RttP99Us),
+        Ok(v1::Metric::LossRatio) => Ok(Metric::LossRatio),
+        Ok(v1::Metric::ThroughputBps) => Ok(Metric::ThroughputBps),
+        Err(_) => Err(FieldError::new(field, format!("{value} is not a Metric"))),
+    }
+}
+
+impl From<Metric> for v1::Metric {
+    fn from(value: Metric) -> Self {
+        match value {
+            Metric::RttP50Us => v1::Metric::RttP50Us,
+            Metric::RttP99Us => v1::Metric::RttP99Us,
+            Metric::LossRatio => v1::Metric::LossRatio,
+            Metric::ThroughputBps => v1::Metric::ThroughputBps,
+        }
+    }
+}
+
+impl TryFrom<v1::GetMatrixRequest> for MatrixQuery {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::GetMatrixRequest) -> Result<Self, FieldError> {
+        let metric = metric("metric", wire.metric)?;
+        if wire.nodes.len() > MAX_MATRIX_NODES {
+            return Err(FieldError::new(
+                "nodes",
+                format!(
+                    "{} nodes, at most {MAX_MATRIX_NODES} allowed",
+                    wire.nodes.len()
+                ),
+            ));
+        }
+        Ok(Self {
+            metric,
+            nodes: node_names("nodes", wire.nodes)?,
+            zone: ZoneName::parse_optional("zone", wire.zone)?,
+        })
+    }
+}
+
+impl TryFrom<v1::RankNodesRequest> for RankQuery {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::RankNodesRequest) -> Result<Self, FieldError> {
+        Ok(Self {
+            candidates: node_names("candidates", wire.candidates)?,
+            zone: ZoneName::parse_optional("zone", wire.zone)?,
+            peers: node_names("peers", wire.peers)?,
+            weights: weights(wire.weights)?,
+            limit: wire.limit as usize,
+        })
+    }
+}
+
+impl TryFrom<v1::PlaceRequest> for PlaceQuery {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::PlaceRequest) -> Result<Self, FieldError> {
+        let candidates = wire
+            .candidates
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                Ok((
+                    NodeName::parse(&format!("candidates[{i}].node"), c.node)?,
+                    c.slots,
+                ))
+            })
+            .collect::<Result<Vec<_>, FieldError>>()?;
+        let policy = match v1::ZonePolicy::try_from(wire.zone_policy) {
+            Ok(v1::ZonePolicy::RequireOne) => ZonePolicy::RequireOne,
+            Ok(v1::ZonePolicy::PreferOne | v1::ZonePolicy::Unspecified) => ZonePolicy::PreferOne,
+            Ok(v1::ZonePolicy::Any) => ZonePolicy::Any,
+            Err(_) => {
+                return Err(FieldError::new(
+                    "zone_policy",
+                    format!("{} is not a ZonePolicy", wire.zone_policy),
+                ));
+            }
+        };
+        PlaceQuery {
+            workers: wire.workers,
+            candidates,
+            policy,
+            weights: weights(wire.weights)?,
+            exclude: node_names("exclude", wire.exclude)?,
+        }
+        .check()
+    }
+}
+
+impl From<ZonePolicy> for v1::ZonePolicy {
+    fn from(value: ZonePolicy) -> Self {
+        match value {
+            ZonePolicy::RequireOne => v1::ZonePolicy::RequireOne,
+            ZonePolicy::PreferOne => v1::ZonePolicy::PreferOne,
+            ZonePolicy::Any => v1::ZonePolicy::Any,
+        }
+    }
+}
+
+// The engine's answers, into messages.
+
+impl From<Provenance> for v1::Provenance {
+    fn from(value: Provenance) -> Self {
+        match value {
+            Provenance::Measured => v1::Provenance::Measured,
+            Provenance::Estimated => v1::Provenance::Estimated,
+            Provenance::Unknown => v1::Provenance::Unknown,
+        }
+    }
+}
+
+impl From<NodeState> for v1::NodeState {
+    fn from(value: NodeState) -> Self {
+        match value {
+            NodeState::Ready => v1::NodeState::Ready,
+            NodeState::Stale => v1::NodeState::Stale,
+            NodeState::Down => v1::NodeState::Down,
+        }
+    }
+}
+
+fn provenance(p: Provenance) -> i32 {
+    v1::Provenance::from(p) as i32
+}
+
+impl From<RttSummary> for v1::RttStats {
+    fn from(r: RttSummary) -> Self {
+        Self {
+            samples: r.samples,
+            min_us: r.min_us,
+            p50_us: r.p50_us,
+            p90_us: r.p90_us,
+            p99_us: r.p99_us,
+            max_us: r.max_us,
+            mean_us: r.mean_us,
+            jitter_us: r.jitter_us,
+        }
+    }
+}
+
+impl From<PathFigures> for v1::PathFigures {
+    fn from(f: PathFigures) -> Self {
+        Self {
+            latency_provenance: provenance(f.latency_provenance),
+            latency_age_ms: f.latency_age_ms,
+            rtt: f.rtt.map(Into::into),
+            loss_ratio: f.loss_ratio,
+            loss_upper_95_ratio: f.loss_upper_95_ratio,
+            probes_sent: f.probes_sent,
+            probes_received: f.probes_received,
+            throughput_provenance: provenance(f.throughput_provenance),
+            throughput_age_ms: f.throughput_age_ms,
+            throughput_bps: f.throughput_bps,
+            throughput_smoothed_bps: f.throughput_smoothed_bps,
+            stale: f.stale,
+            probes_sent_total: f.probes_sent_total,
+            probes_received_total: f.probes_received_total,
+        }
+    }
+}
+
+fn optional_name(name: Option<ZoneName>) -> String {
+    name.map(String::from).unwrap_or_default()
+}
+
+impl From<NodeView> for v1::Node {
+    fn from(n: NodeView) -> Self {
+        Self {
+            name: n.name.into(),
+            zone: n.zone.into(),
+            region: optional_name(n.region),
+            addresses: n.addresses.iter().map(ToString::to_string).collect(),
+            state: v1::NodeState::from(n.state) as i32,
+            state_reason: n.state_reason.to_owned(),
+            last_seen_unix_ms: n.last_seen.map_or(0, |t| t.0),
+            agent_version: n.agent_version,
+            icmp_mode: n.icmp_mode.map_or(0, |m| v1::IcmpMode::from(m) as i32),
+            probe_port: u32::from(n.probe_port),
+            zone_rtt_p50_us: n.zone_rtt_p50_us,
+            zone_loss_ratio: n.zone_loss_ratio,
+            zone_throughput_bps: n.zone_throughput_bps,
+            zone_paths_measured: n.zone_paths_measured,
+            connected: n.connected,
+        }
+    }
+}
+
+impl From<ZoneView> for v1::Zone {
+    fn from(z: ZoneView) -> Self {
+        Self {
+            name: z.name.into(),
+            region: optional_name(z.region),
+            nodes: z.nodes,
+            ready_nodes: z.ready_nodes,
+        }
+    }
+}
+
+impl From<ZoneLink> for v1::ZoneLink {
+    fn from(l: ZoneLink) -> Self {
+        Self {
+            src_zone: l.src_zone.into(),
+            dst_zone: l.dst_zone.into(),
+            figures: Some(l.figures.into()),
+            measured_paths: l.measured_paths,
+        }
+    }
+}
+
+impl From<Zones> for v1::ListZonesResponse {
+    fn from(z: Zones) -> Self {
+        Self {
+            zones: z.zones.into_iter().map(Into::into).collect(),
+            links: z.links.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<PathAnswer> for v1::GetPathResponse {
+    fn from(p: PathAnswer) -> Self {
+        Self {
+            src: p.src.into(),
+            dst: p.dst.into(),
+            figures: Some(p.figures.into()),
+        }
+    }
+}
+
+impl From<MatrixCell> for v1::MatrixCell {
+    fn from(c: MatrixCell) -> Self {
+        Self {
+            value: c.value,
+            provenance: provenance(c.provenance),
+            age_ms: c.age_ms,
+            stale: c.stale,
+        }
+    }
+}
+
+impl From<Matrix> for v1::GetMatrixResponse {
+    fn from(m: Matrix) -> Self {
+        Self {
+            metric: v1::Metric::from(m.metric) as i32,
+            nodes: m.nodes.into_iter().map(String::from).collect(),
+            cells: m.cells.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<RankedNode> for v1::RankedNode {
+    fn from(r: RankedNode) -> Self {
+        Self {
+            node: r.node.into(),
+            zone: r.zone.into(),
+            score: r.score,
+            state: v1::NodeState::from(r.state) as i32,
+            reason: r.reason,
+            rtt_p50_us: r.rtt_p50_us,
+            loss_ratio: r.loss_ratio,
+            throughput_bps: r.throughput_bps,
+            paths_measured: r.paths_measured,
+            paths_estimated: r.paths_estimated,
+            oldest_age_ms: r.oldest_age_ms,
+        }
+    }
+}
+
+impl From<Ranking> for v1::RankNodesResponse {
+    fn from(r: Ranking) -> Self {
+        Self {
+            nodes: r.nodes.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<Assignment> for v1::Assignment {
+    fn from(a: Assignment) -> Self {
+        Self {
+            node: a.node.into(),
+            zone: a.zone.into(),
+            workers: a.workers,
+        }
+    }
+}
+
+impl From<PlaceAnswer> for v1::PlaceResponse {
+    fn from(p: PlaceAnswer) -> Self {
+        Self {
+            assignments: p.assignments.into_iter().map(Into::into).collect(),
+            zones: p.zones.into_iter().map(String::from).collect(),
+            worst_rtt_us: p.worst_rtt_us,
+            worst_loss_ratio: p.worst_loss_ratio,
+            bottleneck_throughput_bps: p.bottleneck_throughput_bps.unwrap_or(0.0),
+            latency_provenance: provenance(p.latency_provenance),
+            throughput_provenance: provenance(p.throughput_provenance),
+            oldest_age_ms: p.oldest_age_ms,
+            explanation: p.explanation,
+        }
+    }
+}
+
+impl From<ProbeTarget> for v1::ProbeTarget {
+    fn from(t: ProbeTarget) -> Self {
+        Self {
+            node: t.node.into(),
+            addresses: t.addresses.iter().map(ToString::to_string).collect(),
+            probe_port: u32::from(t.probe_port),
+            interval_ms: t.interval_ms,
+            train_size: t.train_size,
+            train_gap_ms: t.train_gap_ms,
+            timeout_ms: t.timeout_ms,
+            zone: t.zone.into(),
+        }
+    }
+}
+
+impl From<ProbePlan> for v1::ProbePlan {
+    fn from(p: ProbePlan) -> Self {
+        Self {
+            version: p.version,
+            window_ms: p.window_ms,
+            targets: p.targets.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<ThroughputGrant> for v1::ThroughputGrant {
+    fn from(g: ThroughputGrant) -> Self {
+        Self {
+            grant_id: g.id,
+            peer: g.peer.into(),
+            peer_address: g.peer_address.map(|a| a.to_string()).unwrap_or_default(),
+            peer_port: u32::from(g.peer_port),
+            start_unix_ms: g.start.0,
+            duration_ms: g.duration_ms,
+            warmup_ms: g.warmup_ms,
+            streams: g.streams,
+        }
+    }
+}

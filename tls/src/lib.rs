@@ -1,0 +1,675 @@
+//! TLS shared by the aggregator, the agent and the CLI: loading PEM files, the identities that
+//! certificates carry, and a gRPC channel over rustls whose files are read at every connect, so
+//! that a certificate Kubernetes rotates in place is used from the next connection on.
+//!
+//! # Identities
+//!
+//! A zonemesh certificate names its holder with one URI subject alternative name:
+//!
+//! | URI                                 | holder                                    |
+//! |-------------------------------------|-------------------------------------------|
+//! | `spiffe://<domain>/node/<node>`     | the agent of node `<node>`: Ingest for that node only |
+//! | `spiffe://<domain>/scheduler/<name>`| a scheduler: Topology queries and the extender |
+//! | `spiffe://<domain>/reader/<name>`   | a dashboard: Topology queries only        |
+//!
+//! The aggregator trusts one domain (`--trust-domain`, [`DEFAULT_TRUST_DOMAIN`] by default): a
+//! certificate its client CA signed whose zonemesh identities are all in other domains is refused
+//! at the handshake, so a CA shared with other workloads or clusters does not let theirs in.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// What a certificate or a token allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// An agent: reports for its own node.
+    Node,
+    /// A scheduler: every query, and the extender (which remembers jobs).
+    Scheduler,
+    /// A dashboard: queries only.
+    Reader,
+}
+
+impl Role {
+    /// The path segment of the role in an identity URI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Node => "node",
+            Role::Scheduler => "scheduler",
+            Role::Reader => "reader",
+        }
+    }
+
+    /// The role named `s` (`node`, `scheduler`, `reader`).
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "node" => Some(Role::Node),
+            "scheduler" => Some(Role::Scheduler),
+            "reader" => Some(Role::Reader),
+            _ => None,
+        }
+    }
+}
+
+/// Who a peer proved to be.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Identity {
+    /// What it may do.
+    pub role: Role,
+    /// The node's name for [`Role::Node`], else the client's name.
+    pub name: String,
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.role.as_str(), self.name)
+    }
+}
+
+/// The trust domain of the identities zonemesh issues, and the one the aggregator trusts unless
+/// told otherwise.
+pub const DEFAULT_TRUST_DOMAIN: &str = "zonemesh";
+
+/// Checks that `domain` is a trust domain as SPIFFE spells one: lower-case letters, digits, `.`,
+/// `-` and `_`.
+pub fn check_trust_domain(domain: &str) -> Result<(), String> {
+    if domain.is_empty() {
+        return Err("a trust domain cannot be empty".into());
+    }
+    match domain
+        .chars()
+        .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '.' | '-' | '_'))
+    {
+        Some(c) => Err(format!(
+            "{domain}: {c:?} is not allowed in a trust domain (lower-case letters, digits, '.', '-' and '_')"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The URI subject alternative name of `role` and `name` in trust domain `domain`.
+pub fn identity_uri(domain: &str, role: Role, name: &str) -> String {
+    format!("spiffe://{domain}/{}/{name}", role.as_str())
+}
+
+/// The trust domain and the identity a URI names, if it is a zonemesh identity URI.
+pub fn parse_identity_uri(uri: &str) -> Option<(&str, Identity)> {
+    let rest = uri.strip_prefix("spiffe://")?;
+    let (domain, path) = rest.split_once('/')?;
+    let (role, name) = path.split_once('/')?;
+    let role = Role::parse(role)?;
+    if domain.is_empty() || name.is_empty() || name.contains('/') {
+        return None;
+    }
+    Some((
+        domain,
+        Identity {
+            role,
+            name: name.to_owned(),
+        },
+    ))
+}
+
+/// The identity a DER certificate carries in `trust_domain`: its first URI SAN that is a zonemesh
+/// identity in that domain. `Ok(None)` when it carries no zonemesh identity at all; an error when
+/// every one it carries is in another domain.
+pub fn identity_of(der: &[u8], trust_domain: &str) -> Result<Option<Identity>, String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| format!("cannot parse the certificate: {e}"))?;
+    let Some(san) = cert
+        .subject_alternative_name()
+        .map_err(|e| format!("bad subjectAltName: {e}"))?
+    else {
+        return Ok(None);
+    };
+    let mut foreign = None;
+    for name in &san.value.general_names {
+        let GeneralName::URI(uri) = name else {
+            continue;
+        };
+        match parse_identity_uri(uri) {
+            Some((domain, identity)) if domain == trust_domain => return Ok(Some(identity)),
+            Some(_) => foreign = foreign.or(Some(*uri)),
+            None => {}
+        }
+    }
+    match foreign {
+        Some(uri) => Err(format!(
+            "the certificate names {uri}, outside trust domain {trust_domain}"
+        )),
+        None => Ok(None),
+    }
+}
+
+fn read(what: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))
+}
+
+/// Every certificate in a PEM file; an error names the file when there is none.
+pub fn load_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = read(what, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{what} {}: no PEM certificate in the file",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// The private key in a PEM file (PKCS#8, PKCS#1 or SEC1).
+pub fn load_key(what: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = read(what, path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("{what} {}: {e}", path.display()))
+}
+
+/// A root store of every certificate in a PEM file.
+pub fn load_roots(what: &str, path: &Path) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in load_certs(what, path)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    }
+    Ok(roots)
+}
+
+/// The ring provider, the only one zonemesh builds with.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// How a client reaches a TLS aggregator. Files are read at every connect.
+#[derive(Debug, Clone, Default)]
+pub struct ClientTls {
+    /// CA that signed the aggregator's certificate (PEM). `None`: TLS is off.
+    pub ca: Option<PathBuf>,
+    /// The client's certificate chain (PEM), presented when set.
+    pub cert: Option<PathBuf>,
+    /// The client's private key (PEM).
+    pub key: Option<PathBuf>,
+    /// Name expected in the aggregator's certificate; default: the URL's host.
+    pub server_name: Option<String>,
+}
+
+impl ClientTls {
+    /// Checks that the settings go together; the message names the flag (`--{prefix}…`).
+    pub fn check(&self, prefix: &str) -> Result<(), String> {
+        match (&self.cert, &self.key) {
+            (Some(_), None) => return Err(format!("--{prefix}key: required with --{prefix}cert")),
+            (None, Some(_)) => return Err(format!("--{prefix}cert: required with --{prefix}key")),
+            _ => {}
+        }
+        if self.ca.is_none() && self.cert.is_some() {
+            return Err(format!(
+                "--{prefix}ca: required with --{prefix}cert (the CA of the aggregator's certificate)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether TLS is on.
+    pub fn enabled(&self) -> bool {
+        self.ca.is_some()
+    }
+
+    /// A rustls client configuration from the files as they are now.
+    pub fn client_config(&self) -> Result<rustls::ClientConfig, String> {
+        let ca = self.ca.as_deref().ok_or("TLS is off: no CA file")?;
+        let roots = load_roots("CA", ca)?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+        let mut config = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => builder
+                .with_client_auth_cert(load_certs("certificate", cert)?, load_key("key", key)?)
+                .map_err(|e| format!("certificate {}: {e}", cert.display()))?,
+            _ => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(config)
+    }
+}
+
+/// The client TLS flags of the agent and the CLI.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TlsArgs {
+    /// CA of the aggregator's certificate (PEM); turns TLS on (use an https:// URL).
+    #[arg(global = true, long, env = "ZONEMESH_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate chain (PEM), presented to the aggregator.
+    #[arg(global = true, long, env = "ZONEMESH_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// Client private key (PEM).
+    #[arg(global = true, long, env = "ZONEMESH_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Name expected in the aggregator's certificate (default: the URL's host).
+    #[arg(global = true, long, env = "ZONEMESH_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
+}
+
+impl TlsArgs {
+    /// The checked settings; errors name the flag. The files are read at every connect.
+    pub fn client_tls(&self, url: &str) -> Result<ClientTls, String> {
+        let tls = ClientTls {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            server_name: self.tls_server_name.clone(),
+        };
+        tls.check("tls-")?;
+        let https = url.starts_with("https://");
+        if https != tls.enabled() {
+            return Err(if https {
+                format!("--tls-ca: required for {url}")
+            } else {
+                format!("--aggregator: {url} is http://, but --tls-ca turns TLS on (use https://)")
+            });
+        }
+        if tls.enabled() {
+            // Read them once now, so that a wrong path fails at start and names its flag.
+            tls.client_config()?;
+        }
+        Ok(tls)
+    }
+}
+
+/// Why [`connect`] failed: the text to show, and whether credentials were the problem (a CA that
+/// does not sign the server's certificate, or a client certificate the server refused), which
+/// waiting and trying again will not fix.
+#[derive(Debug)]
+pub struct ConnectError {
+    message: String,
+    credentials: bool,
+}
+
+impl ConnectError {
+    fn new(message: String) -> Self {
+        Self {
+            message,
+            credentials: false,
+        }
+    }
+
+    fn of(url: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        match credential_failure(e) {
+            Some(why) => Self {
+                message: format!("connect to {url}: {why}"),
+                credentials: true,
+            },
+            None => Self::new(format!("connect to {url}: {}", error_chain(e))),
+        }
+    }
+
+    /// The TLS handshake failed over a certificate, on either side.
+    pub fn is_credentials(&self) -> bool {
+        self.credentials
+    }
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl From<ConnectError> for String {
+    fn from(e: ConnectError) -> Self {
+        e.message
+    }
+}
+
+/// What a TLS failure among `e` and its sources says about certificates, if it was about them:
+/// the server refused this client's certificate (an alert), or this client does not trust the
+/// server's. `None` for every other failure (refused connections, timeouts, protocol errors).
+pub fn credential_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        // io::Error's source() skips the error it wraps, so look inside it too.
+        let inner = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        for candidate in [Some(err), inner].into_iter().flatten() {
+            if let Some(why) = certificate_problem(candidate) {
+                return Some(why);
+            }
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// The alerts a server sends when it does not accept the client's certificate.
+const CERTIFICATE_ALERTS: [rustls::AlertDescription; 8] = {
+    use rustls::AlertDescription as A;
+    [
+        A::BadCertificate,
+        A::UnsupportedCertificate,
+        A::CertificateRevoked,
+        A::CertificateExpired,
+        A::CertificateUnknown,
+        A::UnknownCA,
+        A::AccessDenied,
+        A::CertificateRequired,
+    ]
+};
+
+fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let refused = |alert: &dyn fmt::Debug| {
+        format!("the server refused this client's certificate (--tls-cert): {alert:?}")
+    };
+    let untrusted = |why: &dyn fmt::Display| {
+        format!("the server's certificate is not trusted (--tls-ca, --tls-server-name): {why}")
+    };
+    match e.downcast_ref::<rustls::Error>() {
+        Some(rustls::Error::AlertReceived(alert)) if CERTIFICATE_ALERTS.contains(alert) => {
+            return Some(refused(alert));
+        }
+        Some(err @ rustls::Error::InvalidCertificate(_)) => return Some(untrusted(err)),
+        Some(_) => return None,
+        None => {}
+    }
+    // tokio-rustls hands some of rustls' errors on as their text only (an io::Error of kind
+    // InvalidData around a string): recognise the texts rustls itself writes for those errors.
+    let text = e.to_string();
+    if let Some(alert) = CERTIFICATE_ALERTS
+        .iter()
+        .find(|a| text == rustls::Error::AlertReceived(**a).to_string())
+    {
+        return Some(refused(alert));
+    }
+    let invalid =
+        rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding).to_string();
+    let prefix = invalid.split(':').next().unwrap_or(&invalid);
+    text.starts_with(&format!("{prefix}:"))
+        .then(|| untrusted(&text))
+}
+
+/// A gRPC channel to `url` (`http://` or `https://host:port`), over TLS when `tls` is enabled.
+pub async fn connect(
+    url: &str,
+    tls: &ClientTls,
+    connect_timeout: Duration,
+) -> Result<Channel, ConnectError> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| ConnectError::new(format!("{url}: {e}")))?
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(10));
+    let https = endpoint.uri().scheme_str() == Some("https");
+    if !tls.enabled() {
+        if https {
+            return Err(ConnectError::new(format!(
+                "{url}: https:// needs a CA file (--tls-ca)"
+            )));
+        }
+        return endpoint
+            .connect()
+            .await
+            .map_err(|e| ConnectError::of(url, &e));
+    }
+    let host = endpoint
+        .uri()
+        .host()
+        .ok_or_else(|| ConnectError::new(format!("{url}: no host")))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let name = tls.server_name.clone().unwrap_or_else(|| host.clone());
+    let server_name = ServerName::try_from(name.clone())
+        .map_err(|e| ConnectError::new(format!("server name {name:?}: {e}")))?;
+    let config = tls.client_config().map_err(ConnectError::new)?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let presents_certificate = tls.cert.is_some();
+    let verdict_limit = connect_timeout.min(VERDICT_WAIT);
+    let service = tower::service_fn(move |uri: Uri| {
+        let connector = connector.clone();
+        let server_name = server_name.clone();
+        async move {
+            let host = uri.host().unwrap_or_default();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let port = uri.port_u16().unwrap_or(443);
+            let tcp = tokio::net::TcpStream::connect((host, port)).await?;
+            tcp.set_nodelay(true)?;
+            let mut stream = connector.connect(server_name, tcp).await?;
+            let tls13 =
+                stream.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
+            if presents_certificate && tls13 {
+                await_verdict(&mut stream, verdict_limit).await?;
+            }
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    });
+    endpoint
+        .connect_with_connector(service)
+        .await
+        .map_err(|e| ConnectError::of(url, &e))
+}
+
+/// How long [`connect`] waits for the server's first record after a TLS 1.3 handshake.
+const VERDICT_WAIT: Duration = Duration::from_secs(1);
+
+/// With TLS 1.3 the server judges the client's certificate after the client's side of the
+/// handshake is done, and its verdict is the first record it sends: an alert, or its HTTP/2
+/// settings (an HTTP/2 server speaks first). Waiting for that record, at most `limit`, turns a
+/// refused certificate into an error of the connection that names the alert; without the wait
+/// the client writes its first request into a closed connection and sees only a broken pipe.
+/// The record is taken into rustls, which keeps its plaintext for HTTP/2 to read as usual.
+/// A server that stays silent for `limit` is not an error.
+async fn await_verdict(
+    stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    limit: Duration,
+) -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
+    let first_record = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let (tcp, conn) = stream.get_mut();
+            if !conn.wants_read() {
+                return Ok(()); // plaintext is waiting: the server accepted us
+            }
+            tcp.readable().await?;
+            let n = match tcp.try_read(&mut buf) {
+                Ok(0) => {
+                    return Err(Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the server closed the connection after the TLS handshake",
+                    ));
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            };
+            let mut data = &buf[..n];
+            while !data.is_empty() {
+                conn.read_tls(&mut data)?;
+                conn.process_new_packets()
+                    .map_err(|e| Error::new(ErrorKind::InvalidData, e))?;
+            }
+        }
+    };
+    tokio::time::timeout(limit, first_record)
+        .await
+        .unwrap_or(Ok(()))
+}
+
+/// An error and its sources on one line (tonic's own message is often just "transport error").
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let line = s.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_failures_are_told_from_other_failures() {
+        use rustls::{AlertDescription, CertificateError};
+        use std::io::{Error, ErrorKind};
+        let wrapped = |e: Error| tonic::Status::from_error(Box::new(e));
+        let refused = rustls::Error::AlertReceived(AlertDescription::UnknownCA);
+        // The typed error, and the text tokio-rustls sometimes passes on instead.
+        for e in [
+            Error::new(ErrorKind::InvalidData, refused.clone()),
+            Error::new(ErrorKind::InvalidData, refused.to_string()),
+        ] {
+            let why = credential_failure(&wrapped(e)).expect("a refused certificate");
+            assert!(why.contains("refused this client's certificate") && why.contains("UnknownCA"));
+        }
+        let untrusted = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
+        for e in [
+            Error::new(ErrorKind::InvalidData, untrusted.clone()),
+            Error::new(ErrorKind::InvalidData, untrusted.to_string()),
+        ] {
+            let why = credential_failure(&wrapped(e)).expect("an untrusted server");
+            assert!(why.contains("not trusted"), "{why}");
+        }
+        // Not about certificates: a broken pipe, another alert, a refused connection.
+        for e in [
+            Error::new(
+                ErrorKind::BrokenPipe,
+                "stream closed because of a broken pipe",
+            ),
+            Error::new(
+                ErrorKind::InvalidData,
+                rustls::Error::AlertReceived(AlertDescription::HandshakeFailure),
+            ),
+            Error::from(ErrorKind::ConnectionRefused),
+        ] {
+            assert_eq!(credential_failure(&wrapped(e)), None);
+        }
+    }
+
+    #[test]
+    fn identity_uris_round_trip() {
+        for role in [Role::Node, Role::Scheduler, Role::Reader] {
+            let uri = identity_uri(DEFAULT_TRUST_DOMAIN, role, "a-1.example");
+            assert_eq!(
+                parse_identity_uri(&uri),
+                Some((
+                    DEFAULT_TRUST_DOMAIN,
+                    Identity {
+                        role,
+                        name: "a-1.example".into()
+                    }
+                ))
+            );
+        }
+        assert_eq!(
+            parse_identity_uri("spiffe://cluster.local/node/b1"),
+            Some((
+                "cluster.local",
+                Identity {
+                    role: Role::Node,
+                    name: "b1".into()
+                }
+            ))
+        );
+    }
+
+    #[test]
+    fn other_uris_are_no_identity() {
+        for uri in [
+            "https://zonemesh/node/a1",
+            "spiffe://zonemesh/admin/a1",
+            "spiffe://zonemesh/node/",
+            "spiffe://zonemesh/node/a/b",
+            "spiffe://zonemesh",
+            "spiffe:///node/a1",
+        ] {
+            assert_eq!(parse_identity_uri(uri), None, "{uri}");
+        }
+    }
+
+    /// A self-signed certificate whose subject alternative names are these URIs.
+    fn certificate_naming(uris: &[&str]) -> Vec<u8> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        for uri in uris {
+            params
+                .subject_alt_names
+                .push(rcgen::SanType::URI((*uri).try_into().unwrap()));
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn a_certificate_proves_an_identity_in_the_trust_domain_only() {
+        let node = |name: &str| Identity {
+            role: Role::Node,
+            name: name.into(),
+        };
+        let ours = certificate_naming(&["spiffe://zonemesh/node/a1"]);
+        assert_eq!(identity_of(&ours, "zonemesh"), Ok(Some(node("a1"))));
+        // Another domain's identity is refused, and the error names it.
+        let err = identity_of(&ours, "prod.example").unwrap_err();
+        assert!(
+            err.contains("spiffe://zonemesh/node/a1") && err.contains("prod.example"),
+            "{err}"
+        );
+        // Among several, the one in the trust domain counts, wherever it stands.
+        let both = certificate_naming(&["spiffe://other/node/b1", "spiffe://zonemesh/node/a1"]);
+        assert_eq!(identity_of(&both, "zonemesh"), Ok(Some(node("a1"))));
+        assert_eq!(identity_of(&both, "other"), Ok(Some(node("b1"))));
+        // No zonemesh identity at all (a workload's SPIFFE ID, no URI): no identity, no refusal.
+        let workload = certificate_naming(&["spiffe://zonemesh/ns/default/sa/grafana"]);
+        assert_eq!(identity_of(&workload, "zonemesh"), Ok(None));
+        assert_eq!(identity_of(&certificate_naming(&[]), "zonemesh"), Ok(None));
+    }
+
+    #[test]
+    fn trust_domains_are_spelled_as_spiffe_spells_them() {
+        for ok in ["zonemesh", "cluster.local", "prod-eu_1.example"] {
+            assert_eq!(check_trust_domain(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "Zonemesh", "zone mesh", "zonemesh/node", "zonemesh:443"] {
+            assert!(check_trust_domain(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn client_settings_name_the_missing_flag() {
+        let only_cert = ClientTls {
+            ca: Some("ca.pem".into()),
+            cert: Some("c.pem".into()),
+            ..Default::default()
+        };
+        assert!(
+            only_cert
+                .check("tls-")
+                .unwrap_err()
+                .starts_with("--tls-key")
+        );
+        let no_ca = ClientTls {
+            cert: Some("c.pem".into()),
+            key: Some("k.pem".into()),
+            ..Default::default()
+        };
+        assert!(no_ca.check("tls-").unwrap_err().starts_with("--tls-ca"));
+    }
+}
