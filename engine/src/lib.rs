@@ -77,6 +77,7 @@
 //! ```
 
 mod apply;
+pub mod collective;
 mod error;
 pub mod extender;
 mod ids;
