@@ -33,6 +33,7 @@ impl Server {
             allow_plaintext: false,
             tokens_file: None,
             reload_every: std::time::Duration::from_secs(10),
+            heap_stats: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let (bound_tx, bound_rx) = oneshot::channel();

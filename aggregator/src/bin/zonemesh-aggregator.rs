@@ -13,6 +13,21 @@ use zonemesh_aggregator::server::{self, Config};
 use zonemesh_common::flags::{LogFormat, init_logging, parse_duration, parse_or_exit};
 use zonemesh_engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
 
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's figures: (allocated, resident) bytes.
+#[cfg(not(target_env = "msvc"))]
+fn heap_stats() -> Option<(u64, u64)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    Some((
+        stats::allocated::read().ok()? as u64,
+        stats::resident::read().ok()? as u64,
+    ))
+}
+
 /// Environment variables, one constant per name.
 mod env {
     pub const LISTEN: &str = "ZONEMESH_LISTEN";
@@ -310,6 +325,10 @@ impl Cli {
             allow_plaintext: self.allow_plaintext,
             tokens_file: self.tokens_file.clone(),
             reload_every: self.credential_reload,
+            #[cfg(not(target_env = "msvc"))]
+            heap_stats: Some(heap_stats),
+            #[cfg(target_env = "msvc")]
+            heap_stats: None,
             listen: self.listen,
             http_listen: self.http_listen,
             job_ttl_ms: ms(self.extender_job_ttl),

@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
-use tokio::task::JoinHandle;
 use zonemesh_domain::{Hello, Report, UnixMs};
 use zonemesh_engine::planner::{Plans, ThroughputScheduler};
 use zonemesh_engine::{Applied, Dirty, NodeId, Snapshot, Topology};
@@ -286,14 +285,19 @@ struct Owner {
     health: tonic_health::server::HealthReporter,
 }
 
-/// Starts the owner task over a restored topology and its store.
+/// Resolves when the owner task has written what was left and stopped.
+pub type Stopped = oneshot::Receiver<()>;
+
+/// Starts the owner task over a restored topology and its store, on a thread of its own (with a
+/// runtime of its own), so that neither the tasks of thousands of agent streams nor queries can
+/// hold it up, nor it them.
 pub fn spawn(
     topology: Topology,
     store: Box<dyn Store>,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
     config: CoreConfig,
-) -> (Core, JoinHandle<()>) {
+) -> Result<(Core, Stopped), Error> {
     let (commands, command_rx) = mpsc::channel(4096);
     metrics.store_bytes.set(store.size_bytes());
     let published = Arc::new(ArcSwap::from_pointee(topology.snapshot()));
@@ -323,15 +327,29 @@ pub fn spawn(
         clock: config.clock.clone(),
     };
     let budget = Arc::new(Semaphore::new(INGEST_BUDGET_REPORTS));
-    let handle = tokio::spawn(owner.run(command_rx, config, budget.clone()));
-    (
+    let (done, stopped) = oneshot::channel();
+    let owner_budget = budget.clone();
+    std::thread::Builder::new()
+        .name("zonemesh-owner".into())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(owner.run(command_rx, config, owner_budget)),
+                Err(e) => tracing::error!(error = %e, "the owner's runtime did not start"),
+            }
+            let _ = done.send(());
+        })
+        .map_err(|e| Error::Internal(format!("the owner's thread did not start: {e}")))?;
+    Ok((
         Core {
             commands,
             reader,
             budget,
         },
-        handle,
-    )
+        stopped,
+    ))
 }
 
 impl Owner {
@@ -771,13 +789,14 @@ mod tests {
             clock: clock.clone(),
             ..CoreConfig::default()
         };
-        let (core, _task) = spawn(
+        let (core, _stopped) = spawn(
             Topology::new(EngineConfig::default()),
             Box::new(store),
             metrics.clone(),
             health,
             config,
-        );
+        )
+        .unwrap();
         Harness {
             core,
             clock,

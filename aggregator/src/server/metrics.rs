@@ -228,6 +228,7 @@ pub struct Metrics {
     pub ingest_in_flight: Gauge,
     /// Times a stream waited for room in the ingest budget.
     pub ingest_budget_waits: Counter,
+    heap_stats: std::sync::OnceLock<fn() -> Option<(u64, u64)>>,
     /// The engine's count of latency windows left out under load (a counter, read from it).
     windows_under_load: Gauge,
     query_seconds: [Histogram; RPCS.len()],
@@ -308,6 +309,13 @@ impl Metrics {
         self.paths.set(topology.path_count() as u64);
     }
 
+    /// Where the allocator's figures come from (the binary's allocator knows them).
+    pub fn set_heap_stats(&self, stats: Option<fn() -> Option<(u64, u64)>>) {
+        if let Some(stats) = stats {
+            let _ = self.heap_stats.set(stats);
+        }
+    }
+
     /// The engine's count of latency windows left out under load.
     pub fn observe_windows_under_load(&self, windows: u64) {
         self.windows_under_load.set(windows);
@@ -351,6 +359,12 @@ impl Metrics {
             "# HELP zonemesh_ingest_reports_in_flight Decoded reports not yet applied.\n# TYPE zonemesh_ingest_reports_in_flight gauge\nzonemesh_ingest_reports_in_flight {}",
             self.ingest_in_flight.get()
         );
+        if let Some((allocated, resident)) = self.heap_stats.get().and_then(|stats| stats()) {
+            let _ = writeln!(
+                out,
+                "# HELP zonemesh_heap_allocated_bytes Bytes the program has allocated and not freed.\n# TYPE zonemesh_heap_allocated_bytes gauge\nzonemesh_heap_allocated_bytes {allocated}\n# HELP zonemesh_heap_resident_bytes Bytes the allocator holds in memory (allocated, cached and fragmented).\n# TYPE zonemesh_heap_resident_bytes gauge\nzonemesh_heap_resident_bytes {resident}"
+            );
+        }
         counter(
             &mut out,
             "zonemesh_duplicate_reports_total",

@@ -61,6 +61,9 @@ pub struct Config {
     pub tokens_file: Option<PathBuf>,
     /// How often the TLS and token files are read again.
     pub reload_every: Duration,
+    /// How much memory the allocator holds, if it can tell: `(allocated, resident)` bytes,
+    /// exported as `zonemesh_heap_allocated_bytes` and `zonemesh_heap_resident_bytes`.
+    pub heap_stats: Option<fn() -> Option<(u64, u64)>>,
 }
 
 /// Addresses the server actually listens on (useful with port 0).
@@ -99,6 +102,7 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::default());
+    metrics.set_heap_stats(config.heap_stats);
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(
             tls::Tls::load(files.clone(), config.allow_plaintext).map_err(Error::Config)?,
@@ -176,17 +180,19 @@ pub async fn serve(
         metrics.clone(),
         health.clone(),
         config.core.clone(),
-    );
+    )?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let reflection_v1 = reflection(|b| b.build_v1())?;
     let reflection_v1alpha = reflection(|b| b.build_v1alpha())?;
 
+    let ingest_runtime = IngestRuntime::start()?;
     let ingest = v1::ingest_server::IngestServer::new(ingest::IngestService::new(
         core.clone(),
         metrics.clone(),
         guard.clone(),
         config.ingest,
         stop_rx.clone(),
+        ingest_runtime.handle.clone(),
     ))
     .max_decoding_message_size(config.ingest.max_report_bytes);
     let topology_impl = topology::TopologyService::new(core.clone(), metrics.clone());
@@ -255,8 +261,62 @@ pub async fn serve(
     core.stop().await;
     drop(core);
     let _ = tokio::time::timeout(grace, owner).await;
+    let _ = tokio::task::spawn_blocking(move || ingest_runtime.stop()).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The runtime of the agents' streams: one worker thread, its own run queue. The server's
+/// runtime keeps the connections, queries, the extender and HTTP; the owner task has a thread of
+/// its own (see [`core::spawn`]).
+struct IngestRuntime {
+    handle: tokio::runtime::Handle,
+    stop: std::sync::mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl IngestRuntime {
+    fn start() -> Result<Self, Error> {
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("zonemesh-ingest-rt".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("zonemesh-ingest")
+                    .enable_all()
+                    .build();
+                match runtime {
+                    Ok(runtime) => {
+                        let _ = handle_tx.send(Ok(runtime.handle().clone()));
+                        // Until the server stops (or drops this).
+                        let _ = stopped.recv();
+                        runtime.shutdown_timeout(Duration::from_secs(5));
+                    }
+                    Err(e) => {
+                        let _ = handle_tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(|e| Error::Internal(format!("the ingest runtime's thread: {e}")))?;
+        let handle = handle_rx
+            .recv()
+            .map_err(|_| Error::Internal("the ingest runtime did not start".into()))?
+            .map_err(|e| Error::Internal(format!("the ingest runtime did not start: {e}")))?;
+        Ok(Self {
+            handle,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn stop(mut self) {
+        let _ = self.stop.send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn http_router(metrics: Arc<Metrics>) -> axum::Router {
