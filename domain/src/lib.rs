@@ -49,6 +49,6 @@ pub use report::{
     PathSample, Report, Rtt, ThroughputSample,
 };
 pub use tiers::{
-    Cut, CutFigures, GroupLink, PairFigure, TierGroup, TierThresholds, TierZone, Tiers,
+    Cut, CutFigures, GroupLink, PairFigure, TierGroup, TierThresholds, TierZone, Tiers, ZonePair,
 };
 pub use units::{Bps, LossRatio, Micros, UnixMs};

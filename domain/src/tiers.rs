@@ -126,6 +126,8 @@ pub struct TierZone {
     pub name: ZoneName,
     /// Its tier-2 group.
     pub group: ZoneName,
+    /// Its region, when its nodes said.
+    pub region: Option<ZoneName>,
     /// Its nodes, by name.
     pub nodes: Vec<NodeName>,
     /// Whether any of its nodes has fresh figures; a stale zone keeps its group.
@@ -134,6 +136,22 @@ pub struct TierZone {
     pub rtt_us: Option<f64>,
     /// Mean throughput between its nodes, bit/s, when measured.
     pub throughput_bps: Option<f64>,
+}
+
+/// The figures between two zones (both directions combined: the worse RTT, the lower
+/// throughput), as the derivation saw them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZonePair {
+    /// One zone (the smaller name).
+    pub a: ZoneName,
+    /// The other zone.
+    pub b: ZoneName,
+    /// RTT, µs.
+    pub rtt_us: Option<f64>,
+    /// Throughput, bit/s.
+    pub throughput_bps: Option<f64>,
+    /// Both zones fresh (else the figures decided nothing).
+    pub fresh: bool,
 }
 
 /// The nearest other group of a group and why the two are apart.
@@ -177,6 +195,8 @@ pub struct Tiers {
     pub groups: Vec<TierGroup>,
     /// The figures among all zones (the top tier).
     pub cluster: CutFigures,
+    /// Every zone pair with a figure, by names.
+    pub pairs: Vec<ZonePair>,
 }
 
 impl Tiers {

@@ -26,6 +26,7 @@
 //!
 //! let zone = |name: &str, node: &str| ZoneInput {
 //!     name: ZoneName::parse("zone", name).unwrap(),
+//!     region: None,
 //!     nodes: vec![NodeName::parse("node", node).unwrap()],
 //!     fresh: true,
 //! };
@@ -49,7 +50,7 @@ use std::collections::BTreeMap;
 
 use zonemesh_domain::{
     Cut, CutFigures, GroupLink, NodeName, PairFigure, TierGroup, TierThresholds, TierZone, Tiers,
-    UnixMs, ZoneName,
+    UnixMs, ZoneName, ZonePair,
 };
 
 /// Prefix of generated group names (`group-1`, `group-2`, ...).
@@ -60,6 +61,8 @@ pub const GROUP_PREFIX: &str = "group-";
 pub struct ZoneInput {
     /// The zone (nodes without a zone are in zone `unknown`, one zone like any other).
     pub name: ZoneName,
+    /// Its region, when known.
+    pub region: Option<ZoneName>,
     /// Its nodes. A zone without nodes is left out.
     pub nodes: Vec<NodeName>,
     /// Whether its figures are fresh; a stale zone keeps its group.
@@ -458,6 +461,7 @@ pub fn derive(
             TierZone {
                 name: input.name.clone(),
                 group: group_of[z].clone(),
+                region: input.region.clone(),
                 nodes,
                 fresh: input.fresh,
                 rtt_us: usable(inside.rtt_us),
@@ -529,6 +533,18 @@ pub fn derive(
         zones: tier_zones,
         groups,
         cluster: cut_figures(&m, &names, within(&all)),
+        pairs: within(&all)
+            .filter_map(|(a, b)| {
+                let p = m.get(a, b);
+                (p.rtt.is_some() || p.tput.is_some()).then(|| ZonePair {
+                    a: names[a].clone(),
+                    b: names[b].clone(),
+                    rtt_us: p.rtt,
+                    throughput_bps: p.tput,
+                    fresh: p.fresh,
+                })
+            })
+            .collect(),
     };
     let state = TierState {
         groups: (0..n)
@@ -547,6 +563,7 @@ mod tests {
     fn zone(name: &str, fresh: bool) -> ZoneInput {
         ZoneInput {
             name: ZoneName::parse("zone", name).unwrap(),
+            region: None,
             nodes: vec![NodeName::parse("node", format!("{name}-n1")).unwrap()],
             fresh,
         }

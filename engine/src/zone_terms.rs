@@ -63,6 +63,7 @@ impl Topology {
             }
             inputs.push(ZoneInput {
                 name: zone.name.clone(),
+                region: zone.region.clone(),
                 nodes: members
                     .iter()
                     .map(|m| self.node(**m).name.clone())

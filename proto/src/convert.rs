@@ -12,8 +12,8 @@ use zonemesh_domain::{
     MatrixCell, MatrixQuery, Metric, Micros, NodeName, NodeState, NodeView, PairFigure, PathAnswer,
     PathFigures, PathSample, PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance,
     RankQuery, RankedNode, Ranking, Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample,
-    TierGroup, TierThresholds, TierZone, Tiers, UnixMs, Weights, ZoneLink, ZoneName, ZonePolicy,
-    ZoneView, Zones, node_names,
+    TierGroup, TierThresholds, TierZone, Tiers, UnixMs, Weights, ZoneLink, ZoneName, ZonePair,
+    ZonePolicy, ZoneView, Zones, node_names,
 };
 
 use crate::v1;
@@ -751,6 +751,7 @@ impl From<Tiers> for v1::GetTiersResponse {
                     fresh: z.fresh,
                     rtt_us: z.rtt_us.unwrap_or(0.0),
                     throughput_bps: z.throughput_bps.unwrap_or(0.0),
+                    region: optional_name(z.region),
                 })
                 .collect(),
             groups: t
@@ -769,6 +770,17 @@ impl From<Tiers> for v1::GetTiersResponse {
                 })
                 .collect(),
             cluster: Some(t.cluster.into()),
+            pairs: t
+                .pairs
+                .into_iter()
+                .map(|p| v1::TierZonePair {
+                    zone_a: p.a.into(),
+                    zone_b: p.b.into(),
+                    rtt_us: p.rtt_us.unwrap_or(0.0),
+                    throughput_bps: p.throughput_bps.unwrap_or(0.0),
+                    fresh: p.fresh,
+                })
+                .collect(),
         }
     }
 }
@@ -847,6 +859,8 @@ impl TryFrom<v1::GetTiersResponse> for Tiers {
                 Ok(TierZone {
                     name: ZoneName::parse("name", z.name).map_err(|e| e.within(&at))?,
                     group: ZoneName::parse("group", z.group).map_err(|e| e.within(&at))?,
+                    region: ZoneName::parse_optional("region", z.region)
+                        .map_err(|e| e.within(&at))?,
                     nodes: node_names("nodes", z.nodes).map_err(|e| e.within(&at))?,
                     fresh: z.fresh,
                     rtt_us: known("rtt_us", z.rtt_us).map_err(|e| e.within(&at))?,
@@ -906,6 +920,22 @@ impl TryFrom<v1::GetTiersResponse> for Tiers {
             zones,
             groups,
             cluster: cut_figures("cluster", t.cluster)?,
+            pairs: t
+                .pairs
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let at = format!("pairs[{i}]");
+                    Ok(ZonePair {
+                        a: ZoneName::parse("zone_a", p.zone_a).map_err(|e| e.within(&at))?,
+                        b: ZoneName::parse("zone_b", p.zone_b).map_err(|e| e.within(&at))?,
+                        rtt_us: known("rtt_us", p.rtt_us).map_err(|e| e.within(&at))?,
+                        throughput_bps: known("throughput_bps", p.throughput_bps)
+                            .map_err(|e| e.within(&at))?,
+                        fresh: p.fresh,
+                    })
+                })
+                .collect::<Result<Vec<_>, FieldError>>()?,
         };
         tiers.check()?;
         Ok(tiers)

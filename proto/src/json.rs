@@ -196,7 +196,8 @@ pub fn tiers(r: &v1::GetTiersResponse) -> Value {
             "leave_throughput_bps": t.leave_throughput_bps,
         })),
         "zones": r.zones.iter().map(|z| json!({
-            "name": z.name, "group": z.group, "nodes": z.nodes, "fresh": z.fresh,
+            "name": z.name, "group": z.group, "region": z.region, "nodes": z.nodes,
+            "fresh": z.fresh,
             "rtt_us": z.rtt_us, "throughput_bps": z.throughput_bps,
         })).collect::<Vec<_>>(),
         "groups": r.groups.iter().map(|g| json!({
@@ -208,6 +209,10 @@ pub fn tiers(r: &v1::GetTiersResponse) -> Value {
             })),
         })).collect::<Vec<_>>(),
         "cluster": r.cluster.as_ref().map(cut_figures),
+        "pairs": r.pairs.iter().map(|p| json!({
+            "zone_a": p.zone_a, "zone_b": p.zone_b, "rtt_us": p.rtt_us,
+            "throughput_bps": p.throughput_bps, "fresh": p.fresh,
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -587,6 +587,13 @@ fn tiers() -> v1::GetTiersResponse {
             worst_rtt: Some(figure("zone-a", "zone-b", 6_000.0)),
             ..Default::default()
         }),
+        pairs: vec![v1::TierZonePair {
+            zone_a: "zone-a".into(),
+            zone_b: "zone-b".into(),
+            rtt_us: 6_000.0,
+            throughput_bps: 9e8,
+            fresh: false,
+        }],
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use zonemesh_aggregator::server::{self, Config};
-use zonemesh_common::flags::{LogFormat, init_logging, parse_duration, parse_or_exit};
+use zonemesh_common::flags::{LogFormat, init_logging, parse_bps, parse_duration, parse_or_exit};
 use zonemesh_engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
 
 /// Environment variables, one constant per name.
@@ -53,6 +53,11 @@ mod env {
     pub const MAX_REPORT_BYTES: &str = "ZONEMESH_MAX_REPORT_BYTES";
     pub const MAX_REPORT_RATE: &str = "ZONEMESH_MAX_REPORT_RATE";
     pub const REPORT_BURST: &str = "ZONEMESH_REPORT_BURST";
+    pub const TIER_INTERVAL: &str = "ZONEMESH_TIER_INTERVAL";
+    pub const TIER_JOIN_RTT: &str = "ZONEMESH_TIER_JOIN_RTT";
+    pub const TIER_LEAVE_RTT: &str = "ZONEMESH_TIER_LEAVE_RTT";
+    pub const TIER_JOIN_THROUGHPUT: &str = "ZONEMESH_TIER_JOIN_THROUGHPUT";
+    pub const TIER_LEAVE_THROUGHPUT: &str = "ZONEMESH_TIER_LEAVE_THROUGHPUT";
 }
 
 /// The zonemesh aggregator: ingests agents' measurements, keeps the zone-aware topology matrix in
@@ -171,6 +176,24 @@ struct Cli {
     /// Reports an agent may send at once above --max-report-rate (its backlog after a reconnect).
     #[arg(long, env = env::REPORT_BURST, default_value_t = 120)]
     report_burst: u32,
+    /// How often the tiers (zones, groups of near zones, all nodes) are derived.
+    #[arg(long, env = env::TIER_INTERVAL, default_value = "10s", value_parser = parse_duration)]
+    tier_interval: Duration,
+    /// Zones join a tier-2 group when every RTT between them is at most this.
+    #[arg(long, env = env::TIER_JOIN_RTT, default_value = "3ms", value_parser = parse_duration)]
+    tier_join_rtt: Duration,
+    /// A zone leaves its group when an RTT to another member passes this (at least
+    /// --tier-join-rtt; between the two, nothing moves).
+    #[arg(long, env = env::TIER_LEAVE_RTT, default_value = "4ms", value_parser = parse_duration)]
+    tier_leave_rtt: Duration,
+    /// Zones join a group when every measured throughput between them is at least this, bit/s
+    /// (100M, 1G; 0: throughput is no criterion).
+    #[arg(long, env = env::TIER_JOIN_THROUGHPUT, default_value = "100M", value_parser = parse_bps)]
+    tier_join_throughput: f64,
+    /// A zone leaves its group when a measured throughput to another member falls below this
+    /// (at most --tier-join-throughput).
+    #[arg(long, env = env::TIER_LEAVE_THROUGHPUT, default_value = "80M", value_parser = parse_bps)]
+    tier_leave_throughput: f64,
     /// Testing only: make every store write take at least this long (fault injection).
     #[arg(long, hide = true, default_value = "0ms", value_parser = parse_duration)]
     fault_commit_delay: Duration,
@@ -291,7 +314,32 @@ impl Cli {
             self.credential_reload,
             Duration::from_millis(100),
         )?;
+        at_least(
+            "tier-interval",
+            self.tier_interval,
+            Duration::from_millis(100),
+        )?;
+        let thresholds = zonemesh_domain::TierThresholds {
+            join_rtt_us: self.tier_join_rtt.as_secs_f64() * 1e6,
+            leave_rtt_us: self.tier_leave_rtt.as_secs_f64() * 1e6,
+            join_throughput_bps: self.tier_join_throughput,
+            leave_throughput_bps: self.tier_leave_throughput,
+        }
+        .checked()
+        .map_err(|e| {
+            let flag = match e.field() {
+                "leave_rtt_us" => "--tier-leave-rtt",
+                "leave_throughput_bps" => "--tier-leave-throughput",
+                "join_rtt_us" => "--tier-join-rtt",
+                _ => "--tier-join-throughput",
+            };
+            format!("{flag}: {}", e.problem())
+        })?;
         Ok(Config {
+            tiers: server::tiers::TiersConfig {
+                thresholds,
+                every: self.tier_interval,
+            },
             ingest: server::ingest::IngestLimits {
                 max_report_paths: self.max_report_paths,
                 max_report_bytes: self.max_report_bytes,

@@ -60,6 +60,8 @@ pub enum Command {
     },
     /// Stop: write what is left and end the task.
     Stop,
+    /// The tiers' state changed: store it with the next batch (see `server::tiers`).
+    Tiers(zonemesh_engine::tiers::TierState),
     /// A stream ended.
     Goodbye {
         /// The node.
@@ -165,6 +167,8 @@ struct Owner {
     inflight_acks: Vec<PendingAck>,
     /// A batch that failed to write, to be retried.
     failed: Option<Batch>,
+    /// The tiers' state to write with the next batch.
+    tiers: Option<zonemesh_engine::tiers::TierState>,
     plans: Plans,
     plan_membership: Option<u64>,
     plan_epoch: i64,
@@ -197,6 +201,7 @@ pub fn spawn(
         waiting: Vec::new(),
         inflight_acks: Vec::new(),
         failed: None,
+        tiers: None,
         plans: Plans::new(),
         plan_membership: None,
         plan_epoch: -1,
@@ -319,6 +324,7 @@ impl Owner {
     /// Starts writing what changed, if anything did (or acks are waiting).
     fn start_write(&mut self, delay: Duration) -> Option<Inflight> {
         let mut batch = Batch::from_dirty(&mut self.topology);
+        batch.tiers = self.tiers.take();
         if let Some(failed) = self.failed.take() {
             batch = merge(failed, batch);
         }
@@ -380,6 +386,7 @@ impl Owner {
         let now = wall_clock();
         match command {
             Command::Stop => return false,
+            Command::Tiers(state) => self.tiers = Some(state),
             Command::Hello {
                 hello,
                 outbound,
@@ -547,5 +554,6 @@ fn merge(older: Batch, newer: Batch) -> Batch {
     Batch {
         nodes: nodes.into_values().collect(),
         rows: rows.into_values().collect(),
+        tiers: newer.tiers.or(older.tiers),
     }
 }

@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
-pub const RPCS: [&str; 8] = [
+pub const RPCS: [&str; 9] = [
     "ListNodes",
     "ListZones",
     "GetPath",
@@ -74,6 +74,7 @@ pub const RPCS: [&str; 8] = [
     "Place",
     "ExtenderFilter",
     "ExtenderPrioritize",
+    "GetTiers",
 ];
 
 /// The surfaces whose refusals are counted, and the reasons.

@@ -6,6 +6,7 @@ pub mod core;
 pub mod extender;
 pub mod ingest;
 pub mod metrics;
+pub mod tiers;
 pub mod tls;
 pub mod topology;
 pub mod web;
@@ -61,6 +62,8 @@ pub struct Config {
     pub tokens_file: Option<PathBuf>,
     /// How often the TLS and token files are read again.
     pub reload_every: Duration,
+    /// How tiers are derived.
+    pub tiers: tiers::TiersConfig,
 }
 
 /// Addresses the server actually listens on (useful with port 0).
@@ -131,6 +134,7 @@ pub async fn serve(
     let started = std::time::Instant::now();
     let snapshot = store.load()?;
     let (nodes, paths) = (snapshot.nodes.len(), snapshot.paths.len());
+    let restored_tiers = snapshot.tiers;
     let topology = Topology::restore(
         config.engine.clone(),
         snapshot.nodes,
@@ -177,6 +181,7 @@ pub async fn serve(
         health.clone(),
         config.core,
     );
+    let (tiers_watch, tiers_task) = tiers::spawn(core.clone(), config.tiers, restored_tiers);
     let (stop_tx, stop_rx) = watch::channel(false);
     let reflection_v1 = reflection(|b| b.build_v1())?;
     let reflection_v1alpha = reflection(|b| b.build_v1alpha())?;
@@ -189,7 +194,8 @@ pub async fn serve(
         stop_rx.clone(),
     ))
     .max_decoding_message_size(config.ingest.max_report_bytes);
-    let topology_impl = topology::TopologyService::new(core.clone(), metrics.clone());
+    let topology_impl =
+        topology::TopologyService::new(core.clone(), metrics.clone(), tiers_watch.clone());
     let topology_service = tonic::service::interceptor::InterceptedService::new(
         v1::topology_server::TopologyServer::new(topology_impl.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES),
@@ -248,6 +254,7 @@ pub async fn serve(
     let grace = Duration::from_secs(10);
     let _ = tokio::time::timeout(grace, grpc_task).await;
     let _ = tokio::time::timeout(grace, http_task).await;
+    tiers_task.abort();
     core.stop().await;
     drop(core);
     let _ = tokio::time::timeout(grace, owner).await;
