@@ -37,6 +37,7 @@ impl Server {
                 every: Duration::from_millis(100),
                 ..Default::default()
             },
+            publish: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let (bound_tx, bound_rx) = oneshot::channel();

@@ -201,6 +201,8 @@ pub struct Metrics {
     zone_view: Mutex<ZoneView>,
     /// TLS, authentication and abuse limits.
     pub security: SecurityMetrics,
+    /// The Kubernetes publisher (`--publish`).
+    pub publish: std::sync::Arc<zonemesh_publish::PublishMetrics>,
     /// Why the store cannot be written, while it cannot (`None`: healthy).
     pub store_failure: Mutex<Option<String>>,
     /// Reports applied.
@@ -429,6 +431,9 @@ impl Metrics {
             );
         }
         self.security.render(&mut out);
+        let mut publish = zonemesh_common::prom::Exposition::new();
+        self.publish.render(&mut publish);
+        out.push_str(&publish.finish());
         out.push_str(&self.render_zones());
         out
     }

@@ -64,6 +64,17 @@ pub struct Config {
     pub reload_every: Duration,
     /// How tiers are derived.
     pub tiers: tiers::TiersConfig,
+    /// The Kubernetes publisher (`--publish`); `None`: off.
+    pub publish: Option<PublishConfig>,
+}
+
+/// The publisher's settings.
+#[derive(Debug, Clone)]
+pub struct PublishConfig {
+    /// What to publish, under which names.
+    pub settings: zonemesh_publish::Settings,
+    /// At most one round per interval (`--publish-interval`).
+    pub interval: Duration,
 }
 
 /// Addresses the server actually listens on (useful with port 0).
@@ -127,6 +138,16 @@ pub async fn serve(
         );
     }
 
+    // The publisher's Kubernetes client (the in-cluster service account), before any socket.
+    let kube_client = match &config.publish {
+        Some(_) => Some(kube::Client::try_default().await.map_err(|e| {
+            Error::Config(format!(
+                "--publish: no Kubernetes client (in-cluster service account or kubeconfig): {e}"
+            ))
+        })?),
+        None => None,
+    };
+
     let store: Box<dyn Store> = match &config.data_dir {
         Some(dir) => Box::new(SledStore::open_with_cache(dir, config.store_cache_bytes)?),
         None => Box::new(MemStore::default()),
@@ -182,6 +203,27 @@ pub async fn serve(
         config.core,
     );
     let (tiers_watch, tiers_task) = tiers::spawn(core.clone(), config.tiers, restored_tiers);
+    // One writer, fed by tier snapshots; it never runs on the owner task.
+    let publisher = match (&config.publish, kube_client) {
+        (Some(p), Some(client)) => {
+            tracing::info!(
+                schedulers = ?p.settings.schedulers,
+                interval = ?p.interval,
+                "publishing the tiers to Kubernetes"
+            );
+            let writer =
+                zonemesh_publish::Writer::new(client, p.settings.clone(), metrics.publish.clone());
+            Some(tokio::spawn(zonemesh_publish::run::run(
+                writer,
+                p.settings.clone(),
+                tiers_watch.clone(),
+                p.interval,
+                wall_clock,
+                metrics.publish.clone(),
+            )))
+        }
+        _ => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let reflection_v1 = reflection(|b| b.build_v1())?;
     let reflection_v1alpha = reflection(|b| b.build_v1alpha())?;
@@ -255,6 +297,9 @@ pub async fn serve(
     let _ = tokio::time::timeout(grace, grpc_task).await;
     let _ = tokio::time::timeout(grace, http_task).await;
     tiers_task.abort();
+    if let Some(p) = publisher {
+        p.abort();
+    }
     core.stop().await;
     drop(core);
     let _ = tokio::time::timeout(grace, owner).await;
