@@ -208,8 +208,9 @@ pub fn extender_json(data: &[u8]) {
 }
 
 /// The store's decoding of its own records: any key and value decode or are refused; a node
-/// record that decodes encodes back to the same node; whatever decodes restores into a
-/// topology that answers every query.
+/// or tiers record that decodes encodes back to the same value; whatever decodes restores into
+/// a topology that answers every query, and a tiers' state derives tiers that keep their own
+/// rules (every zone in one group, names never reused).
 pub fn store_record(data: &[u8]) {
     let Some((&split, rest)) = data.split_first() else {
         return;
@@ -222,6 +223,14 @@ pub fn store_record(data: &[u8]) {
             again, node,
             "a node record changed through encode and decode"
         );
+    }
+    if let Ok(state) = codec::decode_tiers(value) {
+        let again = codec::decode_tiers(&codec::encode_tiers(&state)).expect("re-encoded tiers");
+        assert_eq!(again, state, "a tiers record changed through encode and decode");
+        let (tiers, next) = fixture().tiers(&Default::default(), &state, NOW);
+        tiers.check().expect("tiers from a stored state keep their rules");
+        assert!(next.next_group >= state.next_group, "the group counter went back");
+        let _ = zonemesh_proto::v1::GetTiersResponse::from(tiers);
     }
     let mut snapshot = Snapshot::default();
     if codec::decode_into(&mut snapshot, key, value).is_err() {
@@ -361,5 +370,11 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             codec::encode_row(row),
         );
     }
+    let (_, state) = t.tiers(&Default::default(), &Default::default(), NOW);
+    record(
+        "tiers".into(),
+        codec::TIERS_KEY.to_vec(),
+        codec::encode_tiers(&state),
+    );
     seeds
 }
