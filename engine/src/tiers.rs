@@ -431,10 +431,10 @@ pub fn derive(
         clusters.iter().filter_map(|c| c.name.clone()).collect();
     for c in clusters.iter_mut().filter(|c| c.name.is_none()) {
         let mut name = group_name(next);
-        next += 1;
+        next = next.saturating_add(1);
         while in_use.contains(&name) {
             name = group_name(next);
-            next += 1;
+            next = next.saturating_add(1);
         }
         c.name = Some(name);
     }

@@ -260,7 +260,7 @@ pub struct Desired {
 /// in 2..=99. Logarithmic, so that 100 µs (11) and 200 µs (20) stay apart and 2 ms (49) is
 /// still told from 10 ms (70); 50 µs and less cost 2, 100 ms and more 99.
 pub fn network_cost(rtt_us: f64) -> i64 {
-    if !(rtt_us > COST_RTT_LOW_US) {
+    if rtt_us.is_nan() || rtt_us <= COST_RTT_LOW_US {
         return MIN_COST;
     }
     let span = (MAX_COST - MIN_COST) as f64;
@@ -272,7 +272,7 @@ pub fn network_cost(rtt_us: f64) -> i64 {
 /// `None` below 0.5 Mbit/s.
 pub fn bandwidth_quantity(bps: f64) -> Option<String> {
     let mut v = (bps / 1e6).round();
-    if !(v >= 1.0) || !v.is_finite() {
+    if v.is_nan() || v < 1.0 || !v.is_finite() {
         return None;
     }
     let mut suffix = 0;
@@ -450,9 +450,10 @@ fn node_labels(tiers: &Tiers) -> BTreeMap<String, BTreeMap<String, String>> {
         .collect()
 }
 
-fn cost_entries(
-    origins: &BTreeMap<String, BTreeMap<String, (Option<f64>, Option<f64>)>>,
-) -> Vec<Value> {
+/// Per origin, per destination: (RTT µs, throughput bit/s).
+type Costs = BTreeMap<String, BTreeMap<String, (Option<f64>, Option<f64>)>>;
+
+fn cost_entries(origins: &Costs) -> Vec<Value> {
     origins
         .iter()
         .map(|(origin, dests)| {
@@ -476,10 +477,9 @@ fn cost_entries(
 
 fn diktyo(tiers: &Tiers, settings: &Settings) -> Vec<Object> {
     // Zone to zone, both ways, from every pair with an RTT.
-    let mut zones: BTreeMap<String, BTreeMap<String, (Option<f64>, Option<f64>)>> = BTreeMap::new();
+    let mut zones: Costs = BTreeMap::new();
     // Region to region: the worst RTT and the lowest throughput among their zones' pairs.
-    let mut regions: BTreeMap<String, BTreeMap<String, (Option<f64>, Option<f64>)>> =
-        BTreeMap::new();
+    let mut regions: Costs = BTreeMap::new();
     let region_of: BTreeMap<&ZoneName, Option<&ZoneName>> = tiers
         .zones
         .iter()

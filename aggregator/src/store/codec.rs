@@ -121,6 +121,10 @@ struct TiersRecord {
     next_group: u64,
 }
 
+/// Largest group number a stored state may have reached (2^53: far more groups than any
+/// cluster makes in its life, and no counter near overflow).
+pub const MAX_GROUP_NUMBER: u64 = 1 << 53;
+
 /// Encodes the tiers' state.
 pub fn encode_tiers(state: &TierState) -> Vec<u8> {
     TiersRecord {
@@ -141,6 +145,12 @@ pub fn encode_tiers(state: &TierState) -> Vec<u8> {
 /// generated name in use (so that no name is ever given twice).
 pub fn decode_tiers(bytes: &[u8]) -> Result<TierState, String> {
     let r = TiersRecord::decode(bytes).map_err(|e| e.to_string())?;
+    if r.next_group > MAX_GROUP_NUMBER {
+        return Err(format!(
+            "next_group {} is above {MAX_GROUP_NUMBER}: not a count of groups",
+            r.next_group
+        ));
+    }
     let mut state = TierState {
         groups: Default::default(),
         next_group: r.next_group,
