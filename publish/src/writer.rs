@@ -411,7 +411,16 @@ impl Writer {
         Ok(())
     }
 
+    /// A name taken by an object zonemesh does not own: logged, counted and reported once
+    /// while it lasts (every round meets it again).
     async fn foreign(&mut self, kind: Kind, object: &Object, now: UnixMs) {
+        if !self
+            .reported
+            .insert(format!("ForeignObject/{}/{}", kind.kind(), object.name))
+        {
+            tracing::debug!(kind = kind.kind(), name = %object.name, "still not zonemesh's");
+            return;
+        }
         self.metrics.foreign_objects.inc();
         let current = self.api(kind).get(&object.name).await.ok();
         let volcano = current.as_ref().is_some_and(volcano_sourced);
