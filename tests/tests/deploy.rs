@@ -311,22 +311,40 @@ fn the_publish_components_validate_against_the_kubernetes_schema() -> Result<()>
 
 /// `verbs: [...]` of the rule whose `resources` line names `resource`, in a manifest's text.
 fn verbs(text: &str, resource: &str) -> Option<Vec<String>> {
-    let mut lines = text.lines().skip_while(|l| !l.contains(&format!("resources: [\"{resource}\"]")));
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.contains(&format!("resources: [\"{resource}\"]")));
     lines.next()?;
-    let line = lines.next()?.trim().strip_prefix("verbs: [")?.strip_suffix(']')?;
-    Some(line.split(',').map(|v| v.trim().trim_matches('"').to_owned()).collect())
+    let line = lines
+        .next()?
+        .trim()
+        .strip_prefix("verbs: [")?
+        .strip_suffix(']')?;
+    Some(
+        line.split(',')
+            .map(|v| v.trim().trim_matches('"').to_owned())
+            .collect(),
+    )
 }
 
 #[test]
 fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_used() -> Result<()> {
-    let help = Command::new(binary("zonemesh-aggregator")).arg("--help").output()?;
+    let help = Command::new(binary("zonemesh-aggregator"))
+        .arg("--help")
+        .output()?;
     let help = String::from_utf8_lossy(&help.stdout);
-    ensure!(help.contains("--publish <PUBLISH>") && help.contains("[env: ZONEMESH_PUBLISH="), "{help}");
+    ensure!(
+        help.contains("--publish <PUBLISH>") && help.contains("[env: ZONEMESH_PUBLISH="),
+        "{help}"
+    );
     // What the writer calls (publish/src/writer.rs): on its kinds list, get (a taken name),
     // create, update (replace), delete; on nodes list and patch (apply); Events create.
     let objects = vec!["get", "list", "create", "update", "delete"];
     let expected: [(&str, Vec<(&str, Vec<&str>)>); 3] = [
-        ("volcano", vec![("hypernodes", objects.clone()), ("events", vec!["create"])]),
+        (
+            "volcano",
+            vec![("hypernodes", objects.clone()), ("events", vec!["create"])],
+        ),
         (
             "kueue",
             vec![
@@ -352,16 +370,29 @@ fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_us
             .find_map(|l| l.trim().strip_prefix("value: --publish="))
             .with_context(|| format!("{component}: no --publish= in its kustomization"))?;
         ensure!(
-            zonemesh_publish::Scheduler::parse_list(flag).map_err(anyhow::Error::msg)?.iter().map(|s| s.as_str()).collect::<Vec<_>>() == [component],
+            zonemesh_publish::Scheduler::parse_list(flag)
+                .map_err(anyhow::Error::msg)?
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                == [component],
             "{component}: --publish={flag}"
         );
         ensure!(kustomization.contains("path: /spec/template/spec/automountServiceAccountToken"));
         let rbac = std::fs::read_to_string(dir.join("rbac.yaml"))?;
         let granted = rbac.matches("verbs: [").count();
-        ensure!(granted == rules.len(), "{component}: {granted} rules for {} resources", rules.len());
+        ensure!(
+            granted == rules.len(),
+            "{component}: {granted} rules for {} resources",
+            rules.len()
+        );
         for (resource, want) in rules {
-            let have = verbs(&rbac, resource).with_context(|| format!("{component}: no rule for {resource}"))?;
-            ensure!(have == want, "{component}: {resource} gets {have:?}, the writer uses {want:?}");
+            let have = verbs(&rbac, resource)
+                .with_context(|| format!("{component}: no rule for {resource}"))?;
+            ensure!(
+                have == want,
+                "{component}: {resource} gets {have:?}, the writer uses {want:?}"
+            );
         }
         ensure!(
             rbac.contains("name: zonemesh-aggregator\n    namespace: zonemesh"),

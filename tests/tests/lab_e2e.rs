@@ -183,18 +183,33 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         .iter()
         .map(|n| group_of(n))
         .collect();
-    ensure!(groups.iter().all(Option::is_some), "every node labelled: {groups:?}");
+    ensure!(
+        groups.iter().all(Option::is_some),
+        "every node labelled: {groups:?}"
+    );
     ensure!(
         groups[..6].iter().all(|g| *g == groups[0]) && groups[6..].iter().all(|g| *g == groups[6]),
         "zones a and b together, zone-c apart: {groups:?}"
     );
-    ensure!(groups[0] != groups[6], "zone-c shares a group with a and b: {groups:?}");
-    let tiers = topology.get_tiers(v1::GetTiersRequest {}).await?.into_inner();
+    ensure!(
+        groups[0] != groups[6],
+        "zone-c shares a group with a and b: {groups:?}"
+    );
+    let tiers = topology
+        .get_tiers(v1::GetTiersRequest {})
+        .await?
+        .into_inner();
     for g in &tiers.groups {
-        println!("tier 2 {}: {:?}, inside {:?}, nearest {:?}", g.name, g.zones, g.inside, g.nearest);
+        println!(
+            "tier 2 {}: {:?}, inside {:?}, nearest {:?}",
+            g.name, g.zones, g.inside, g.nearest
+        );
     }
     let hypernodes = items.iter().filter(|o| o["kind"] == "HyperNode").count();
-    ensure!(hypernodes == 3 + 2 + 1, "{hypernodes} HyperNodes: 3 zones, 2 groups, the cluster");
+    ensure!(
+        hypernodes == 3 + 2 + 1,
+        "{hypernodes} HyperNodes: 3 zones, 2 groups, the cluster"
+    );
 
     // A node cut off from everything turns DOWN and is never placed on.
     let victim = placed.assignments[0].node.clone();

@@ -226,10 +226,18 @@ pub fn store_record(data: &[u8]) {
     }
     if let Ok(state) = codec::decode_tiers(value) {
         let again = codec::decode_tiers(&codec::encode_tiers(&state)).expect("re-encoded tiers");
-        assert_eq!(again, state, "a tiers record changed through encode and decode");
+        assert_eq!(
+            again, state,
+            "a tiers record changed through encode and decode"
+        );
         let (tiers, next) = fixture().tiers(&Default::default(), &state, NOW);
-        tiers.check().expect("tiers from a stored state keep their rules");
-        assert!(next.next_group >= state.next_group, "the group counter went back");
+        tiers
+            .check()
+            .expect("tiers from a stored state keep their rules");
+        assert!(
+            next.next_group >= state.next_group,
+            "the group counter went back"
+        );
         let _ = zonemesh_proto::v1::GetTiersResponse::from(tiers);
     }
     let mut snapshot = Snapshot::default();
