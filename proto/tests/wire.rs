@@ -551,6 +551,7 @@ fn tiers() -> v1::GetTiersResponse {
                 fresh: true,
                 rtt_us: 80.0,
                 throughput_bps: 9e8,
+                region: "eu-west".into(),
             },
             v1::TierZone {
                 name: "zone-b".into(),
