@@ -609,7 +609,8 @@ fn tiers_round_trip_through_the_wire_and_their_domain_type() {
 
 #[test]
 fn bad_tiers_are_refused_with_the_field_name() {
-    let cases: Vec<(Box<dyn Fn(&mut v1::GetTiersResponse)>, &str)> = vec![
+    type Spoil = Box<dyn Fn(&mut v1::GetTiersResponse)>;
+    let cases: Vec<(Spoil, &str)> = vec![
         (
             Box::new(|t| t.zones[1].nodes[0] = "B_1".into()),
             "zones[1].nodes[0]",

@@ -340,7 +340,9 @@ fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_us
     // What the writer calls (publish/src/writer.rs): on its kinds list, get (a taken name),
     // create, update (replace), delete; on nodes list and patch (apply); Events create.
     let objects = vec!["get", "list", "create", "update", "delete"];
-    let expected: [(&str, Vec<(&str, Vec<&str>)>); 3] = [
+    // Per component: each resource and its verbs.
+    type Rules<'a> = Vec<(&'a str, Vec<&'a str>)>;
+    let expected: [(&str, Rules); 3] = [
         (
             "volcano",
             vec![("hypernodes", objects.clone()), ("events", vec!["create"])],
