@@ -76,7 +76,7 @@ fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)
                 } else {
                     rtt_of(h)
                 };
-                sample(&s, dn, rtt, now.0, h % 7 == 0)
+                sample(&s, dn, rtt, now.0, h.is_multiple_of(7))
             })
             .collect();
         out.push((

@@ -1,4 +1,5 @@
-//! `zonemesh nodes|zones|path|matrix|rank|place`: the Topology API from a terminal or a script.
+//! `zonemesh nodes|zones|path|matrix|rank|place|tiers`: the Topology API from a terminal or a
+//! script; `zonemesh publish` (see [`crate::tiers`]).
 //!
 //! Tables fit the terminal and are coloured only on a terminal (never with `NO_COLOR`);
 //! `--output json` prints the same JSON as the aggregator's web API. Anything that waits shows a
@@ -86,6 +87,8 @@ pub enum Output {
     Table,
     /// JSON for programs (the web API's shapes).
     Json,
+    /// The same as YAML (Kubernetes objects for `zonemesh publish --dry-run`).
+    Yaml,
 }
 
 /// When to colour.
@@ -191,6 +194,12 @@ pub enum Query {
         #[arg(long, value_delimiter = ',')]
         exclude: Vec<String>,
     },
+    /// The measured tiers: zones, groups of near zones, the cluster, with the figures behind
+    /// every cut.
+    Tiers,
+    /// What the aggregator's publisher writes to Kubernetes: --dry-run prints it, --delete
+    /// removes everything zonemesh owns.
+    Publish(crate::tiers::Publish),
 }
 
 /// `PlaceRequest.zone_policy`.
@@ -311,8 +320,15 @@ fn print(connection: &Connection, value: Value, table: impl FnOnce(&Style) -> St
             "{}",
             serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
         ),
+        Output::Yaml => print!("{}", zonemesh_publish::yaml::documents([&value])),
         Output::Table => print!("{}", table(&connection.style())),
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Runs one query and prints its answer.
@@ -326,6 +342,23 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
         ));
     }
+    let publish = match &query {
+        Query::Publish(p) => {
+            let settings = p.settings()?;
+            if p.delete {
+                print!("{}", crate::tiers::delete(settings).await?);
+                return Ok(());
+            }
+            if !p.dry_run {
+                return Err(Failure::new(
+                    exit::USAGE,
+                    "the aggregator publishes (--publish); give --dry-run to print what it writes, or --delete to remove it",
+                ));
+            }
+            Some(settings)
+        }
+        _ => None,
+    };
     let mut client = connection.client().await?;
     let timeout = connection.timeout;
     macro_rules! call {
@@ -478,6 +511,34 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             print(connection, json::place(&answer), |_| {
                 render::placement(&answer)
             });
+        }
+        Query::Tiers => {
+            let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
+            print(connection, json::tiers(&answer), |_| {
+                crate::tiers::tree(&answer, now_ms())
+            });
+        }
+        Query::Publish(_) => {
+            let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
+            let tiers = zonemesh_domain::Tiers::try_from(answer).map_err(|e| {
+                Failure::new(
+                    exit::FAILURE,
+                    format!("GetTiers answered invalid tiers: {e}"),
+                )
+            })?;
+            let settings = publish.expect("set for publish");
+            let objects = crate::tiers::dry_run_objects(&tiers, &settings);
+            match connection.output {
+                Output::Yaml => print!("{}", zonemesh_publish::yaml::documents(&objects)),
+                Output::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "apiVersion": "v1", "kind": "List", "items": objects,
+                    }))
+                    .unwrap_or_default()
+                ),
+                Output::Table => print!("{}", crate::tiers::dry_run_table(&objects)),
+            }
         }
     }
     Ok(())

@@ -29,6 +29,27 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// Parses a rate in bit/s such as `100M`, `2.5G`, `800k` or `0` (a bare number is bit/s; the
+/// suffixes are decimal, as network rates are).
+pub fn parse_bps(value: &str) -> Result<f64, String> {
+    let value = value.trim();
+    let (number, scale) = match value.chars().last() {
+        Some('k' | 'K') => (&value[..value.len() - 1], 1e3),
+        Some('M') => (&value[..value.len() - 1], 1e6),
+        Some('G') => (&value[..value.len() - 1], 1e9),
+        Some('T') => (&value[..value.len() - 1], 1e12),
+        _ => (value, 1.0),
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{value:?} is not a rate (use 100M, 2.5G, 800k or 0, in bit/s)"))?;
+    let bps = n * scale;
+    if !bps.is_finite() || bps < 0.0 {
+        return Err(format!("{value:?} is out of range"));
+    }
+    Ok(bps)
+}
+
 /// The exit status for bad configuration (EX_USAGE from sysexits.h).
 pub const EXIT_USAGE: i32 = 64;
 
@@ -91,6 +112,16 @@ mod tests {
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         for bad in ["", "s", "10x", "-1s", "1e400s"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn rates_parse_with_decimal_suffixes() {
+        assert_eq!(parse_bps("100M").unwrap(), 100e6);
+        assert_eq!(parse_bps("2.5G").unwrap(), 2.5e9);
+        assert_eq!(parse_bps("0").unwrap(), 0.0);
+        for bad in ["", "M", "-1M", "fast", "1e400"] {
+            assert!(parse_bps(bad).is_err(), "{bad:?}");
         }
     }
 }

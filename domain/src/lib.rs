@@ -29,6 +29,7 @@ mod names;
 mod plan;
 mod query;
 mod report;
+mod tiers;
 mod units;
 
 pub use answer::{
@@ -47,5 +48,8 @@ pub use query::{
 pub use report::{
     Hello, IcmpMode, MAX_ADDRESSES, MAX_HISTOGRAM_BYTES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES,
     PathSample, Report, Rtt, ThroughputSample,
+};
+pub use tiers::{
+    Cut, CutFigures, GroupLink, PairFigure, TierGroup, TierThresholds, TierZone, Tiers, ZonePair,
 };
 pub use units::{Bps, LossRatio, Micros, UnixMs};

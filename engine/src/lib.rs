@@ -95,6 +95,8 @@ mod sums;
 mod sweep;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod tiers;
+pub mod zone_terms;
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -109,6 +111,7 @@ pub use path::{PathConfig, PathState};
 pub use planner::{PlanConfig, ThroughputConfig};
 pub use records::{Dirty, StoredNode};
 pub use sums::Sums;
+pub use zone_terms::ZonePairTerms;
 pub use zonemesh_domain::UNKNOWN_ZONE;
 
 use cow::CowVec;

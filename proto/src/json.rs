@@ -162,6 +162,60 @@ pub fn place(r: &v1::PlaceResponse) -> Value {
     })
 }
 
+/// `TIER_CUT_RTT` → `RTT`.
+pub fn tier_cut(c: i32) -> &'static str {
+    match v1::TierCut::try_from(c).unwrap_or(v1::TierCut::Unspecified) {
+        v1::TierCut::Rtt => "RTT",
+        v1::TierCut::Throughput => "THROUGHPUT",
+        v1::TierCut::Unmeasured => "UNMEASURED",
+        v1::TierCut::Stale => "STALE",
+        v1::TierCut::Unspecified => "UNSPECIFIED",
+    }
+}
+
+fn pair_figure(p: &v1::ZonePairFigure) -> Value {
+    json!({ "zone_a": p.zone_a, "zone_b": p.zone_b, "value": p.value })
+}
+
+fn cut_figures(c: &v1::CutFigures) -> Value {
+    json!({
+        "worst_rtt": c.worst_rtt.as_ref().map(pair_figure),
+        "lowest_throughput": c.lowest_throughput.as_ref().map(pair_figure),
+        "unmeasured_pairs": c.unmeasured_pairs,
+        "stale_pairs": c.stale_pairs,
+    })
+}
+
+/// `GetTiers`.
+pub fn tiers(r: &v1::GetTiersResponse) -> Value {
+    json!({
+        "computed_at_unix_ms": r.computed_at_unix_ms,
+        "thresholds": r.thresholds.as_ref().map(|t| json!({
+            "join_rtt_us": t.join_rtt_us, "leave_rtt_us": t.leave_rtt_us,
+            "join_throughput_bps": t.join_throughput_bps,
+            "leave_throughput_bps": t.leave_throughput_bps,
+        })),
+        "zones": r.zones.iter().map(|z| json!({
+            "name": z.name, "group": z.group, "region": z.region, "nodes": z.nodes,
+            "fresh": z.fresh,
+            "rtt_us": z.rtt_us, "throughput_bps": z.throughput_bps,
+        })).collect::<Vec<_>>(),
+        "groups": r.groups.iter().map(|g| json!({
+            "name": g.name, "zones": g.zones,
+            "inside": g.inside.as_ref().map(cut_figures), "held": g.held,
+            "nearest": g.nearest.as_ref().map(|l| json!({
+                "group": l.group, "figures": l.figures.as_ref().map(cut_figures),
+                "cut": tier_cut(l.cut),
+            })),
+        })).collect::<Vec<_>>(),
+        "cluster": r.cluster.as_ref().map(cut_figures),
+        "pairs": r.pairs.iter().map(|p| json!({
+            "zone_a": p.zone_a, "zone_b": p.zone_b, "rtt_us": p.rtt_us,
+            "throughput_bps": p.throughput_bps, "fresh": p.fresh,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,6 +65,8 @@ pub enum Command {
     },
     /// Stop: write what is left and end the task.
     Stop,
+    /// The tiers' state changed: store it with the next batch (see `server::tiers`).
+    Tiers(zonemesh_engine::tiers::TierState),
     /// A stream ended.
     Goodbye {
         /// The node.
@@ -216,11 +218,21 @@ struct PendingAck {
     _permit: Option<OwnedSemaphorePermit>,
 }
 
+/// What one write holds: the nodes and rows that changed, and the tiers' state if it changed.
+#[derive(Debug, Default)]
+struct Written {
+    dirty: Dirty,
+    tiers: Option<zonemesh_engine::tiers::TierState>,
+}
+
 /// A store write in progress: the store comes home with what was written and how it went.
 type Inflight = std::pin::Pin<
     Box<
         dyn std::future::Future<
-                Output = Result<(Box<dyn Store>, Dirty, Result<(), Error>), tokio::task::JoinError>,
+                Output = Result<
+                    (Box<dyn Store>, Written, Result<(), Error>),
+                    tokio::task::JoinError,
+                >,
             > + Send,
     >,
 >;
@@ -268,7 +280,9 @@ struct Owner {
     /// Acks for the in-flight batch.
     inflight_acks: Vec<PendingAck>,
     /// What a write that failed should have written, to be written again with what follows.
-    failed: Option<Dirty>,
+    failed: Option<Written>,
+    /// The tiers' state to write with the next batch.
+    tiers: Option<zonemesh_engine::tiers::TierState>,
     plans: Plans,
     plan_membership: Option<u64>,
     plan_epoch: i64,
@@ -314,6 +328,7 @@ pub fn spawn(
         waiting: Vec::new(),
         inflight_acks: Vec::new(),
         failed: None,
+        tiers: None,
         plans: Plans::new(),
         plan_membership: None,
         plan_epoch: -1,
@@ -472,10 +487,13 @@ impl Owner {
     /// nodes and rows changed, never copies them.
     fn start_write(&mut self, delay: Duration, inline: bool) -> Option<Inflight> {
         let mut dirty = self.topology.take_dirty();
+        let mut tiers = self.tiers.take();
         if let Some(failed) = self.failed.take() {
-            dirty = failed.union(dirty);
+            dirty = failed.dirty.union(dirty);
+            // A newer state of the tiers supersedes the one that failed.
+            tiers = tiers.or(failed.tiers);
         }
-        if dirty.is_empty() {
+        if dirty.is_empty() && tiers.is_none() {
             // Everything before is durable already: waiting acks can go.
             self.inflight_acks.append(&mut self.waiting);
             self.acknowledge();
@@ -501,7 +519,8 @@ impl Owner {
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }
-            let batch = Batch::from_snapshot(&snapshot, &dirty);
+            let mut batch = Batch::from_snapshot(&snapshot, &dirty);
+            batch.tiers = tiers.clone();
             drop(snapshot);
             let result = store.commit(&batch);
             metrics
@@ -511,7 +530,7 @@ impl Owner {
             if measure_size {
                 metrics.store_bytes.set(store.size_bytes());
             }
-            (store, dirty, result)
+            (store, Written { dirty, tiers }, result)
         };
         if inline {
             let done = write();
@@ -541,6 +560,7 @@ impl Owner {
         let now = self.clock.now();
         match command {
             Command::Stop => return false,
+            Command::Tiers(state) => self.tiers = Some(state),
             Command::Hello {
                 hello,
                 outbound,

@@ -65,7 +65,7 @@ impl Histogram {
 }
 
 /// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
-pub const RPCS: [&str; 8] = [
+pub const RPCS: [&str; 9] = [
     "ListNodes",
     "ListZones",
     "GetPath",
@@ -74,6 +74,7 @@ pub const RPCS: [&str; 8] = [
     "Place",
     "ExtenderFilter",
     "ExtenderPrioritize",
+    "GetTiers",
 ];
 
 /// The surfaces whose refusals are counted, and the reasons.
@@ -200,6 +201,8 @@ pub struct Metrics {
     zone_view: Mutex<ZoneView>,
     /// TLS, authentication and abuse limits.
     pub security: SecurityMetrics,
+    /// The Kubernetes publisher (`--publish`).
+    pub publish: std::sync::Arc<zonemesh_publish::PublishMetrics>,
     /// Why the store cannot be written, while it cannot (`None`: healthy).
     pub store_failure: Mutex<Option<String>>,
     /// Reports applied.
@@ -470,6 +473,9 @@ impl Metrics {
             );
         }
         self.security.render(&mut out);
+        let mut publish = zonemesh_common::prom::Exposition::new();
+        self.publish.render(&mut publish);
+        out.push_str(&publish.finish());
         out.push_str(&self.render_zones());
         out
     }

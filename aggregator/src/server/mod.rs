@@ -6,6 +6,7 @@ pub mod core;
 pub mod extender;
 pub mod ingest;
 pub mod metrics;
+pub mod tiers;
 pub mod tls;
 pub mod topology;
 pub mod web;
@@ -64,6 +65,19 @@ pub struct Config {
     /// How much memory the allocator holds, if it can tell: `(allocated, resident)` bytes,
     /// exported as `zonemesh_heap_allocated_bytes` and `zonemesh_heap_resident_bytes`.
     pub heap_stats: Option<fn() -> Option<(u64, u64)>>,
+    /// How tiers are derived.
+    pub tiers: tiers::TiersConfig,
+    /// The Kubernetes publisher (`--publish`); `None`: off.
+    pub publish: Option<PublishConfig>,
+}
+
+/// The publisher's settings.
+#[derive(Debug, Clone)]
+pub struct PublishConfig {
+    /// What to publish, under which names.
+    pub settings: zonemesh_publish::Settings,
+    /// At most one round per interval (`--publish-interval`).
+    pub interval: Duration,
 }
 
 /// Addresses the server actually listens on (useful with port 0).
@@ -128,6 +142,16 @@ pub async fn serve(
         );
     }
 
+    // The publisher's Kubernetes client (the in-cluster service account), before any socket.
+    let kube_client = match &config.publish {
+        Some(_) => Some(kube::Client::try_default().await.map_err(|e| {
+            Error::Config(format!(
+                "--publish: no Kubernetes client (in-cluster service account or kubeconfig): {e}"
+            ))
+        })?),
+        None => None,
+    };
+
     let store: Box<dyn Store> = match &config.data_dir {
         Some(dir) => Box::new(SledStore::open_with_cache(dir, config.store_cache_bytes)?),
         None => Box::new(MemStore::default()),
@@ -135,6 +159,7 @@ pub async fn serve(
     let started = std::time::Instant::now();
     let snapshot = store.load()?;
     let (nodes, paths) = (snapshot.nodes.len(), snapshot.paths.len());
+    let restored_tiers = snapshot.tiers;
     let topology = Topology::restore(
         config.engine.clone(),
         snapshot.nodes,
@@ -181,6 +206,31 @@ pub async fn serve(
         health.clone(),
         config.core.clone(),
     )?;
+    let (tiers_watch, tiers_task) = tiers::spawn(core.clone(), config.tiers, restored_tiers);
+    // One writer, fed by tier snapshots; it never runs on the owner task.
+    let publisher = match (&config.publish, kube_client) {
+        (Some(p), Some(client)) => {
+            tracing::info!(
+                schedulers = ?p.settings.schedulers,
+                interval = ?p.interval,
+                "publishing the tiers to Kubernetes"
+            );
+            let writer =
+                zonemesh_publish::Writer::new(client, p.settings.clone(), metrics.publish.clone());
+            Some(tokio::spawn(zonemesh_publish::run::run(
+                writer,
+                p.settings.clone(),
+                tiers_watch.clone(),
+                p.interval,
+                {
+                    let clock = config.core.clock.clone();
+                    move || clock.now()
+                },
+                metrics.publish.clone(),
+            )))
+        }
+        _ => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let reflection_v1 = reflection(|b| b.build_v1())?;
     let reflection_v1alpha = reflection(|b| b.build_v1alpha())?;
@@ -195,7 +245,8 @@ pub async fn serve(
         ingest_runtime.handle.clone(),
     ))
     .max_decoding_message_size(config.ingest.max_report_bytes);
-    let topology_impl = topology::TopologyService::new(core.clone(), metrics.clone());
+    let topology_impl =
+        topology::TopologyService::new(core.clone(), metrics.clone(), tiers_watch.clone());
     let topology_service = tonic::service::interceptor::InterceptedService::new(
         v1::topology_server::TopologyServer::new(topology_impl.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES),
@@ -258,6 +309,10 @@ pub async fn serve(
     let grace = Duration::from_secs(10);
     let _ = tokio::time::timeout(grace, grpc_task).await;
     let _ = tokio::time::timeout(grace, http_task).await;
+    tiers_task.abort();
+    if let Some(p) = publisher {
+        p.abort();
+    }
     core.stop().await;
     drop(core);
     let _ = tokio::time::timeout(grace, owner).await;

@@ -1,5 +1,5 @@
 //! The Topology service: every RPC checks its request at the edge, then runs as a query on the
-//! owner task.
+//! owner task; `GetTiers` answers from the tiers task's latest derivation.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,12 +18,31 @@ use zonemesh_domain::{MatrixQuery, NodesQuery, PlaceQuery, RankQuery, ZonesQuery
 pub struct TopologyService {
     core: Core,
     metrics: Arc<Metrics>,
+    tiers: super::tiers::TiersWatch,
 }
 
+/// How long `GetTiers` waits for the first derivation after a start.
+const FIRST_TIERS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl TopologyService {
-    /// A service that queries `core`.
-    pub fn new(core: Core, metrics: Arc<Metrics>) -> Self {
-        Self { core, metrics }
+    /// A service that queries `core`, and answers `GetTiers` from the tiers task's `tiers`.
+    pub fn new(core: Core, metrics: Arc<Metrics>, tiers: super::tiers::TiersWatch) -> Self {
+        Self {
+            core,
+            metrics,
+            tiers,
+        }
+    }
+
+    /// The latest tiers (waiting for the first derivation at most [`FIRST_TIERS_WAIT`]).
+    pub async fn tiers(&self) -> Result<Arc<zonemesh_domain::Tiers>, Status> {
+        let mut rx = self.tiers.clone();
+        match tokio::time::timeout(FIRST_TIERS_WAIT, rx.wait_for(Option::is_some)).await {
+            Ok(Ok(t)) => Ok(t.clone().expect("waited for Some")),
+            _ => Err(Status::unavailable(
+                "the tiers are not derived yet (the aggregator is starting); try again",
+            )),
+        }
     }
 
     async fn run<T: Send + 'static>(
@@ -121,6 +140,17 @@ impl v1::topology_server::Topology for TopologyService {
         let query = RankQuery::try_from(request.into_inner()).map_err(invalid)?;
         self.run("RankNodes", move |t, now| Ok(t.rank(&query, now)?.into()))
             .await
+    }
+
+    async fn get_tiers(
+        &self,
+        _request: Request<v1::GetTiersRequest>,
+    ) -> Result<Response<v1::GetTiersResponse>, Status> {
+        let started = Instant::now();
+        let result = self.tiers().await;
+        self.metrics
+            .observe_query("GetTiers", started.elapsed().as_secs_f64(), result.is_ok());
+        result.map(|t| Response::new(v1::GetTiersResponse::from((*t).clone())))
     }
 
     async fn place(

@@ -7,6 +7,7 @@ use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 use zonemesh_proto::v1;
 
 use zonemesh_engine::path::{RttFigures, ThroughputState, Window};
+use zonemesh_engine::tiers::{GROUP_PREFIX, TierState};
 use zonemesh_engine::{PathState, StoredNode};
 
 /// Key of the meta record.
@@ -17,6 +18,8 @@ pub const FORMAT: &[u8] = b"zonemesh-store-1";
 pub const NODE_PREFIX: &[u8] = b"n/";
 /// Prefix of row keys (`r/<src>`: every outgoing path of a node).
 pub const ROW_PREFIX: &[u8] = b"r/";
+/// Key of the tiers' state (one record: each zone's group and the next group number).
+pub const TIERS_KEY: &[u8] = b"t/state";
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeRecord {
@@ -100,6 +103,79 @@ struct PathRecord {
     throughput: Option<ThroughputRecord>,
     #[prost(int64, optional, tag = "6")]
     withheld_unix_ms: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ZoneGroupRecord {
+    #[prost(string, tag = "1")]
+    zone: String,
+    #[prost(string, tag = "2")]
+    group: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TiersRecord {
+    #[prost(message, repeated, tag = "1")]
+    zones: Vec<ZoneGroupRecord>,
+    #[prost(uint64, tag = "2")]
+    next_group: u64,
+}
+
+/// Largest group number a stored state may have reached (2^53: far more groups than any
+/// cluster makes in its life, and no counter near overflow).
+pub const MAX_GROUP_NUMBER: u64 = 1 << 53;
+
+/// Encodes the tiers' state.
+pub fn encode_tiers(state: &TierState) -> Vec<u8> {
+    TiersRecord {
+        zones: state
+            .groups
+            .iter()
+            .map(|(zone, group)| ZoneGroupRecord {
+                zone: zone.to_string(),
+                group: group.to_string(),
+            })
+            .collect(),
+        next_group: state.next_group,
+    }
+    .encode_to_vec()
+}
+
+/// Decodes the tiers' state: valid names, each zone once, and a next group number above every
+/// generated name in use (so that no name is ever given twice).
+pub fn decode_tiers(bytes: &[u8]) -> Result<TierState, String> {
+    let r = TiersRecord::decode(bytes).map_err(|e| e.to_string())?;
+    if r.next_group > MAX_GROUP_NUMBER {
+        return Err(format!(
+            "next_group {} is above {MAX_GROUP_NUMBER}: not a count of groups",
+            r.next_group
+        ));
+    }
+    let mut state = TierState {
+        groups: Default::default(),
+        next_group: r.next_group,
+    };
+    for (i, z) in r.zones.into_iter().enumerate() {
+        let zone =
+            ZoneName::parse(&format!("zones[{i}].zone"), z.zone).map_err(|e| e.to_string())?;
+        let group =
+            ZoneName::parse(&format!("zones[{i}].group"), z.group).map_err(|e| e.to_string())?;
+        if let Some(n) = group
+            .as_str()
+            .strip_prefix(GROUP_PREFIX)
+            .and_then(|n| n.parse::<u64>().ok())
+            && n >= state.next_group
+        {
+            return Err(format!(
+                "zones[{i}].group: {group} is not below next_group {}",
+                state.next_group
+            ));
+        }
+        if state.groups.insert(zone.clone(), group).is_some() {
+            return Err(format!("zones[{i}].zone: {zone} is listed twice"));
+        }
+    }
+    Ok(state)
 }
 
 /// The key of a node record.
@@ -318,6 +394,8 @@ pub fn decode_into(snapshot: &mut super::Contents, key: &[u8], value: &[u8]) -> 
     }
     if key.starts_with(NODE_PREFIX) {
         snapshot.nodes.push(decode_node(value)?);
+    } else if key == TIERS_KEY {
+        snapshot.tiers = Some(decode_tiers(value)?);
     } else if let Some(src) = key.strip_prefix(ROW_PREFIX) {
         let src = std::str::from_utf8(src).map_err(|_| "key is not UTF-8".to_owned())?;
         let src = NodeName::parse("key", src).map_err(|e| e.to_string())?;
@@ -377,6 +455,37 @@ mod tests {
             decode_row(&src, &row)
                 .unwrap_err()
                 .contains("paths[0] (b): windows[0].rtt")
+        );
+        let group = |zone: &str, group: &str| ZoneGroupRecord {
+            zone: zone.into(),
+            group: group.into(),
+        };
+        let reused = TiersRecord {
+            zones: vec![group("zone-a", "group-3")],
+            next_group: 3,
+        };
+        assert!(
+            decode_tiers(&reused.encode_to_vec())
+                .unwrap_err()
+                .contains("next_group")
+        );
+        let twice = TiersRecord {
+            zones: vec![group("zone-a", "group-1"), group("zone-a", "group-2")],
+            next_group: 3,
+        };
+        assert!(
+            decode_tiers(&twice.encode_to_vec())
+                .unwrap_err()
+                .contains("twice")
+        );
+        let bad = TiersRecord {
+            zones: vec![group("zone a", "group-1")],
+            next_group: 3,
+        };
+        assert!(
+            decode_tiers(&bad.encode_to_vec())
+                .unwrap_err()
+                .contains("zones[0].zone")
         );
         let mut snapshot = super::super::Contents::default();
         assert!(decode_into(&mut snapshot, META_KEY, b"other").is_err());

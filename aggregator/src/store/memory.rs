@@ -36,6 +36,10 @@ impl Store for MemStore {
             self.records
                 .insert(codec::row_key(&row.src), codec::encode_row(row));
         }
+        if let Some(tiers) = &batch.tiers {
+            self.records
+                .insert(codec::TIERS_KEY.to_vec(), codec::encode_tiers(tiers));
+        }
         Ok(())
     }
 

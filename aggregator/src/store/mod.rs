@@ -1,4 +1,5 @@
-//! Durable state: nodes (with each agent's last applied report sequence) and path states.
+//! Durable state: nodes (with each agent's last applied report sequence), path states, and the
+//! tiers' state (each zone's group and the next group number), so that a restart changes no tier.
 //!
 //! [`Store`] has two implementations, [`SledStore`] on disk and [`MemStore`] in memory, which
 //! share the record encoding ([`codec`]) and one test suite. A [`Batch`] is written atomically:
@@ -16,6 +17,7 @@ pub use sled_store::{DEFAULT_CACHE_BYTES, SledStore};
 use zonemesh_domain::NodeName;
 
 use crate::Error;
+use zonemesh_engine::tiers::TierState;
 use zonemesh_engine::{Dirty, PathState, Snapshot, StoredNode, Topology};
 
 /// One path as stored.
@@ -28,6 +30,8 @@ pub struct Contents {
     pub nodes: Vec<StoredNode>,
     /// Paths.
     pub paths: Vec<StoredPath>,
+    /// The tiers' state, once tiers were derived.
+    pub tiers: Option<TierState>,
 }
 
 /// Every outgoing path of one node: the unit the store writes. A report only ever changes its
@@ -47,6 +51,8 @@ pub struct Batch {
     pub nodes: Vec<StoredNode>,
     /// Rows to (over)write.
     pub rows: Vec<StoredRow>,
+    /// The tiers' state to (over)write.
+    pub tiers: Option<TierState>,
 }
 
 impl Batch {
@@ -75,12 +81,13 @@ impl Batch {
                         .collect(),
                 })
                 .collect(),
+            tiers: None,
         }
     }
 
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.rows.is_empty()
+        self.nodes.is_empty() && self.rows.is_empty() && self.tiers.is_none()
     }
 
     /// Path records in the batch.
@@ -176,6 +183,33 @@ mod suite {
         assert_eq!(ab.sent_total, 200);
     }
 
+    pub fn keeps_the_tiers_state(mut store: impl Store) {
+        let mut t = filled();
+        let now = UnixMs(1_000_000);
+        let (_, state) = t
+            .view()
+            .tiers(&Default::default(), &TierState::default(), now);
+        assert_eq!(state.groups.len(), 2, "z1 and z2 (d is only a destination)");
+        let mut batch = Batch::from_dirty(&mut t);
+        batch.tiers = Some(state.clone());
+        store.commit(&batch).unwrap();
+        assert_eq!(store.load().unwrap().tiers.as_ref(), Some(&state));
+        // A later batch without tiers leaves them; one with tiers replaces them.
+        store.commit(&Batch::default()).unwrap();
+        assert_eq!(store.load().unwrap().tiers.as_ref(), Some(&state));
+        let mut moved = state.clone();
+        moved.next_group += 5;
+        store
+            .commit(&Batch {
+                tiers: Some(moved.clone()),
+                ..Batch::default()
+            })
+            .unwrap();
+        let snapshot = store.load().unwrap();
+        assert_eq!(snapshot.tiers, Some(moved));
+        assert_eq!(snapshot.nodes.len(), 4, "the rest untouched");
+    }
+
     macro_rules! store_suite {
         ($module:ident, $make:expr) => {
             mod $module {
@@ -192,6 +226,12 @@ mod suite {
                 fn later_batches_overwrite() {
                     let (_keep, store) = $make;
                     super::later_batches_overwrite(store);
+                }
+
+                #[test]
+                fn keeps_the_tiers_state() {
+                    let (_keep, store) = $make;
+                    super::keeps_the_tiers_state(store);
                 }
             }
         };

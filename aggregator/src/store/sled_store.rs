@@ -72,6 +72,9 @@ impl SledStore {
         for row in &batch.rows {
             b.insert(codec::row_key(&row.src), codec::encode_row(row));
         }
+        if let Some(tiers) = &batch.tiers {
+            b.insert(codec::TIERS_KEY, codec::encode_tiers(tiers));
+        }
         db.apply_batch(b).map_err(|e| Error::Store {
             path: self.shown(),
             action: "write",

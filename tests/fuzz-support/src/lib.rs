@@ -212,8 +212,9 @@ pub fn extender_json(data: &[u8]) {
 }
 
 /// The store's decoding of its own records: any key and value decode or are refused; a node
-/// record that decodes encodes back to the same node; whatever decodes restores into a
-/// topology that answers every query.
+/// or tiers record that decodes encodes back to the same value; whatever decodes restores into
+/// a topology that answers every query, and a tiers' state derives tiers that keep their own
+/// rules (every zone in one group, names never reused).
 pub fn store_record(data: &[u8]) {
     let Some((&split, rest)) = data.split_first() else {
         return;
@@ -226,6 +227,22 @@ pub fn store_record(data: &[u8]) {
             again, node,
             "a node record changed through encode and decode"
         );
+    }
+    if let Ok(state) = codec::decode_tiers(value) {
+        let again = codec::decode_tiers(&codec::encode_tiers(&state)).expect("re-encoded tiers");
+        assert_eq!(
+            again, state,
+            "a tiers record changed through encode and decode"
+        );
+        let (tiers, next) = fixture().view().tiers(&Default::default(), &state, NOW);
+        tiers
+            .check()
+            .expect("tiers from a stored state keep their rules");
+        assert!(
+            next.next_group >= state.next_group,
+            "the group counter went back"
+        );
+        let _ = zonemesh_proto::v1::GetTiersResponse::from(tiers);
     }
     let mut snapshot = Contents::default();
     if codec::decode_into(&mut snapshot, key, value).is_err() {
@@ -365,5 +382,13 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             codec::encode_row(row),
         );
     }
+    let (_, state) = t
+        .view()
+        .tiers(&Default::default(), &Default::default(), NOW);
+    record(
+        "tiers".into(),
+        codec::TIERS_KEY.to_vec(),
+        codec::encode_tiers(&state),
+    );
     seeds
 }
