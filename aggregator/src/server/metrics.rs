@@ -195,6 +195,9 @@ struct ZoneLinkRow {
     measured: u32,
 }
 
+/// Reads how much memory the allocator holds, if it can tell: `(allocated, resident)` bytes.
+pub type HeapStats = fn() -> Option<(u64, u64)>;
+
 /// Every metric of the aggregator.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -231,7 +234,7 @@ pub struct Metrics {
     pub ingest_in_flight: Gauge,
     /// Times a stream waited for room in the ingest budget.
     pub ingest_budget_waits: Counter,
-    heap_stats: std::sync::OnceLock<fn() -> Option<(u64, u64)>>,
+    heap_stats: std::sync::OnceLock<HeapStats>,
     /// The engine's count of latency windows left out under load (a counter, read from it).
     windows_under_load: Gauge,
     query_seconds: [Histogram; RPCS.len()],
@@ -313,7 +316,7 @@ impl Metrics {
     }
 
     /// Where the allocator's figures come from (the binary's allocator knows them).
-    pub fn set_heap_stats(&self, stats: Option<fn() -> Option<(u64, u64)>>) {
+    pub fn set_heap_stats(&self, stats: Option<HeapStats>) {
         if let Some(stats) = stats {
             let _ = self.heap_stats.set(stats);
         }

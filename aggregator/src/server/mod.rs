@@ -64,7 +64,7 @@ pub struct Config {
     pub reload_every: Duration,
     /// How much memory the allocator holds, if it can tell: `(allocated, resident)` bytes,
     /// exported as `zonemesh_heap_allocated_bytes` and `zonemesh_heap_resident_bytes`.
-    pub heap_stats: Option<fn() -> Option<(u64, u64)>>,
+    pub heap_stats: Option<metrics::HeapStats>,
     /// How tiers are derived.
     pub tiers: tiers::TiersConfig,
     /// The Kubernetes publisher (`--publish`); `None`: off.
