@@ -14,7 +14,8 @@
 //!
 //! `cargo bench -p zonemesh-tests --bench web` (needs `chromium` and `chromium-driver`);
 //! `ZONEMESH_BENCH_SIZES=200,1000,5000` measures other sizes (the all-nodes view is measured up to
-//! 1,000 nodes: at 5,000 it is 25 million cells).
+//! 1,000 nodes: at 5,000 it is 25 million cells); `nodes/zones` sets the zones too
+//! (`ZONEMESH_BENCH_SIZES=2000/200`: 200 zones of 10, a zone heatmap of 40,000 cells).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -153,8 +154,7 @@ fn api_figure(http: SocketAddr, path: &str) -> Result<(usize, f64)> {
     Ok((bytes, median(times)))
 }
 
-async fn measure(tools: &Tools, nodes: usize) -> Result<Figures> {
-    let zones = nodes / NODES_PER_ZONE;
+async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figures> {
     let dir = tempfile::tempdir()?;
     let aggregator = start_aggregator(
         &[
@@ -373,29 +373,44 @@ fn print(all: &[Figures]) {
     }
 }
 
+/// `1000` (100 nodes a zone) or `2000/200` (nodes/zones, at least one node a zone).
+fn parse_size(text: &str) -> Result<(usize, usize)> {
+    let text = text.trim();
+    let (nodes, zones) = match text.split_once('/') {
+        Some((n, z)) => (n.trim().parse::<usize>()?, z.trim().parse::<usize>()?),
+        None => {
+            let n = text.parse::<usize>()?;
+            ensure!(
+                n >= NODES_PER_ZONE && n % NODES_PER_ZONE == 0,
+                "{n} is not a multiple of {NODES_PER_ZONE} nodes; give nodes/zones"
+            );
+            (n, n / NODES_PER_ZONE)
+        }
+    };
+    ensure!(
+        zones >= 1 && nodes >= zones,
+        "{text}: at least one zone and one node a zone"
+    );
+    Ok((nodes, zones))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let Some(tools) = Tools::find() else {
         bail!("this benchmark needs chromium and chromedriver");
     };
-    let sizes: Vec<usize> = match std::env::var("ZONEMESH_BENCH_SIZES") {
+    let sizes: Vec<(usize, usize)> = match std::env::var("ZONEMESH_BENCH_SIZES") {
         Ok(s) => s
             .split(',')
-            .map(|n| n.trim().parse::<usize>())
-            .collect::<Result<_, _>>()
-            .context("ZONEMESH_BENCH_SIZES: node counts separated by commas")?,
-        Err(_) => vec![200, 1_000],
+            .map(parse_size)
+            .collect::<Result<_>>()
+            .context("ZONEMESH_BENCH_SIZES: node counts (or nodes/zones) separated by commas")?,
+        Err(_) => vec![(200, 2), (1_000, 10)],
     };
-    if let Some(bad) = sizes
-        .iter()
-        .find(|&&n| n < NODES_PER_ZONE || n % NODES_PER_ZONE != 0)
-    {
-        bail!("ZONEMESH_BENCH_SIZES: {bad} is not a multiple of {NODES_PER_ZONE} nodes");
-    }
     let mut all = Vec::new();
-    for nodes in sizes {
-        eprintln!("measuring {nodes} nodes …");
-        all.push(measure(&tools, nodes).await?);
+    for (nodes, zones) in sizes {
+        eprintln!("measuring {nodes} nodes in {zones} zones …");
+        all.push(measure(&tools, (nodes, zones)).await?);
     }
     print(&all);
     Ok(())

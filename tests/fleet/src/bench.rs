@@ -189,12 +189,7 @@ pub async fn run_scale(run: &ScaleRun, progress: impl Fn(&str)) -> Result<ScaleF
     let mut topology = v1::topology_client::TopologyClient::new(aggregator.channel().await?)
         .max_decoding_message_size(256 << 20);
     loop {
-        let nodes = topology
-            .list_nodes(v1::ListNodesRequest::default())
-            .await?
-            .into_inner()
-            .nodes
-            .len();
+        let nodes = count_nodes(&mut topology).await?;
         if nodes == n {
             break;
         }
@@ -409,4 +404,27 @@ pub fn dir_bytes(dir: &Path) -> Result<u64> {
         };
     }
     Ok(total)
+}
+
+/// The nodes the aggregator lists, every page followed (a page holds at most
+/// `MAX_NODES_PAGE` nodes).
+async fn count_nodes(
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+) -> Result<usize> {
+    let mut count = 0;
+    let mut page_token = String::new();
+    loop {
+        let page = topology
+            .list_nodes(v1::ListNodesRequest {
+                page_token,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        count += page.nodes.len();
+        if page.next_page_token.is_empty() {
+            return Ok(count);
+        }
+        page_token = page.next_page_token;
+    }
 }
