@@ -347,7 +347,10 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("zonemesh-owner".into())
         .spawn(move || {
+            // The owner and its store writes give way to queries (see `priority`).
+            super::priority::yield_to_queries();
             match tokio::runtime::Builder::new_current_thread()
+                .on_thread_start(super::priority::yield_to_queries)
                 .enable_all()
                 .build()
             {

@@ -6,6 +6,7 @@ pub mod core;
 pub mod extender;
 pub mod ingest;
 pub mod metrics;
+pub mod priority;
 pub mod tiers;
 pub mod tls;
 pub mod topology;
@@ -340,6 +341,7 @@ impl IngestRuntime {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
                     .thread_name("zonemesh-ingest")
+                    .on_thread_start(priority::yield_to_queries)
                     .enable_all()
                     .build();
                 match runtime {
