@@ -408,9 +408,7 @@ pub fn dir_bytes(dir: &Path) -> Result<u64> {
 
 /// The nodes the aggregator lists, every page followed (a page holds at most
 /// `MAX_NODES_PAGE` nodes).
-async fn count_nodes(
-    topology: &mut v1::topology_client::TopologyClient<Channel>,
-) -> Result<usize> {
+async fn count_nodes(topology: &mut v1::topology_client::TopologyClient<Channel>) -> Result<usize> {
     let mut count = 0;
     let mut page_token = String::new();
     loop {
