@@ -195,6 +195,14 @@ impl Topology {
             self.snap.membership_version += 1;
         }
         self.down_after_last_pass = down;
+        let due = self
+            .snap
+            .model
+            .fitted_at()
+            .is_none_or(|at| now.since(at) >= self.snap.config.model_every_ms || now.0 < at.0);
+        if due {
+            self.fit_model(now);
+        }
         true
     }
 }
