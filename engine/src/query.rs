@@ -11,7 +11,8 @@ use super::{NodeId, Snapshot, Sums, ZoneId};
 use crate::Error;
 
 /// Figures of a node pair as ranking and placement see them: the worse of the two directions
-/// where measured, else the zone-to-zone roll-up, flagged as estimated.
+/// where measured, else the [model](crate::model)'s estimate from the two nodes' terms and their
+/// zone pair's, flagged as estimated.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PairFigures {
     /// Median RTT, µs.
@@ -87,20 +88,28 @@ impl Snapshot {
             return figures;
         }
         let (za, zb) = (self.zone_of(a), self.zone_of(b));
-        let roll = self.roll_up(za, zb);
-        if figures.latency != Provenance::Measured
-            && let Some(r) = roll.filter(|r| r.loss_n > 0)
-        {
-            figures.latency = Provenance::Estimated;
-            figures.rtt_us = r.rtt_mean();
-            figures.loss = r.loss_mean();
-            figures.oldest = min_at(figures.oldest, r.oldest);
+        let model = self.model();
+        if figures.latency != Provenance::Measured {
+            for e in [model.latency(a, za, b, zb), model.latency(b, zb, a, za)]
+                .into_iter()
+                .flatten()
+            {
+                figures.latency = Provenance::Estimated;
+                figures.rtt_us = max_opt(figures.rtt_us, Some(e.rtt_us));
+                figures.loss = max_opt(figures.loss, Some(e.loss));
+                figures.oldest = min_at(figures.oldest, e.oldest);
+            }
         }
-        if figures.throughput != Provenance::Measured
-            && let Some(r) = roll.filter(|r| r.tput_n > 0)
-        {
-            figures.throughput = Provenance::Estimated;
-            figures.tput_bps = r.tput_mean();
+        if figures.throughput != Provenance::Measured {
+            let (rtt, loss) = (figures.rtt_us, figures.loss);
+            let rate = min_opt(
+                model.rate_bps(a, za, b, zb, rtt, loss),
+                model.rate_bps(b, zb, a, za, rtt, loss),
+            );
+            if let Some(bps) = rate {
+                figures.throughput = Provenance::Estimated;
+                figures.tput_bps = Some(bps);
+            }
         }
         figures
     }
@@ -130,7 +139,8 @@ impl Snapshot {
         }
     }
 
-    /// Wire figures of one directed path; estimated from the roll-up when it has no fresh samples.
+    /// Wire figures of one directed path; estimated by the [model](crate::model) when it has no
+    /// fresh samples.
     pub fn path_figures(&self, src: NodeId, dst: NodeId, now: UnixMs) -> PathFigures {
         let config = &self.config.path;
         let mut out = PathFigures::default();
@@ -169,30 +179,30 @@ impl Snapshot {
         if fresh_latency && out.throughput_provenance == Provenance::Measured {
             return out;
         }
-        let roll = self.roll_up(self.zone_of(src), self.zone_of(dst));
+        let (zs, zd) = (self.zone_of(src), self.zone_of(dst));
+        let model = self.model();
         if out.latency_provenance != Provenance::Measured
-            && let Some(r) = roll.filter(|r| r.loss_n > 0)
+            && let Some(e) = model.latency(src, zs, dst, zd)
         {
             out.latency_provenance = Provenance::Estimated;
-            out.latency_age_ms = r.oldest.map_or(0, |o| now.since(o));
-            out.loss_ratio = r.loss_mean().unwrap_or(0.0);
-            out.loss_upper_95_ratio = out.loss_ratio;
-            out.rtt = r
-                .rtt_mean()
-                .zip(r.rtt_tail_means())
-                .map(|(p50, (p90, p99))| RttSummary {
-                    p50_us: p50,
-                    p90_us: p90,
-                    p99_us: p99,
-                    ..Default::default()
-                });
+            out.latency_age_ms = e.oldest.map_or(0, |o| now.since(o));
+            out.loss_ratio = e.loss;
+            out.loss_upper_95_ratio = e.loss;
+            out.rtt = Some(RttSummary {
+                p50_us: e.rtt_us,
+                p90_us: e.rtt_p90_us,
+                p99_us: e.rtt_p99_us,
+                ..Default::default()
+            });
         }
-        if out.throughput_provenance != Provenance::Measured
-            && let Some(t) = roll.and_then(|r| r.tput_mean())
-        {
-            out.throughput_provenance = Provenance::Estimated;
-            out.throughput_bps = t;
-            out.throughput_smoothed_bps = t;
+        if out.throughput_provenance != Provenance::Measured {
+            let rtt = out.rtt.map(|r| r.p50_us);
+            let loss = (out.latency_provenance != Provenance::Unknown).then_some(out.loss_ratio);
+            if let Some(bps) = model.rate_bps(src, zs, dst, zd, rtt, loss) {
+                out.throughput_provenance = Provenance::Estimated;
+                out.throughput_bps = bps;
+                out.throughput_smoothed_bps = bps;
+            }
         }
         out
     }
