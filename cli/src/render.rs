@@ -128,6 +128,15 @@ fn styled_table(
     out
 }
 
+/// The nodes whose own fault a zone link's figures leave out: "—" for none, at most three names.
+fn left_out(nodes: &[String]) -> String {
+    match nodes.len() {
+        0 => "—".into(),
+        1..=3 => nodes.join(", "),
+        n => format!("{}, … ({n} nodes)", nodes[..3].join(", ")),
+    }
+}
+
 /// The zone-to-zone matrix of a `ListZones` answer: one row per directed zone pair.
 pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
     let mut rows = vec![vec![
@@ -138,6 +147,7 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
         "throughput".into(),
         "paths measured".into(),
         "figures".into(),
+        "leaves out".into(),
     ]];
     for link in &answer.links {
         let f = link.figures.unwrap_or_default();
@@ -149,9 +159,14 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
             rate(f.throughput_bps),
             link.measured_paths.to_string(),
             provenance(f.latency_provenance).into(),
+            left_out(&link.nodes_left_out),
         ]);
     }
     let mut out = styled_table(&rows, style, |_, _| None);
+    if answer.links.iter().any(|l| !l.nodes_left_out.is_empty()) {
+        out += "zone figures are the zone pair's own: they leave out the own fault (loss, added RTT, \
+                slow link) of the nodes under \"leaves out\"; `zonemesh path` shows those nodes' pairs\n";
+    }
     if !answer.zones.is_empty() {
         let mut zones = vec![vec![
             "zone".to_owned(),

@@ -119,6 +119,12 @@ use cow::CowVec;
 use sums::Contribution;
 use sweep::SweepCursor;
 
+/// The writer refits the [`model`] after at least one millisecond per this many paths (and at
+/// least every [`EngineConfig::model_every_ms`]): a fit costs about 130 ns a path (65 ms at
+/// 500,000 paths, docs/BENCHMARKS.md), so fitting takes under 1 % of the writer's time at any
+/// size; small topologies are refitted at every sweep pass.
+pub const MODEL_PATHS_PER_MS: usize = 50;
+
 /// Sweeps between two exact recomputations of the running sums.
 pub const REBUILD_EVERY: u32 = 60;
 
@@ -143,7 +149,8 @@ pub struct EngineConfig {
     /// Default 4,000,000 (a full mesh of 2,000 nodes, or 800 peers each of 5,000).
     pub max_paths: usize,
     /// The writer refits the [`model`] at the end of a sweep pass when its last fit is at least
-    /// this old (and always when it has none). Default 10 s.
+    /// this old, or sooner when the topology is small (see [`MODEL_PATHS_PER_MS`]), and always
+    /// when it has none. Default 10 s.
     pub model_every_ms: i64,
 }
 

@@ -46,11 +46,13 @@
 //! # The fit
 //!
 //! Alternating medians (a robust decomposition): node terms from the residuals of their paths,
-//! the per-zone normalisation, then the zone-pair terms from theirs, [`ITERATIONS`] times, over
-//! the paths with fresh latency figures. Its cost is linear in the paths (a few selections of a
-//! node's residuals per iteration); the writer runs it at the end of a sweep pass at most every
-//! [`EngineConfig::model_every_ms`](crate::EngineConfig::model_every_ms) and the snapshot shares
-//! it ([`Snapshot::model`]), so readers never fit.
+//! the per-zone normalisation, then the zone-pair terms from theirs, over the paths with fresh
+//! latency figures: until no RTT offset moves by [`CONVERGED_US`] (at most [`MAX_ITERATIONS`]
+//! rounds), and [`ITERATIONS`] rounds for loss. Its cost is linear in the paths (a few selections of a
+//! node's residuals per iteration; 65 ms at 500,000 paths); the writer runs it at the end of a
+//! sweep pass, at most once per millisecond per [`MODEL_PATHS_PER_MS`](crate::MODEL_PATHS_PER_MS)
+//! paths and at least every [`EngineConfig::model_every_ms`](crate::EngineConfig::model_every_ms),
+//! and the snapshot shares it ([`Snapshot::model`]), so readers never fit.
 //!
 //! ```
 //! use zonemesh_domain::{Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, UnixMs, ZoneName};
@@ -145,6 +147,16 @@ pub const CALIBRATION_MIN_LOSS: f64 = 0.005;
 /// factor above it.
 const EXPLAINED: f64 = 1.1;
 
+/// A node whose own loss (out or in) reaches this has a fault of its own.
+pub const FAULT_LOSS: f64 = 0.005;
+
+/// A node whose own RTT offset reaches this, µs, has a fault of its own.
+pub const FAULT_RTT_US: f64 = 100.0;
+
+/// A node whose egress or ingress cap is below this share of its zone's median cap has a fault
+/// of its own.
+pub const FAULT_RATE_SHARE: f64 = 0.5;
+
 /// Loss ratios are clamped below 1 before `−ln(1 − ℓ)`.
 const MAX_LOSS: f64 = 0.999;
 
@@ -163,6 +175,8 @@ pub struct NodeTerms {
     pub ingress_bps: Option<f64>,
     /// Measured paths (either direction) behind the latency terms.
     pub paths: u32,
+    /// Whether the node has a fault of its own (see [`Model::has_own_fault`]).
+    pub own_fault: bool,
 }
 
 /// What belongs to one zone pair (unordered; inside one zone when both are the same).
@@ -179,8 +193,9 @@ pub struct ZoneTerms {
     pub loss: f64,
     /// Capacity between the zones, bit/s, when a test between them shows one (see the module docs).
     pub capacity_bps: Option<f64>,
-    /// Median rate of the throughput tests between the zones, bit/s: the rate of a path whose
-    /// nodes and zone pair have no cap known.
+    /// Median rate of the throughput tests between the zones' nodes without a fault of their own
+    /// (of all its tests when none is without), bit/s: the rate of a path whose nodes and zone
+    /// pair have no cap known.
     pub typical_bps: Option<f64>,
     /// Measured directed paths behind the latency terms.
     pub measured_paths: u32,
@@ -588,6 +603,8 @@ impl Model {
         }
 
         fit_caps(&tests, &mut nodes, &mut zone_terms);
+        mark_faults(&mut nodes, &members);
+        fit_typical(&tests, &nodes, &mut zone_terms);
 
         let penalty = (calibration.len() >= MIN_CALIBRATION_PATHS).then(|| LossPenalty {
             paths: calibration.len(),
@@ -629,6 +646,13 @@ impl Model {
     /// The terms of the zone pair `a`–`b` (either order), if any path between them is measured.
     pub fn zone_pair(&self, a: ZoneId, b: ZoneId) -> Option<&ZoneTerms> {
         self.zones.get(&key(a, b))
+    }
+
+    /// Whether node `id` has a fault of its own that the zone terms leave out: its own loss (out or
+    /// in) of at least [`FAULT_LOSS`], an RTT offset of at least [`FAULT_RTT_US`], or an egress or
+    /// ingress cap below [`FAULT_RATE_SHARE`] of its zone's median.
+    pub fn has_own_fault(&self, id: NodeId) -> bool {
+        self.node(id).is_some_and(|t| t.own_fault)
     }
 
     /// The loss penalty's calibration, when enough lossy paths had a throughput figure.
@@ -691,6 +715,49 @@ impl Model {
     }
 }
 
+/// Marks the nodes with a fault of their own: loss of at least [`FAULT_LOSS`], an RTT offset of
+/// at least [`FAULT_RTT_US`], or a cap below [`FAULT_RATE_SHARE`] of its zone's median.
+fn mark_faults(nodes: &mut [NodeTerms], members: &[Vec<usize>]) {
+    let mut scratch = Vec::new();
+    for zone in members {
+        let mut median_cap = |cap: fn(&NodeTerms) -> Option<f64>| {
+            scratch.clear();
+            scratch.extend(zone.iter().filter_map(|&i| cap(&nodes[i])));
+            median(&mut scratch)
+        };
+        let egress = median_cap(|t| t.egress_bps);
+        let ingress = median_cap(|t| t.ingress_bps);
+        let below = |cap: Option<f64>, median: Option<f64>| {
+            cap.zip(median)
+                .is_some_and(|(c, m)| c < FAULT_RATE_SHARE * m)
+        };
+        for &i in zone {
+            let t = &mut nodes[i];
+            t.own_fault = t.loss_out >= FAULT_LOSS
+                || t.loss_in >= FAULT_LOSS
+                || t.rtt_offset_us >= FAULT_RTT_US
+                || below(t.egress_bps, egress)
+                || below(t.ingress_bps, ingress);
+        }
+    }
+}
+
+/// Each zone pair's typical rate: the median of its tests between nodes without a fault of their
+/// own (of all its tests when every one has such a node).
+fn fit_typical(tests: &[Test], nodes: &[NodeTerms], zones: &mut [ZoneTerms]) {
+    let mut clean: Vec<Vec<f64>> = vec![Vec::new(); zones.len()];
+    let mut all: Vec<Vec<f64>> = vec![Vec::new(); zones.len()];
+    for t in tests {
+        all[t.pair].push(t.bps);
+        if !nodes[t.src].own_fault && !nodes[t.dst].own_fault {
+            clean[t.pair].push(t.bps);
+        }
+    }
+    for ((z, mut clean), mut all) in zones.iter_mut().zip(clean).zip(all) {
+        z.typical_bps = median(&mut clean).or_else(|| median(&mut all));
+    }
+}
+
 /// Node caps and zone capacities from the throughput tests (see the module docs).
 fn fit_caps(tests: &[Test], nodes: &mut [NodeTerms], zones: &mut [ZoneTerms]) {
     let n = nodes.len();
@@ -700,13 +767,6 @@ fn fit_caps(tests: &[Test], nodes: &mut [NodeTerms], zones: &mut [ZoneTerms]) {
         out_top[t.src].push(t.bps, t.dst);
         in_top[t.dst].push(t.bps, t.src);
         zones[t.pair].throughput_paths += 1;
-    }
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); zones.len()];
-    for t in tests {
-        rates[t.pair].push(t.bps);
-    }
-    for (z, mut r) in zones.iter_mut().zip(rates) {
-        z.typical_bps = median(&mut r);
     }
     let explained = |others: Option<f64>, bps: f64| others.is_some_and(|o| o <= bps * EXPLAINED);
     for t in tests {
