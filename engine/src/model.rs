@@ -122,10 +122,14 @@
 
 use std::collections::HashMap;
 
-use zonemesh_domain::UnixMs;
+use std::net::IpAddr;
+
+use zonemesh_domain::{
+    Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, UnixMs, ZoneName,
+};
 
 use crate::collective::MSS_BYTES;
-use crate::{NodeId, PairMap, Snapshot, ZoneId};
+use crate::{EngineConfig, Error, NodeId, PairMap, Snapshot, Topology, ZoneId};
 
 /// Rounds of the loss fit (medians of mostly-zero residuals settle in two or three).
 pub const ITERATIONS: usize = 5;
@@ -831,6 +835,89 @@ impl Snapshot {
     }
 }
 
+/// One directed path's figures as recorded elsewhere (the lab's accuracy run), to fit the model
+/// on: see [`topology_of`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredPath {
+    /// Source node.
+    pub src: NodeName,
+    /// Its zone.
+    pub src_zone: ZoneName,
+    /// Destination node.
+    pub dst: NodeName,
+    /// Its zone.
+    pub dst_zone: ZoneName,
+    /// Median RTT, µs.
+    pub rtt_p50_us: f64,
+    /// Probes sent.
+    pub sent: u64,
+    /// Replies received.
+    pub received: u64,
+}
+
+/// A topology holding `paths` as one window each, measured at `now` and swept (so its model is
+/// fitted): to measure the model's error ([`holdout`]) on figures recorded elsewhere.
+pub fn topology_of(paths: &[MeasuredPath], now: UnixMs) -> Result<Topology, Error> {
+    let mut t = Topology::new(EngineConfig::default());
+    for p in paths {
+        for (node, zone) in [(&p.src, &p.src_zone), (&p.dst, &p.dst_zone)] {
+            if t.id(node).is_none() {
+                t.register(
+                    &Hello {
+                        node: node.clone(),
+                        zone: zone.clone(),
+                        region: None,
+                        addresses: vec![IpAddr::from([127, 0, 0, 1])],
+                        agent_version: "recorded".into(),
+                        icmp_mode: IcmpMode::Raw,
+                        probe_port: 0,
+                    },
+                    now,
+                );
+            }
+        }
+    }
+    let mut by_src: std::collections::BTreeMap<&NodeName, Vec<PathSample>> = Default::default();
+    for p in paths {
+        let us = Micros::parse("rtt_p50_us", p.rtt_p50_us)?;
+        let rtt = Rtt {
+            samples: p.received,
+            min: us,
+            p50: us,
+            p90: us,
+            p99: us,
+            max: us,
+            mean: us,
+            jitter: Micros::ZERO,
+        };
+        by_src.entry(&p.src).or_default().push(PathSample {
+            src: p.src.clone(),
+            dst: p.dst.clone(),
+            window_start: UnixMs(now.0 - 10_000),
+            window_end: now,
+            sent: p.sent,
+            received: p.received.min(p.sent),
+            rtt: (p.received > 0).then_some(rtt),
+            histogram: None,
+            throughput: None,
+            method: Some(IcmpMode::Raw),
+        });
+    }
+    for (src, samples) in by_src {
+        let id = t.id(src).expect("registered above");
+        t.apply_report(
+            id,
+            &Report {
+                sequence: 1,
+                paths: samples,
+            },
+            now,
+        )?;
+    }
+    t.sweep(now);
+    Ok(t)
+}
+
 /// The model's error on measured paths it did not see (see [`holdout`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HoldoutError {
@@ -842,6 +929,11 @@ pub struct HoldoutError {
     pub loss_absolute: Vec<f64>,
     /// Held-out paths whose zone pair kept no terms (not predicted).
     pub unpredicted: usize,
+    /// The same errors of the estimate zonemesh made before the model: the mean of the other
+    /// measured paths between the two zones (the zone roll-up), sorted.
+    pub roll_up_rtt_relative: Vec<f64>,
+    /// Absolute loss errors of the roll-up mean, sorted.
+    pub roll_up_loss_absolute: Vec<f64>,
 }
 
 impl HoldoutError {
@@ -854,17 +946,24 @@ impl HoldoutError {
         sorted[i]
     }
 
-    /// One line: paths, median and p90 relative RTT error, median and p90 absolute loss error.
+    /// One line: paths, median and p90 relative RTT error, median and p90 absolute loss error,
+    /// the model's and the roll-up mean's.
     pub fn summary(&self) -> String {
+        let q = |v: &[f64], p: f64| 100.0 * Self::quantile(v, p);
         format!(
             "{} held-out inter-zone paths ({} unpredicted): RTT error median {:.2} %, p90 {:.2} %; \
-             loss error median {:.3} pp, p90 {:.3} pp",
+             loss error median {:.3} pp, p90 {:.3} pp (zone roll-up mean: RTT {:.2} %, {:.2} %; \
+             loss {:.3} pp, {:.3} pp)",
             self.paths,
             self.unpredicted,
-            100.0 * Self::quantile(&self.rtt_relative, 0.5),
-            100.0 * Self::quantile(&self.rtt_relative, 0.9),
-            100.0 * Self::quantile(&self.loss_absolute, 0.5),
-            100.0 * Self::quantile(&self.loss_absolute, 0.9),
+            q(&self.rtt_relative, 0.5),
+            q(&self.rtt_relative, 0.9),
+            q(&self.loss_absolute, 0.5),
+            q(&self.loss_absolute, 0.9),
+            q(&self.roll_up_rtt_relative, 0.5),
+            q(&self.roll_up_rtt_relative, 0.9),
+            q(&self.roll_up_loss_absolute, 0.5),
+            q(&self.roll_up_loss_absolute, 0.9),
         )
     }
 }
@@ -903,6 +1002,24 @@ pub fn holdout(snapshot: &Snapshot, now: UnixMs) -> HoldoutError {
     let mut error = HoldoutError::default();
     for k in 0..2 {
         let model = Model::fit_without(snapshot, now, &|a, b| fold_of(a, b) == Some(k));
+        // The roll-up of what the fit saw: (sum RTT, paths with RTT, sum loss, paths) by zones.
+        let mut roll: HashMap<(ZoneId, ZoneId), (f64, u32, f64, u32)> = HashMap::new();
+        for ((src, dst), path) in snapshot.paths() {
+            let (zs, zd) = (snapshot.zone_of(src), snapshot.zone_of(dst));
+            if fold_of(src, dst) == Some(k) || zs == zd || path.is_stale(now, config) {
+                continue;
+            }
+            let Some(loss) = path.merged.loss() else {
+                continue;
+            };
+            let r = roll.entry(key(zs, zd)).or_default();
+            if let Some(rtt) = path.merged.rtt {
+                r.0 += f64::from(rtt.p50);
+                r.1 += 1;
+            }
+            r.2 += loss;
+            r.3 += 1;
+        }
         for ((src, dst), path) in snapshot.paths() {
             if fold_of(src, dst) != Some(k) || path.is_stale(now, config) {
                 continue;
@@ -925,8 +1042,26 @@ pub fn holdout(snapshot: &Snapshot, now: UnixMs) -> HoldoutError {
                 }
             }
             error.loss_absolute.push((estimate.loss - loss).abs());
+            if let Some(&(rtt_sum, rtt_n, loss_sum, loss_n)) = roll.get(&key(zs, zd)) {
+                if let Some(r) = path.merged.rtt
+                    && rtt_n > 0
+                    && r.p50 > 0.0
+                {
+                    let measured = f64::from(r.p50);
+                    let mean = rtt_sum / f64::from(rtt_n);
+                    error
+                        .roll_up_rtt_relative
+                        .push((mean - measured).abs() / measured);
+                }
+                if loss_n > 0 {
+                    let mean = loss_sum / f64::from(loss_n);
+                    error.roll_up_loss_absolute.push((mean - loss).abs());
+                }
+            }
         }
     }
+    error.roll_up_rtt_relative.sort_by(f64::total_cmp);
+    error.roll_up_loss_absolute.sort_by(f64::total_cmp);
     error.rtt_relative.sort_by(f64::total_cmp);
     error.loss_absolute.sort_by(f64::total_cmp);
     error
@@ -1193,5 +1328,80 @@ mod tests {
         }
         assert!(lossy_seen >= 3, "the seeds hold {lossy_seen} lossy nodes");
         assert!(clean_estimates > 1_000, "{clean_estimates}");
+    }
+
+    /// Every path the lab's accuracy run measured (docs/ACCURACY.md's table: the demo cluster,
+    /// zones a, b, c of three nodes, two node pairs probed between two zones, a2 losing 5 %).
+    fn lab_paths() -> Vec<MeasuredPath> {
+        let doc = include_str!("../../docs/ACCURACY.md");
+        let node = |s: &str| NodeName::parse("node", s).unwrap();
+        let zone = |s: &str| ZoneName::parse("zone", format!("zone-{}", &s[..1])).unwrap();
+        doc.lines()
+            .skip_while(|l| !l.starts_with("## RTT and loss"))
+            .take_while(|l| !l.starts_with("## Throughput"))
+            .filter(|l| l.starts_with("| ") && l.contains(" → "))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let (src, dst) = cells[1].split_once(" → ").unwrap();
+                let us: f64 = cells[3].trim_end_matches(" µs").parse().unwrap();
+                // "8.00 % (150)": the loss and the probes sent.
+                let (loss, sent) = cells[7].split_once(" % (").unwrap();
+                let sent: u64 = sent.trim_end_matches(')').parse().unwrap();
+                let lost = (loss.parse::<f64>().unwrap() / 100.0 * sent as f64).round() as u64;
+                MeasuredPath {
+                    src: node(src),
+                    src_zone: zone(src),
+                    dst: node(dst),
+                    dst_zone: zone(dst),
+                    rtt_p50_us: us,
+                    sent,
+                    received: sent - lost,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_the_labs_measured_paths_the_model_predicts_the_held_out_ones() {
+        let now = UnixMs(1_000_000);
+        let paths = lab_paths();
+        assert_eq!(paths.len(), 30, "the table of docs/ACCURACY.md");
+        let t = topology_of(&paths, now).unwrap();
+        let error = holdout(t.view(), now);
+        println!("lab, 2026-12-04: {}", error.summary());
+        assert_eq!(
+            error.paths, 12,
+            "two node pairs a zone pair, both directions, three zone pairs"
+        );
+        let median = HoldoutError::quantile(&error.rtt_relative, 0.5);
+        assert!(median <= 0.05, "{}", error.summary());
+        // a2's 5 % stays on a2: no pair between other nodes is estimated lossy.
+        let snap = t.view();
+        let a2 = t.id(&name("a2")).unwrap();
+        let mut estimated = 0;
+        for (a, _) in snap.nodes() {
+            for (b, _) in snap.nodes() {
+                if a >= b || snap.path(a, b).is_some() || snap.path(b, a).is_some() {
+                    continue;
+                }
+                estimated += 1;
+                let loss = snap.pair(a, b, now).loss.unwrap();
+                if a == a2 || b == a2 {
+                    assert!(loss >= 0.03, "{loss}");
+                } else {
+                    assert!(
+                        loss <= LAB_ZERO_LOSS_UPPER,
+                        "{}–{}: {loss}",
+                        snap.node(a).name,
+                        snap.node(b).name
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            estimated,
+            36 - 9 - 6,
+            "every pair but the 9 inside zones and 6 between"
+        );
     }
 }
