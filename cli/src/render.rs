@@ -480,6 +480,38 @@ mod tests {
     }
 
     #[test]
+    fn zone_links_say_whose_fault_they_leave_out() {
+        let link = |src: &str, dst: &str, left_out: &[&str]| v1::ZoneLink {
+            src_zone: src.into(),
+            dst_zone: dst.into(),
+            figures: Some(v1::PathFigures::default()),
+            measured_paths: 4,
+            nodes_left_out: left_out.iter().map(|n| n.to_string()).collect(),
+        };
+        let answer = v1::ListZonesResponse {
+            zones: Vec::new(),
+            links: vec![
+                link("zone-a", "zone-b", &["a2"]),
+                link("zone-b", "zone-c", &[]),
+                link("zone-c", "zone-c", &["c1", "c2", "c3", "c4"]),
+            ],
+            next_page_token: String::new(),
+        };
+        let out = zones(&answer, &Style::plain());
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].ends_with("leaves out"), "{out}");
+        assert!(lines[1].ends_with("a2"), "{out}");
+        assert!(lines[2].ends_with("—"), "{out}");
+        assert!(lines[3].ends_with("c1, c2, c3, … (4 nodes)"), "{out}");
+        assert!(lines[4].contains("leave out the own fault"), "{out}");
+        let clean = v1::ListZonesResponse {
+            links: vec![link("zone-b", "zone-c", &[])],
+            ..answer
+        };
+        assert!(!zones(&clean, &Style::plain()).contains("own fault"));
+    }
+
+    #[test]
     fn tables_align_their_columns() {
         let rows = [
             vec!["a".to_owned(), "bb".into()],
