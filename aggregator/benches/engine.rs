@@ -14,6 +14,8 @@ use zonemesh_domain::{
     Bps, Hello, IcmpMode, MatrixQuery, Metric, Micros, NodeName, PathSample, PlaceQuery, RankQuery,
     Report, Rtt, ThroughputSample, UnixMs, ZoneName,
 };
+use zonemesh_engine::model::{Model, holdout};
+use zonemesh_engine::testing::synthetic;
 use zonemesh_engine::{EngineConfig, Topology};
 
 const ZONES: usize = 50;
@@ -284,6 +286,39 @@ fn main() {
         );
     }
 
+    if wants("model") {
+        // The model's fit, as the writer runs it at the end of a sweep pass (every 10 s).
+        let mut times = Vec::new();
+        let mut rounds = 0;
+        for _ in 0..5 {
+            let started = Instant::now();
+            let model = Model::fit(topology.view(), later);
+            times.push(started.elapsed());
+            rounds = model.rounds();
+        }
+        let (p50, _) = quantiles(times.clone());
+        println!(
+            "model fit over {} paths at 5000 nodes: p50 {p50:?}, max {:?} ({rounds} RTT rounds)",
+            topology.view().path_count(),
+            times.iter().max().unwrap()
+        );
+        // Its error on held-out inter-zone paths of synthetic clusters measured as the planner
+        // probes them (zonemesh_engine::testing::synthetic).
+        for (zones, per_zone, k) in [(50, 100, 2), (50, 100, 4), (8, 12, 4)] {
+            for seed in 0..3 {
+                let (t, truth) = synthetic(zones, per_zone, k, seed, later);
+                let started = Instant::now();
+                let error = holdout(t.view(), later);
+                println!(
+                    "model error, {zones} zones of {per_zone}, {k} pairs between zones, seed {seed} ({} slow, {} lossy nodes; 2 fits in {:?}): {}",
+                    truth.slow.len(),
+                    truth.lossy.len(),
+                    started.elapsed(),
+                    error.summary()
+                );
+            }
+        }
+    }
     if wants("store") {
         let dir = tempfile::tempdir().unwrap();
         let mut store = SledStore::open(dir.path()).unwrap();

@@ -128,6 +128,15 @@ fn styled_table(
     out
 }
 
+/// The nodes whose own fault a zone link's figures leave out: "—" for none, at most three names.
+fn left_out(nodes: &[String]) -> String {
+    match nodes.len() {
+        0 => "—".into(),
+        1..=3 => nodes.join(", "),
+        n => format!("{}, … ({n} nodes)", nodes[..3].join(", ")),
+    }
+}
+
 /// The zone-to-zone matrix of a `ListZones` answer: one row per directed zone pair.
 pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
     let mut rows = vec![vec![
@@ -138,6 +147,7 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
         "throughput".into(),
         "paths measured".into(),
         "figures".into(),
+        "leaves out".into(),
     ]];
     for link in &answer.links {
         let f = link.figures.unwrap_or_default();
@@ -149,9 +159,14 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
             rate(f.throughput_bps),
             link.measured_paths.to_string(),
             provenance(f.latency_provenance).into(),
+            left_out(&link.nodes_left_out),
         ]);
     }
     let mut out = styled_table(&rows, style, |_, _| None);
+    if answer.links.iter().any(|l| !l.nodes_left_out.is_empty()) {
+        out += "zone figures are the zone pair's own: they leave out the own fault (loss, added RTT, \
+                slow link) of the nodes under \"leaves out\"; `zonemesh path` shows those nodes' pairs\n";
+    }
     if !answer.zones.is_empty() {
         let mut zones = vec![vec![
             "zone".to_owned(),
@@ -462,6 +477,38 @@ mod tests {
         assert_eq!(rate(1.2e9), "1.20 Gbit/s");
         assert_eq!(rate(0.0), "—");
         assert_eq!(percent(0.0512), "5.12 %");
+    }
+
+    #[test]
+    fn zone_links_say_whose_fault_they_leave_out() {
+        let link = |src: &str, dst: &str, left_out: &[&str]| v1::ZoneLink {
+            src_zone: src.into(),
+            dst_zone: dst.into(),
+            figures: Some(v1::PathFigures::default()),
+            measured_paths: 4,
+            nodes_left_out: left_out.iter().map(|n| n.to_string()).collect(),
+        };
+        let answer = v1::ListZonesResponse {
+            zones: Vec::new(),
+            links: vec![
+                link("zone-a", "zone-b", &["a2"]),
+                link("zone-b", "zone-c", &[]),
+                link("zone-c", "zone-c", &["c1", "c2", "c3", "c4"]),
+            ],
+            next_page_token: String::new(),
+        };
+        let out = zones(&answer, &Style::plain());
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].ends_with("leaves out"), "{out}");
+        assert!(lines[1].ends_with("a2"), "{out}");
+        assert!(lines[2].ends_with("—"), "{out}");
+        assert!(lines[3].ends_with("c1, c2, c3, … (4 nodes)"), "{out}");
+        assert!(lines[4].contains("leave out the own fault"), "{out}");
+        let clean = v1::ListZonesResponse {
+            links: vec![link("zone-b", "zone-c", &[])],
+            ..answer
+        };
+        assert!(!zones(&clean, &Style::plain()).contains("own fault"));
     }
 
     #[test]

@@ -148,10 +148,13 @@ pub struct ZoneLink {
     pub src_zone: ZoneName,
     /// Destination zone.
     pub dst_zone: ZoneName,
-    /// Mean figures of the measured paths.
+    /// The zone pair's own figures (the engine's model: what belongs to the zone pair, apart
+    /// from its nodes' own faults).
     pub figures: PathFigures,
     /// Measured paths behind them.
     pub measured_paths: u32,
+    /// Nodes of the two zones whose own fault the figures leave out, by name.
+    pub nodes_left_out: Vec<NodeName>,
 }
 
 /// `ListZones`: every zone, and a page of the links between them.

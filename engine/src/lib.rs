@@ -83,6 +83,7 @@ mod error;
 pub mod extender;
 mod ids;
 mod membership;
+pub mod model;
 pub mod path;
 pub mod place;
 pub mod planner;
@@ -118,6 +119,12 @@ use cow::CowVec;
 use sums::Contribution;
 use sweep::SweepCursor;
 
+/// The writer refits the [`model`] after at least one millisecond per this many paths (and at
+/// least every [`EngineConfig::model_every_ms`]): a fit costs about 130 ns a path (65 ms at
+/// 500,000 paths, docs/BENCHMARKS.md), so fitting takes under 1 % of the writer's time at any
+/// size; small topologies are refitted at every sweep pass.
+pub const MODEL_PATHS_PER_MS: usize = 50;
+
 /// Sweeps between two exact recomputations of the running sums.
 pub const REBUILD_EVERY: u32 = 60;
 
@@ -141,6 +148,10 @@ pub struct EngineConfig {
     /// Most directed paths the topology holds; a report that would add more is refused.
     /// Default 4,000,000 (a full mesh of 2,000 nodes, or 800 peers each of 5,000).
     pub max_paths: usize,
+    /// The writer refits the [`model`] at the end of a sweep pass when its last fit is at least
+    /// this old, or sooner when the topology is small (see [`MODEL_PATHS_PER_MS`]), and always
+    /// when it has none. Default 10 s.
+    pub model_every_ms: i64,
 }
 
 impl Default for EngineConfig {
@@ -153,6 +164,7 @@ impl Default for EngineConfig {
             place_budget: 40_000,
             max_nodes: 20_000,
             max_paths: 4_000_000,
+            model_every_ms: 10_000,
         }
     }
 }
@@ -306,6 +318,8 @@ pub struct Snapshot {
     /// reconnect before their nodes turn DOWN.
     restored_at: Option<UnixMs>,
     membership_version: u64,
+    /// The model of the measured network the writer fitted last (see [`model`]).
+    model: Arc<model::Model>,
 }
 
 /// The writer: the matrix as the one owner changes it (hellos, reports, the sweep), with what
@@ -330,6 +344,15 @@ pub struct Topology {
     registered: usize,
     /// Which nodes were DOWN when the last sweep pass ended.
     down_after_last_pass: Vec<bool>,
+}
+
+impl Topology {
+    /// Fits the [`model`] to the fresh measured paths at `now` and publishes it with the next
+    /// snapshot. The sweep does this at the end of a pass every
+    /// [`EngineConfig::model_every_ms`]; call it to refit at once.
+    pub fn fit_model(&mut self, now: UnixMs) {
+        self.snap.model = Arc::new(model::Model::fit(&self.snap, now));
+    }
 }
 
 impl Topology {

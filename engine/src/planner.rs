@@ -1,10 +1,13 @@
 //! The probe plan and the throughput schedule.
 //!
 //! Like Pingmesh, every node probes every other node of its zone, and between each pair of zones
-//! only `inter_zone_pairs` representative pairs are probed (both directions). The representatives
-//! rotate every `rotate_ms`, walking through the members of each zone in turn, so that every node
-//! is covered within `ceil(zone size / inter_zone_pairs)` rotations. Probes per node therefore
-//! grow with the zone size, not with the cluster.
+//! only `inter_zone_pairs` representative pairs are probed (both directions): `k` distinct node
+//! pairs whenever the two zones have that many (all of them otherwise), which is what the
+//! [model](crate::model) fits a zone pair's terms from. The representatives rotate every
+//! `rotate_ms`, walking through the members of each zone in turn, so that every node is covered
+//! within `ceil(zone size / inter_zone_pairs)` rotations and every pair within
+//! `ceil(A · B / inter_zone_pairs)`. Probes per node therefore grow with the zone size, not with
+//! the cluster.
 //!
 //! Throughput tests are exclusive, as perfSONAR's throughput class: a node is never in two tests
 //! at once, at most `max_concurrent` tests run in the whole cluster (a cap on the bandwidth spent
@@ -96,6 +99,20 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Step `t` of the walk through every pair of two zones of `A` and `B` members, as member
+/// indices (to be taken modulo the zone sizes): the walk follows the diagonal `(t, t)`, which
+/// repeats after `lcm(A, B)` steps, then the diagonal shifted by one in the second zone, and so
+/// on. The `gcd(A, B)` shifts reach every class of `(b − a) mod gcd`, so the first `A · B` steps
+/// are every pair once; and consecutive steps take consecutive members of both zones, so that
+/// `k` steps a rotation cover every node within `ceil(max(A, B) / k)` rotations.
+fn walk(t: usize, diagonal: usize) -> (usize, usize) {
+    (t, t + t / diagonal)
+}
+
 fn hash_str(seed: u64, s: &str) -> u64 {
     s.bytes().fold(mix(seed), |h, b| mix(h ^ u64::from(b)))
 }
@@ -148,9 +165,16 @@ impl Snapshot {
                 let pair_seed = hash_str(hash_str(config.seed, za), zb);
                 let off_a = (pair_seed % ma.len() as u64) as usize;
                 let off_b = (mix(pair_seed) % mb.len() as u64) as usize;
-                for j in 0..k {
-                    let a = ma[(off_a + epoch * k + j) % ma.len()];
-                    let b = mb[(off_b + epoch * k + j) % mb.len()];
+                let (la, lb) = (ma.len(), mb.len());
+                let all = la * lb;
+                let diagonal = la / gcd(la, lb) * lb;
+                for j in 0..k.min(all) {
+                    // The j-th pair of this rotation along the walk through every pair (see
+                    // `walk`): k consecutive steps are k distinct pairs.
+                    let step = (epoch * k + j) % all;
+                    let (i, l) = walk(step, diagonal);
+                    let a = ma[(off_a + i) % la];
+                    let b = mb[(off_b + l) % lb];
                     plans.entry(a).or_default().push(b);
                     plans.entry(b).or_default().push(a);
                 }
@@ -372,6 +396,79 @@ mod tests {
             }
         }
         assert_eq!(covered.len(), 10, "ceil(5 / 2) = 3 rotations cover all");
+    }
+
+    /// The distinct node pairs planned between zone-0 and zone-1.
+    fn pairs_between(t: &Topology, now: UnixMs) -> HashSet<(NodeId, NodeId)> {
+        let view = t.view();
+        let zone = |n: NodeId| view.zone(view.zone_of(n)).name.to_string();
+        view.plan(now)
+            .iter()
+            .flat_map(|(s, ts)| ts.iter().map(move |d| (*s, *d)))
+            .filter(|(s, d)| zone(*s) == "zone-0" && zone(*d) == "zone-1")
+            .collect()
+    }
+
+    #[test]
+    fn k_inter_zone_pairs_are_k_distinct_pairs_whenever_the_zones_have_that_many() {
+        // The case first: two zones of two, k = 4, used to probe the diagonal's 2 pairs.
+        for (a, b) in [
+            (2usize, 2usize),
+            (1, 3),
+            (3, 3),
+            (2, 4),
+            (4, 6),
+            (5, 3),
+            (6, 6),
+            (7, 1),
+        ] {
+            for k in 1..=10 {
+                let mut t = Topology::new(EngineConfig::default());
+                for (z, size) in [(0, a), (1, b)] {
+                    for n in 0..size {
+                        t.register(
+                            &hello(&format!("z{z}-n{n}"), &format!("zone-{z}")),
+                            UnixMs(0),
+                        );
+                    }
+                }
+                let mut config = t.config().clone();
+                config.plan.inter_zone_pairs = k;
+                let t = Topology {
+                    snap: Snapshot {
+                        config: std::sync::Arc::new(config),
+                        ..t.snap.clone()
+                    },
+                    ..t
+                };
+                let rotate = t.config().plan.rotate_ms;
+                let mut ever = HashSet::new();
+                let mut covered = HashSet::new();
+                let rotations = (a * b).div_ceil(k);
+                for epoch in 0..rotations as i64 {
+                    let pairs = pairs_between(&t, UnixMs(epoch * rotate));
+                    assert_eq!(
+                        pairs.len(),
+                        k.min(a * b),
+                        "zones of {a} and {b}, k = {k}, rotation {epoch}"
+                    );
+                    if epoch < a.max(b).div_ceil(k) as i64 {
+                        covered.extend(pairs.iter().flat_map(|(s, d)| [*s, *d]));
+                    }
+                    ever.extend(pairs);
+                }
+                assert_eq!(
+                    covered.len(),
+                    a + b,
+                    "every node within ceil(max / k) rotations"
+                );
+                assert_eq!(
+                    ever.len(),
+                    a * b,
+                    "every pair within ceil(A·B / k) rotations"
+                );
+            }
+        }
     }
 
     #[test]

@@ -2,16 +2,18 @@
 
 use zonemesh_domain::{
     FieldError, MAX_LINKS_PAGE, MAX_MATRIX_CELLS_PAGE, MAX_NODES_PAGE, Matrix, MatrixCell,
-    MatrixQuery, Metric, NodeState, NodeView, Nodes, NodesQuery, PathFigures, Provenance,
+    MatrixQuery, Metric, NodeName, NodeState, NodeView, Nodes, NodesQuery, PathFigures, Provenance,
     RttSummary, UnixMs, ZoneLink, ZoneName, ZoneView, Zones, ZonesQuery,
 };
 
+use super::model::ZoneTerms;
 use super::path::{PathState, wilson_upper_95};
 use super::{NodeId, Snapshot, Sums, ZoneId};
 use crate::Error;
 
 /// Figures of a node pair as ranking and placement see them: the worse of the two directions
-/// where measured, else the zone-to-zone roll-up, flagged as estimated.
+/// where measured, else the [model](crate::model)'s estimate from the two nodes' terms and their
+/// zone pair's, flagged as estimated.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PairFigures {
     /// Median RTT, µs.
@@ -87,20 +89,28 @@ impl Snapshot {
             return figures;
         }
         let (za, zb) = (self.zone_of(a), self.zone_of(b));
-        let roll = self.roll_up(za, zb);
-        if figures.latency != Provenance::Measured
-            && let Some(r) = roll.filter(|r| r.loss_n > 0)
-        {
-            figures.latency = Provenance::Estimated;
-            figures.rtt_us = r.rtt_mean();
-            figures.loss = r.loss_mean();
-            figures.oldest = min_at(figures.oldest, r.oldest);
+        let model = self.model();
+        if figures.latency != Provenance::Measured {
+            for e in [model.latency(a, za, b, zb), model.latency(b, zb, a, za)]
+                .into_iter()
+                .flatten()
+            {
+                figures.latency = Provenance::Estimated;
+                figures.rtt_us = max_opt(figures.rtt_us, Some(e.rtt_us));
+                figures.loss = max_opt(figures.loss, Some(e.loss));
+                figures.oldest = min_at(figures.oldest, e.oldest);
+            }
         }
-        if figures.throughput != Provenance::Measured
-            && let Some(r) = roll.filter(|r| r.tput_n > 0)
-        {
-            figures.throughput = Provenance::Estimated;
-            figures.tput_bps = r.tput_mean();
+        if figures.throughput != Provenance::Measured {
+            let (rtt, loss) = (figures.rtt_us, figures.loss);
+            let rate = min_opt(
+                model.rate_bps(a, za, b, zb, rtt, loss),
+                model.rate_bps(b, zb, a, za, rtt, loss),
+            );
+            if let Some(bps) = rate {
+                figures.throughput = Provenance::Estimated;
+                figures.tput_bps = Some(bps);
+            }
         }
         figures
     }
@@ -130,7 +140,8 @@ impl Snapshot {
         }
     }
 
-    /// Wire figures of one directed path; estimated from the roll-up when it has no fresh samples.
+    /// Wire figures of one directed path; estimated by the [model](crate::model) when it has no
+    /// fresh samples.
     pub fn path_figures(&self, src: NodeId, dst: NodeId, now: UnixMs) -> PathFigures {
         let config = &self.config.path;
         let mut out = PathFigures::default();
@@ -169,30 +180,30 @@ impl Snapshot {
         if fresh_latency && out.throughput_provenance == Provenance::Measured {
             return out;
         }
-        let roll = self.roll_up(self.zone_of(src), self.zone_of(dst));
+        let (zs, zd) = (self.zone_of(src), self.zone_of(dst));
+        let model = self.model();
         if out.latency_provenance != Provenance::Measured
-            && let Some(r) = roll.filter(|r| r.loss_n > 0)
+            && let Some(e) = model.latency(src, zs, dst, zd)
         {
             out.latency_provenance = Provenance::Estimated;
-            out.latency_age_ms = r.oldest.map_or(0, |o| now.since(o));
-            out.loss_ratio = r.loss_mean().unwrap_or(0.0);
-            out.loss_upper_95_ratio = out.loss_ratio;
-            out.rtt = r
-                .rtt_mean()
-                .zip(r.rtt_tail_means())
-                .map(|(p50, (p90, p99))| RttSummary {
-                    p50_us: p50,
-                    p90_us: p90,
-                    p99_us: p99,
-                    ..Default::default()
-                });
+            out.latency_age_ms = e.oldest.map_or(0, |o| now.since(o));
+            out.loss_ratio = e.loss;
+            out.loss_upper_95_ratio = e.loss;
+            out.rtt = Some(RttSummary {
+                p50_us: e.rtt_us,
+                p90_us: e.rtt_p90_us,
+                p99_us: e.rtt_p99_us,
+                ..Default::default()
+            });
         }
-        if out.throughput_provenance != Provenance::Measured
-            && let Some(t) = roll.and_then(|r| r.tput_mean())
-        {
-            out.throughput_provenance = Provenance::Estimated;
-            out.throughput_bps = t;
-            out.throughput_smoothed_bps = t;
+        if out.throughput_provenance != Provenance::Measured {
+            let rtt = out.rtt.map(|r| r.p50_us);
+            let loss = (out.latency_provenance != Provenance::Unknown).then_some(out.loss_ratio);
+            if let Some(bps) = model.rate_bps(src, zs, dst, zd, rtt, loss) {
+                out.throughput_provenance = Provenance::Estimated;
+                out.throughput_bps = bps;
+                out.throughput_smoothed_bps = bps;
+            }
         }
         out
     }
@@ -257,7 +268,11 @@ impl Snapshot {
         zones
     }
 
-    /// Every zone with its node counts, and every link between zones with measured paths.
+    /// Every zone with its node counts, and every link between zones with measured paths. A
+    /// link's figures are its zone pair's terms in the [model](crate::model) (RTT between two
+    /// typical nodes, the zone pair's own loss, its capacity or typical tested rate), which leave
+    /// out the faults of single nodes; `nodes_left_out` names the nodes of its zones whose own
+    /// fault they leave out.
     pub fn zone_links(&self, now: UnixMs) -> Zones {
         let mut zones: Vec<ZoneView> = self
             .zones()
@@ -284,11 +299,30 @@ impl Snapshot {
                     .map(move |(b, s)| ((ZoneId(a as u32), ZoneId(b as u32)), s))
             })
             .filter(|(_, s)| s.loss_n > 0 || s.tput_n > 0)
-            .map(|((a, b), s)| ZoneLink {
-                src_zone: self.zone(a).name.clone(),
-                dst_zone: self.zone(b).name.clone(),
-                figures: sums_figures(s, now),
-                measured_paths: s.loss_n.max(s.tput_n),
+            .map(|((a, b), s)| {
+                let model = self.model();
+                let (figures, nodes_left_out) = match model.zone_pair(a, b) {
+                    Some(terms) => {
+                        let mut left_out: Vec<NodeName> = [a, b]
+                            .iter()
+                            .take(if a == b { 1 } else { 2 })
+                            .flat_map(|z| &self.zone(*z).members)
+                            .filter(|n| model.has_own_fault(**n))
+                            .map(|n| self.node(*n).name.clone())
+                            .collect();
+                        left_out.sort();
+                        (terms_figures(terms, s, now), left_out)
+                    }
+                    // Until the writer's first fit: the mean of the measured paths.
+                    None => (sums_figures(s, now), Vec::new()),
+                };
+                ZoneLink {
+                    src_zone: self.zone(a).name.clone(),
+                    dst_zone: self.zone(b).name.clone(),
+                    figures,
+                    measured_paths: s.loss_n.max(s.tput_n),
+                    nodes_left_out,
+                }
             })
             .collect();
         links.sort_by(|a, b| (&a.src_zone, &a.dst_zone).cmp(&(&b.src_zone, &b.dst_zone)));
@@ -379,6 +413,35 @@ fn min_at(a: Option<UnixMs>, b: Option<UnixMs>) -> Option<UnixMs> {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, None) => x,
         (None, y) => y,
+    }
+}
+
+/// Wire figures of a zone pair's terms in the model, with the counts of its directed roll-up.
+fn terms_figures(z: &ZoneTerms, s: &Sums, now: UnixMs) -> PathFigures {
+    let throughput = z.capacity_bps.or(z.typical_bps);
+    PathFigures {
+        latency_provenance: if s.loss_n > 0 {
+            Provenance::Measured
+        } else {
+            Provenance::Unknown
+        },
+        latency_age_ms: z.oldest.map_or(0, |o| now.since(o)),
+        rtt: z.rtt_us.filter(|_| s.rtt_n > 0).map(|base| RttSummary {
+            samples: u64::from(s.rtt_n),
+            p50_us: base,
+            p90_us: base + z.tail_p90_us,
+            p99_us: base + z.tail_p99_us,
+            ..Default::default()
+        }),
+        loss_ratio: z.loss,
+        throughput_provenance: if s.tput_n > 0 && throughput.is_some() {
+            Provenance::Measured
+        } else {
+            Provenance::Unknown
+        },
+        throughput_bps: throughput.unwrap_or(0.0),
+        throughput_smoothed_bps: throughput.unwrap_or(0.0),
+        ..Default::default()
     }
 }
 
@@ -486,6 +549,54 @@ mod tests {
             }
         }
         assert_eq!(cells, whole.cells);
+    }
+
+    #[test]
+    fn zone_links_leave_a_nodes_own_fault_out_and_say_so() {
+        let now = UnixMs(1_000_000);
+        // The demo's shape: z0-n1 loses 5 % and adds 300 µs; z1-n2 runs at 100 Mbit/s.
+        let bad = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
+        let t = crate::testing::mesh_with_throughput(
+            2,
+            3,
+            |s, d| {
+                let base = if s.as_bytes()[1] == d.as_bytes()[1] {
+                    50.0
+                } else {
+                    2_000.0
+                };
+                base + if bad(s, d) { 300.0 } else { 0.0 }
+            },
+            |s, d| if bad(s, d) { 5 } else { 0 },
+            |s, d| {
+                if s == "z1-n2" || d == "z1-n2" {
+                    100e6
+                } else {
+                    1e9
+                }
+            },
+            now,
+        );
+        let links = t.view().zone_links(now).links;
+        assert_eq!(links.len(), 4);
+        for link in &links {
+            let f = &link.figures;
+            let (src, dst) = (link.src_zone.as_str(), link.dst_zone.as_str());
+            let rtt = f.rtt.unwrap().p50_us;
+            let want_rtt = if src == dst { 50.0 } else { 2_000.0 };
+            assert!((rtt - want_rtt).abs() < 1.0, "{src}→{dst}: {rtt}");
+            assert_eq!(f.loss_ratio, 0.0, "{src}→{dst}");
+            assert_eq!(f.throughput_bps, 1e9, "{src}→{dst}");
+            let mut want: Vec<&str> = Vec::new();
+            if src == "zone-0" || dst == "zone-0" {
+                want.push("z0-n1");
+            }
+            if src == "zone-1" || dst == "zone-1" {
+                want.push("z1-n2");
+            }
+            let left_out: Vec<&str> = link.nodes_left_out.iter().map(|n| n.as_str()).collect();
+            assert_eq!(left_out, want, "{src}→{dst}");
+        }
     }
 
     #[test]

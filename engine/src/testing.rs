@@ -114,3 +114,124 @@ pub fn mesh_with_throughput(
     t.sweep(now);
     t
 }
+
+/// What [`synthetic`] injected, to compare the model with.
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    /// Nodes that lose a share of the packets that reach them or leave them, with the share.
+    pub lossy: Vec<(String, f64)>,
+    /// Nodes whose stack adds RTT beyond the noise, with the µs they add to each path.
+    pub slow: Vec<(String, f64)>,
+    /// Nodes whose link is ten times slower than the others'.
+    pub narrow: Vec<String>,
+}
+
+/// A synthetic cluster measured the way zonemesh measures one: `zones` zones of `per_zone`
+/// nodes named `z{zone}-n{node}`, a full mesh inside each zone and the probe plan's
+/// `inter_zone_pairs` representative pairs between zones (both directions), one window of 100
+/// probes a path. The network (from `seed`): 60–150 µs inside a zone, 1–10 ms between two zones,
+/// each node 0–20 µs of its own, one node in twenty 100–500 µs more, one in fifty losing 2–5 %
+/// of its packets, one in twenty at a tenth of the others' 1 Gbit/s; every path ±1 % and ±3 µs of
+/// noise, loss drawn probe by probe; a throughput test on one path in five inside zones.
+pub fn synthetic(
+    zones: usize,
+    per_zone: usize,
+    inter_zone_pairs: usize,
+    seed: u64,
+    now: UnixMs,
+) -> (Topology, Truth) {
+    let mut state = seed ^ 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        // splitmix64
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut config = EngineConfig::default();
+    config.plan.inter_zone_pairs = inter_zone_pairs;
+    let mut t = Topology::new(config);
+    let names: Vec<String> = (0..zones)
+        .flat_map(|z| (0..per_zone).map(move |n| format!("z{z}-n{n}")))
+        .collect();
+    let zone_of = |i: usize| i / per_zone;
+    for (i, n) in names.iter().enumerate() {
+        t.register(&hello(n, &format!("zone-{}", zone_of(i))), now);
+    }
+    let inside: Vec<f64> = (0..zones).map(|_| 60.0 + 90.0 * next()).collect();
+    let mut drawn = std::collections::HashMap::new();
+    for a in 0..zones {
+        for b in a + 1..zones {
+            drawn.insert((a, b), 1_000.0 + 9_000.0 * next());
+        }
+    }
+    let between = |a: usize, b: usize| drawn[&(a.min(b), a.max(b))];
+    let mut truth = Truth::default();
+    let mut offset = Vec::new();
+    let mut loss = Vec::new();
+    let mut rate: Vec<f64> = Vec::new();
+    for n in &names {
+        let mut off = 20.0 * next();
+        if next() < 0.05 {
+            let extra = 100.0 + 400.0 * next();
+            off += extra;
+            truth.slow.push((n.clone(), extra));
+        }
+        offset.push(off);
+        let l = if next() < 0.02 {
+            let l = 0.02 + 0.03 * next();
+            truth.lossy.push((n.clone(), l));
+            l
+        } else {
+            0.0
+        };
+        loss.push(l);
+        rate.push(if next() < 0.05 {
+            truth.narrow.push(n.clone());
+            0.956e8
+        } else {
+            0.956e9
+        });
+    }
+    let plans = t.view().plan(now);
+    let mut sources: Vec<(NodeId, usize)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (t.id(&name(n)).expect("registered"), i))
+        .collect();
+    sources.sort();
+    let index: std::collections::HashMap<NodeId, usize> = sources.iter().copied().collect();
+    for (seq, (src, s)) in sources.iter().enumerate() {
+        let mut paths = Vec::new();
+        for dst in plans.get(src).into_iter().flatten() {
+            let d = index[dst];
+            let base = if zone_of(*s) == zone_of(d) {
+                inside[zone_of(*s)]
+            } else {
+                between(zone_of(*s), zone_of(d))
+            };
+            let rtt = (base + offset[*s] + offset[d]) * (1.0 + 0.02 * (next() - 0.5))
+                + 6.0 * (next() - 0.5);
+            // A probe and its reply cross both nodes' links twice.
+            let survive = ((1.0 - loss[*s]) * (1.0 - loss[d])).powi(2);
+            let lost = (0..100).filter(|_| next() > survive).count() as u64;
+            let tput = (zone_of(*s) == zone_of(d) && next() < 0.2).then(|| {
+                let (a, b) = (rate[*s], rate[d]);
+                a.min(b) * (1.0 - 0.01 * next())
+            });
+            paths.push(sample(&names[*s], &names[d], rtt.max(1.0), lost, tput));
+        }
+        t.apply_report(
+            *src,
+            &Report {
+                sequence: seq as u64 + 1,
+                paths,
+            },
+            now,
+        )
+        .expect("within limits");
+    }
+    t.sweep(now);
+    (t, truth)
+}

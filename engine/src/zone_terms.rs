@@ -1,12 +1,9 @@
 //! The zone-pair terms the tiers are derived from, and the inputs of [`crate::tiers::derive`]
 //! taken from a [`Topology`].
 //!
-//! **Seam.** [`Topology::zone_pair_terms`] is where the placement model's fault-aware zone-pair
-//! terms (issue 18: a zone pair's base RTT, loss and capacity, fitted apart from what belongs to
-//! single nodes, so that one bad node never moves its zone) plug in. Until that model lands it is
-//! built from the public roll-up ([`Topology::roll_up`]): the mean over the measured paths
-//! between the two zones, in which one slow or lossy node still weighs. Only its body changes
-//! when the model lands; the tiers and everything downstream stay as they are.
+//! The terms come from the [model](crate::model) of the measured network: a zone pair's base
+//! RTT, loss and capacity fitted apart from what belongs to single nodes, so that one slow or
+//! lossy node never moves its zone.
 
 use zonemesh_domain::{NodeState, TierThresholds, Tiers, UnixMs};
 
@@ -29,20 +26,18 @@ pub struct ZonePairTerms {
 }
 
 impl Snapshot {
-    /// The terms of the zone pair `a` → `b` (`a == b`: inside one zone), or `None` when nothing
-    /// between them is measured.
-    ///
-    /// This is the seam the placement model replaces (see the module documentation): today the
-    /// roll-up mean of the fresh measured paths between the zones, both directions.
+    /// The terms of the zone pair `a`–`b` (`a == b`: inside one zone; the model's zone-pair
+    /// terms are symmetric), or `None` when nothing between them is measured. Throughput is the
+    /// zone pair's capacity where a test shows one, else its typical tested rate.
     pub fn zone_pair_terms(&self, a: ZoneId, b: ZoneId, now: UnixMs) -> Option<ZonePairTerms> {
-        let _ = now; // the roll-up is kept current by the sweep; the model will use `now`
-        let sums = self.roll_up(a, b)?;
+        let _ = now; // the model is refitted by the writer; its terms carry their oldest sample
+        let z = self.model().zone_pair(a, b)?;
         let terms = ZonePairTerms {
-            rtt_us: sums.rtt_mean(),
-            loss: sums.loss_mean(),
-            throughput_bps: sums.tput_mean(),
-            measured_paths: sums.loss_n.max(sums.tput_n),
-            oldest: sums.oldest,
+            rtt_us: z.rtt_us,
+            loss: (z.measured_paths > 0).then_some(z.loss),
+            throughput_bps: z.capacity_bps.or(z.typical_bps),
+            measured_paths: z.measured_paths.max(z.throughput_paths),
+            oldest: z.oldest,
         };
         (terms.rtt_us.is_some() || terms.throughput_bps.is_some()).then_some(terms)
     }

@@ -280,6 +280,57 @@ pub async fn measure_paths(
     Ok(rows)
 }
 
+/// The section of docs/ACCURACY.md on the engine's model: fitted on the measured paths of `rows`
+/// with each zone pair's node pairs held out in turn, and their measured figures beside its
+/// predictions (`zonemesh_engine::model::holdout`).
+pub fn model_section(lab: &Lab, rows: &[PathRow]) -> Result<String> {
+    use zonemesh_domain::{NodeName, UnixMs, ZoneName};
+    use zonemesh_engine::model::{HoldoutError, MeasuredPath, holdout, topology_of};
+    let node = |n: &str| NodeName::parse("node", n);
+    let zone = |n: &str| ZoneName::parse("zone", lab.node(n).zone.as_str());
+    let paths = rows
+        .iter()
+        .map(|r| {
+            Ok(MeasuredPath {
+                src: node(&r.src)?,
+                src_zone: zone(&r.src)?,
+                dst: node(&r.dst)?,
+                dst_zone: zone(&r.dst)?,
+                rtt_p50_us: r.zonemesh_p50_us,
+                sent: r.zonemesh_sent,
+                received: r.zonemesh_received,
+            })
+        })
+        .collect::<Result<Vec<_>, zonemesh_domain::FieldError>>()?;
+    let now = UnixMs(1_000_000);
+    let topology = topology_of(&paths, now)?;
+    let e = holdout(topology.view(), now);
+    let q = |v: &[f64], p: f64| 100.0 * HoldoutError::quantile(v, p);
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "| held-out inter-zone paths | RTT error median | RTT error p90 | loss error median | loss error p90 |\n|---|---|---|---|---|"
+    );
+    let _ = writeln!(
+        md,
+        "| model, {} paths | {:.2} % | {:.2} % | {:.2} pp | {:.2} pp |",
+        e.paths,
+        q(&e.rtt_relative, 0.5),
+        q(&e.rtt_relative, 0.9),
+        q(&e.loss_absolute, 0.5),
+        q(&e.loss_absolute, 0.9)
+    );
+    let _ = writeln!(
+        md,
+        "| zone roll-up mean (before the model) | {:.2} % | {:.2} % | {:.2} pp | {:.2} pp |",
+        q(&e.roll_up_rtt_relative, 0.5),
+        q(&e.roll_up_rtt_relative, 0.9),
+        q(&e.roll_up_loss_absolute, 0.5),
+        q(&e.roll_up_loss_absolute, 0.9)
+    );
+    Ok(md)
+}
+
 /// zonemesh's figure on `src` → `dst` beside iperf3's, run now on the same path.
 pub async fn measure_throughput(
     lab: &Lab,

@@ -602,6 +602,7 @@ impl From<ZoneLink> for v1::ZoneLink {
             dst_zone: l.dst_zone.into(),
             figures: Some(l.figures.into()),
             measured_paths: l.measured_paths,
+            nodes_left_out: l.nodes_left_out.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -101,6 +101,7 @@ pub fn zones(r: &v1::ListZonesResponse) -> Value {
         "links": r.links.iter().map(|l| json!({
             "src_zone": l.src_zone, "dst_zone": l.dst_zone,
             "figures": l.figures.as_ref().map(figures), "measured_paths": l.measured_paths,
+            "nodes_left_out": l.nodes_left_out,
         })).collect::<Vec<_>>(),
     })
 }

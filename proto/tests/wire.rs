@@ -166,6 +166,7 @@ fn every_topology_message_round_trips() {
             dst_zone: "y".into(),
             figures: Some(figures()),
             measured_paths: 4,
+            nodes_left_out: vec!["a2".into()],
         }],
         next_page_token: "1".into(),
     });

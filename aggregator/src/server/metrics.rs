@@ -193,6 +193,8 @@ struct ZoneLinkRow {
     /// Smoothed throughput, bytes per second (`None` when none was measured).
     throughput: Option<f64>,
     measured: u32,
+    /// Nodes whose own fault the figures leave out.
+    left_out: usize,
 }
 
 /// Reads how much memory the allocator holds, if it can tell: `(allocated, resident)` bytes.
@@ -297,6 +299,7 @@ impl Metrics {
                         && f.throughput_smoothed_bps > 0.0)
                         .then_some(f.throughput_smoothed_bps / 8.0),
                     measured: l.measured_paths,
+                    left_out: l.nodes_left_out.len(),
                     src: l.src_zone.into(),
                     dst: l.dst_zone.into(),
                 }
@@ -506,7 +509,7 @@ impl Metrics {
                     let [a, b] = pair(l);
                     e.gauge(
                         "zonemesh_zone_rtt_seconds",
-                        "Round-trip time from one zone to another: the mean over the measured paths of each path's percentile over the sliding window.",
+                        "Round-trip time from one zone to another between two typical nodes (the zone pair's own term, fitted from the measured paths' percentiles over the sliding window apart from single nodes' own faults).",
                         &[(a.0, &a.1), (b.0, &b.1), ("percentile", q)],
                         v,
                     );
@@ -517,7 +520,7 @@ impl Metrics {
             let [a, b] = pair(l);
             e.gauge(
                 "zonemesh_zone_loss_ratio",
-                "Probe loss from one zone to another over the sliding window (0..1), mean over the measured paths.",
+                "Probe loss from one zone to another over the sliding window (0..1): the zone pair's own loss, apart from single nodes' own loss.",
                 &[(a.0, &a.1), (b.0, &b.1)],
                 l.loss,
             );
@@ -527,7 +530,7 @@ impl Metrics {
                 let [a, b] = pair(l);
                 e.gauge(
                     "zonemesh_zone_throughput_bytes_per_second",
-                    "TCP throughput from one zone to another (smoothed), mean over the measured paths.",
+                    "TCP throughput from one zone to another: the capacity between the zones where a test shows one, else the median test between nodes without a fault of their own.",
                     &[(a.0, &a.1), (b.0, &b.1)],
                     t,
                 );
@@ -540,6 +543,15 @@ impl Metrics {
                 "Measured paths the zone-to-zone figures are made of.",
                 &[(a.0, &a.1), (b.0, &b.1)],
                 f64::from(l.measured),
+            );
+        }
+        for l in &view.links {
+            let [a, b] = pair(l);
+            e.gauge(
+                "zonemesh_zone_nodes_left_out",
+                "Nodes of the two zones whose own fault (loss, added RTT, a slow link) the zone-to-zone figures leave out.",
+                &[(a.0, &a.1), (b.0, &b.1)],
+                l.left_out as f64,
             );
         }
         e.finish()

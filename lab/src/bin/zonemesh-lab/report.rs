@@ -83,6 +83,9 @@ pub async fn bench(seconds: u32) -> Result<()> {
     Ok(())
 }
 
+/// What the model section of the report measures, before its table.
+const MODEL_INTRO: &str = "\n## The model of paths nobody measured\n\nBetween two zones zonemesh probes only a few node pairs; every other pair is estimated by the\nengine's model (`zonemesh_engine::model`: node terms fitted apart from zone-pair terms). Its error\non measured paths it did not see: the node pairs measured between each two zones are split in two\nhalves, the model is fitted on the paths above without each half and predicts it (both directions).\nRTT error is relative to zonemesh's measured median, loss error absolute (percentage points).\nBeside it, the estimate zonemesh made before the model: the mean of the other measured paths\nbetween the two zones. The same on synthetic clusters of 5,000 nodes:\n`cargo bench -p zonemesh-aggregator --bench engine -- model`; `cargo test -p zonemesh-engine model`\nfails if the held-out median RTT error passes 5 % (on this table and on synthetic clusters).\n\n";
+
 /// Runs the demo cluster and returns the accuracy report (Markdown).
 pub async fn accuracy() -> Result<String> {
     let exe = std::env::current_exe()?;
@@ -114,6 +117,7 @@ pub async fn accuracy() -> Result<String> {
         scenario::PING_INTERVAL,
     )
     .await?;
+    let model_md = accuracy::model_section(&lab, &rows)?;
     println!("iperf3 on three paths…");
     let mut pairs = vec![
         ("b1".to_owned(), SLOW_NODE.to_owned()),
@@ -219,6 +223,8 @@ pub async fn accuracy() -> Result<String> {
             100.0 * ping_lost as f64 / ping_sent.max(1) as f64,
         );
     }
+    md += MODEL_INTRO;
+    md += &model_md;
     md += "\n## Throughput\n\nzonemesh's figure is its last test of the path (one TCP stream, 0.5 s warm-up, 2 s counted, taken\nby the receiver); iperf3 ran afterwards on the same path (`-t 3 -O 1`, receiver figure; run again, up to\nfour times, while a run reads under 95 % of the goodput the rate carries, as it does when it\nshares the link or the cores with one of the agents' own tests, and the best run counts). TCP\ncarries 1448 payload bytes in each 1514-byte frame that `tbf` counts, so the goodput to expect\nis 95.6 % of the rate.\n\n";
     md += &accuracy::throughput_table(&t_rows);
     md += "\n## What zonemesh made of it\n\n";
