@@ -199,3 +199,268 @@ mod tests {
         assert_eq!(parse_metric("jitter"), None);
     }
 }
+
+/// The JSON of representative answers, as the web page and `zonemesh --output json` read it,
+/// compared byte for byte with the files in `proto/tests/json/` (captured before the views
+/// were derived with serde).
+#[cfg(test)]
+mod golden {
+    use super::*;
+
+    fn rtt() -> v1::RttStats {
+        v1::RttStats {
+            samples: 1_999,
+            min_us: 40.25,
+            p50_us: 52.5,
+            p90_us: 70.0,
+            p99_us: 90.125,
+            max_us: 1_234_567.5,
+            mean_us: 55.000_001,
+            jitter_us: 0.1,
+        }
+    }
+
+    fn measured() -> v1::PathFigures {
+        v1::PathFigures {
+            latency_provenance: v1::Provenance::Measured as i32,
+            latency_age_ms: 1_500,
+            rtt: Some(rtt()),
+            loss_ratio: 0.012_5,
+            loss_upper_95_ratio: 0.031,
+            probes_sent: 400,
+            probes_received: 395,
+            throughput_provenance: v1::Provenance::Measured as i32,
+            throughput_age_ms: 61_000,
+            throughput_bps: 9.41e9,
+            throughput_smoothed_bps: 9.2e9,
+            stale: false,
+            probes_sent_total: 18_446_744_073_709_551_615,
+            probes_received_total: 12_000_000_000,
+        }
+    }
+
+    fn estimated() -> v1::PathFigures {
+        v1::PathFigures {
+            latency_provenance: v1::Provenance::Estimated as i32,
+            latency_age_ms: -3,
+            rtt: None,
+            loss_ratio: 0.0,
+            loss_upper_95_ratio: 1.0,
+            throughput_provenance: 17, // not a Provenance: UNKNOWN
+            stale: true,
+            ..Default::default()
+        }
+    }
+
+    fn node(name: &str, state: i32, region: &str) -> v1::Node {
+        v1::Node {
+            name: name.into(),
+            zone: "zone-a".into(),
+            region: region.into(),
+            addresses: vec!["10.0.0.1".into(), "fd00::1".into()],
+            state,
+            last_seen_unix_ms: 1_733_300_000_123,
+            agent_version: "0.1.0".into(),
+            icmp_mode: v1::IcmpMode::Raw as i32,
+            probe_port: 7402,
+            zone_rtt_p50_us: 85.5,
+            zone_loss_ratio: 0.0,
+            zone_throughput_bps: 1e9,
+            zone_paths_measured: 2,
+            connected: state == v1::NodeState::Ready as i32,
+            state_reason: if state == v1::NodeState::Ready as i32 {
+                String::new()
+            } else {
+                "no report for 12 s \"late\" \\ ü 東京".into()
+            },
+        }
+    }
+
+    fn cases() -> Vec<(&'static str, String)> {
+        let nodes = v1::ListNodesResponse {
+            nodes: vec![
+                node("a1", v1::NodeState::Ready as i32, "eu-west"),
+                node("a2", v1::NodeState::Stale as i32, ""),
+                node("a3", v1::NodeState::Down as i32, ""),
+                node("a4", 99, ""),
+            ],
+        };
+        let zones = v1::ListZonesResponse {
+            zones: vec![
+                v1::Zone {
+                    name: "zone-a".into(),
+                    region: "eu-west".into(),
+                    nodes: 3,
+                    ready_nodes: 2,
+                },
+                v1::Zone {
+                    name: "zone-b".into(),
+                    region: String::new(),
+                    nodes: 1,
+                    ready_nodes: 1,
+                },
+            ],
+            links: vec![
+                v1::ZoneLink {
+                    src_zone: "zone-a".into(),
+                    dst_zone: "zone-b".into(),
+                    figures: Some(measured()),
+                    measured_paths: 6,
+                },
+                v1::ZoneLink {
+                    src_zone: "zone-b".into(),
+                    dst_zone: "zone-a".into(),
+                    figures: Some(estimated()),
+                    measured_paths: 0,
+                },
+                v1::ZoneLink {
+                    src_zone: "zone-b".into(),
+                    dst_zone: "zone-c".into(),
+                    figures: None,
+                    measured_paths: 0,
+                },
+            ],
+        };
+        let cell = |value, p: v1::Provenance, age_ms, stale| v1::MatrixCell {
+            value,
+            provenance: p as i32,
+            age_ms,
+            stale,
+        };
+        let matrix = v1::GetMatrixResponse {
+            metric: v1::Metric::RttP99Us as i32,
+            nodes: vec!["a1".into(), "a2".into(), "b1".into()],
+            cells: vec![
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+                cell(101.5, v1::Provenance::Measured, 1_200, false),
+                cell(2_000.0, v1::Provenance::Estimated, 30_000, true),
+                cell(99.0, v1::Provenance::Measured, 900, false),
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+                cell(1e-7, v1::Provenance::Measured, 1, false),
+                cell(2_001.25, v1::Provenance::Measured, 5, false),
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+            ],
+        };
+        // A short answer (fewer cells than nodes²) keeps its short rows.
+        let ragged = v1::GetMatrixResponse {
+            metric: 42,
+            nodes: vec!["a1".into(), "a2".into()],
+            cells: vec![cell(3.0, v1::Provenance::Measured, 7, false)],
+        };
+        let rank = v1::RankNodesResponse {
+            nodes: vec![
+                v1::RankedNode {
+                    node: "a1".into(),
+                    zone: "zone-a".into(),
+                    score: 0.987_654_321,
+                    state: v1::NodeState::Ready as i32,
+                    reason: String::new(),
+                    rtt_p50_us: 52.5,
+                    loss_ratio: 0.0,
+                    throughput_bps: 9.41e9,
+                    paths_measured: 3,
+                    paths_estimated: 1,
+                    oldest_age_ms: 4_000,
+                },
+                v1::RankedNode {
+                    node: "b1".into(),
+                    zone: "zone-b".into(),
+                    score: -1.0,
+                    state: v1::NodeState::Down as i32,
+                    reason: "DOWN: agent gone".into(),
+                    ..Default::default()
+                },
+            ],
+        };
+        let place = v1::PlaceResponse {
+            assignments: vec![
+                v1::Assignment {
+                    node: "a1".into(),
+                    zone: "zone-a".into(),
+                    workers: 2,
+                },
+                v1::Assignment {
+                    node: "a2".into(),
+                    zone: "zone-a".into(),
+                    workers: 1,
+                },
+            ],
+            zones: vec!["zone-a".into()],
+            worst_rtt_us: 101.5,
+            worst_loss_ratio: 0.001,
+            bottleneck_throughput_bps: 9.2e9,
+            latency_provenance: v1::Provenance::Measured as i32,
+            throughput_provenance: v1::Provenance::Estimated as i32,
+            oldest_age_ms: 12_345,
+            explanation: "one zone holds all 3 workers".into(),
+        };
+        vec![
+            ("nodes", nodes_json(&nodes)),
+            ("nodes_empty", nodes_json(&v1::ListNodesResponse::default())),
+            ("zones", zones_json(&zones)),
+            (
+                "path_measured",
+                path_json(&v1::GetPathResponse {
+                    src: "a1".into(),
+                    dst: "b1".into(),
+                    figures: Some(measured()),
+                }),
+            ),
+            (
+                "path_estimated",
+                path_json(&v1::GetPathResponse {
+                    src: "a3".into(),
+                    dst: "b2".into(),
+                    figures: Some(estimated()),
+                }),
+            ),
+            (
+                "path_none",
+                path_json(&v1::GetPathResponse {
+                    src: "a3".into(),
+                    dst: "b2".into(),
+                    figures: None,
+                }),
+            ),
+            ("matrix", matrix_json(&matrix)),
+            ("matrix_ragged", matrix_json(&ragged)),
+            ("rank", rank_json(&rank)),
+            ("place", place_json(&place)),
+            ("place_empty", place_json(&v1::PlaceResponse::default())),
+        ]
+    }
+
+    /// Pretty JSON as `zonemesh --output json` prints it (the web API sends the same compact).
+    fn pretty(view: impl serde::Serialize) -> String {
+        serde_json::to_string_pretty(&view).unwrap() + "\n"
+    }
+    fn nodes_json(r: &v1::ListNodesResponse) -> String {
+        pretty(nodes(r))
+    }
+    fn zones_json(r: &v1::ListZonesResponse) -> String {
+        pretty(zones(r))
+    }
+    fn path_json(r: &v1::GetPathResponse) -> String {
+        pretty(path(r))
+    }
+    fn matrix_json(r: &v1::GetMatrixResponse) -> String {
+        pretty(matrix(r))
+    }
+    fn rank_json(r: &v1::RankNodesResponse) -> String {
+        pretty(rank(r))
+    }
+    fn place_json(r: &v1::PlaceResponse) -> String {
+        pretty(place(r))
+    }
+
+    #[test]
+    fn the_json_is_what_it_was() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/json");
+        for (name, text) in cases() {
+            let path = dir.join(format!("{name}.json"));
+            let want = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text, want, "{name}: the JSON changed");
+        }
+    }
+}
