@@ -237,6 +237,90 @@ mod tests {
     use crate::probe::PeerWindow;
     use std::time::Duration;
 
+    /// A window of `peers`: (name, zone, RTTs of the replies in µs, probes lost).
+    fn window(index: u64, peers: &[(&str, &str, &[u64], u64)]) -> WindowReport {
+        let now = tokio::time::Instant::now();
+        WindowReport {
+            index,
+            start: now,
+            end: now,
+            end_unix_ms: 1,
+            peers: peers
+                .iter()
+                .map(|(name, zone, rtts, lost)| {
+                    let mut stats = WindowStats::new();
+                    for us in *rtts {
+                        stats.reply(Duration::from_micros(*us));
+                    }
+                    for _ in 0..*lost {
+                        stats.lost();
+                    }
+                    let zone = (*zone).into();
+                    ((*name).to_owned(), PeerWindow { zone, stats })
+                })
+                .collect(),
+        }
+    }
+
+    /// Every family, type, help text, series and value is what the hand-written exposition
+    /// printed (`tests/golden/metrics.prom`, captured before prometheus-client). Only the order
+    /// of series inside a family may differ, and RTTs (floating point) may print `0.0` for `0`.
+    #[test]
+    fn the_exposition_is_what_it_was() {
+        let m = Metrics::new("a1", "zone-a", IcmpMode::Dgram);
+        m.record_window(&window(
+            0,
+            &[
+                ("b", "z1", &[100, 200, 300], 1),
+                ("c", "", &[], 4),
+                ("d", "z2", &[900], 0),
+            ],
+        ));
+        // z2 absent from the next window: 0 peers, its last RTTs kept.
+        m.record_window(&window(1, &[("b", "z1", &[150], 0)]));
+        m.buffered.set(2);
+        m.dropped_reports.inc();
+        m.dropped_probes.add(30);
+        m.acked_reports.add(5);
+        m.acked_probes.add(150);
+        m.refused_reports.inc();
+        m.reconnects.add(3);
+        m.connected.set(1);
+        m.plan_version.set(17);
+        m.throughput_ok.add(4);
+        m.throughput_failed.inc();
+        let text = m.render();
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");
+        let golden = std::fs::read_to_string(path).unwrap();
+        let split = |text: &str| {
+            let mut comments = std::collections::BTreeSet::new();
+            let mut samples = BTreeMap::new();
+            for line in text.lines() {
+                if line.starts_with('#') {
+                    comments.insert(line.to_owned());
+                } else if let Some((series, value)) = line.rsplit_once(' ') {
+                    samples.insert(series.to_owned(), value.to_owned());
+                }
+            }
+            (comments, samples)
+        };
+        let (got_comments, got) = split(&text);
+        let (want_comments, want) = split(&golden);
+        assert_eq!(got_comments, want_comments, "{text}");
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{text}"
+        );
+        for (series, value) in &want {
+            let ours = &got[series];
+            let same = series.starts_with("zonemesh_agent_rtt_seconds")
+                && ours.parse::<f64>().ok() == value.parse::<f64>().ok();
+            assert!(ours == value || same, "{series}: {ours}, was {value}");
+        }
+    }
+
     #[test]
     fn peers_roll_up_into_their_zone() {
         let m = Metrics::new("a", "z1", IcmpMode::Raw);

@@ -494,3 +494,90 @@ impl Metrics {
         e.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+    use zonemesh_engine::testing::{force_down, mesh, name};
+
+    /// Metrics after a little of everything: counters, histograms, refusals, limits, a failing
+    /// store, and the zone figures of a two-zone mesh with one node down.
+    fn exercised() -> Metrics {
+        let m = Metrics::default();
+        m.reports.inc();
+        m.reports.inc();
+        m.path_summaries.add(7);
+        m.duplicate_reports.inc();
+        m.refused_reports.inc();
+        m.paths_written.add(12);
+        m.store_errors.inc();
+        m.grants.inc();
+        m.commit_seconds.observe(0.000_3);
+        m.commit_seconds.observe(0.2);
+        m.store_bytes.set(123_456);
+        m.connected.set(3);
+        m.observe_query("GetPath", 0.001_2, true);
+        m.observe_query("Place", 0.5, false);
+        m.observe_query("ExtenderFilter", 2.0, true);
+        m.security.handshake_failures.inc();
+        m.security.reloads_ok.inc();
+        m.security.reloads_failed.inc();
+        m.security.reloads_failed.inc();
+        m.security.refused("query", "forbidden");
+        m.security.refused("ingest", "unauthenticated");
+        m.security.limit_hit("report_rate");
+        m.security.limit_hit("paths");
+        *m.store_failure.lock().unwrap() = Some("disk full".into());
+        let now = UnixMs(100_000);
+        let rtt = |a: &str, b: &str| if a[..2] == b[..2] { 100.0 } else { 2_000.0 };
+        let loss = |a: &str, b: &str| u64::from(a == "z0-n1" && b.starts_with("z1"));
+        let mut t = mesh(2, 2, rtt, loss, now);
+        let down = t.id(&name("z1-n1")).unwrap();
+        force_down(&mut t, down);
+        m.observe_topology(&t, now);
+        m
+    }
+
+    /// The exposition as comment lines and samples (`name{labels}` → value text).
+    fn lines(text: &str) -> (BTreeSet<&str>, BTreeMap<&str, &str>) {
+        let mut comments = BTreeSet::new();
+        let mut samples = BTreeMap::new();
+        for line in text.lines() {
+            if line.starts_with('#') {
+                comments.insert(line);
+            } else if let Some((series, value)) = line.rsplit_once(' ') {
+                assert!(samples.insert(series, value).is_none(), "{series} twice");
+            }
+        }
+        (comments, samples)
+    }
+
+    /// Every family, type, help text, series and value is what the hand-written exposition
+    /// printed (`tests/golden/metrics.prom`, captured before prometheus-client). Only the order
+    /// of series inside a family may differ, and the figures that are floating point (a
+    /// histogram's `_sum`, RTT, loss, throughput) may print `0.0` for `0`; counts stay integers.
+    #[test]
+    fn the_exposition_is_what_it_was() {
+        let text = exercised().render();
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");
+        let golden = std::fs::read_to_string(path).unwrap();
+        let (got_comments, got) = lines(&text);
+        let (want_comments, want) = lines(&golden);
+        assert_eq!(got_comments, want_comments, "{text}");
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{text}"
+        );
+        for (series, value) in want {
+            let ours = got[series];
+            let float = ["_sum", "_rtt_seconds", "_loss_ratio", "_bytes_per_second"]
+                .iter()
+                .any(|f| series.contains(f));
+            let same = float && ours.parse::<f64>().ok() == value.parse::<f64>().ok();
+            assert!(ours == value || same, "{series}: {ours}, was {value}");
+        }
+    }
+}
