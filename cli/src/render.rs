@@ -464,6 +464,148 @@ mod tests {
         assert_eq!(percent(0.0512), "5.12 %");
     }
 
+    fn node(name: &str, zone: &str, state: v1::NodeState, reason: &str) -> v1::Node {
+        v1::Node {
+            name: name.into(),
+            zone: zone.into(),
+            addresses: vec!["10.0.0.1".into(), "fd00::1".into()],
+            state: state as i32,
+            connected: state != v1::NodeState::Down,
+            zone_rtt_p50_us: 85.5,
+            zone_loss_ratio: 0.001,
+            zone_throughput_bps: 9.4e9,
+            zone_paths_measured: u32::from(state == v1::NodeState::Ready) * 2,
+            state_reason: reason.into(),
+            ..Default::default()
+        }
+    }
+
+    fn figures(p: v1::Provenance, p50_us: f64) -> v1::PathFigures {
+        v1::PathFigures {
+            latency_provenance: p as i32,
+            rtt: Some(v1::RttStats {
+                samples: 100,
+                p50_us,
+                ..Default::default()
+            }),
+            loss_ratio: 0.0125,
+            throughput_bps: 2.5e8,
+            ..Default::default()
+        }
+    }
+
+    /// Each table as it printed before comfy-table, plain (the demo, a pipe) and cut to 60
+    /// columns (a narrow terminal): `(name, style, text)`.
+    fn tables() -> Vec<(String, String)> {
+        let node_list = v1::ListNodesResponse {
+            nodes: vec![
+                node("a1", "zone-a", v1::NodeState::Ready, ""),
+                node("a2", "zone-a", v1::NodeState::Stale, "its measurements are stale"),
+                node("b1", "zone-b", v1::NodeState::Down, "its agent is gone"),
+            ],
+        };
+        let zone_list = v1::ListZonesResponse {
+            zones: vec![
+                v1::Zone {
+                    name: "zone-a".into(),
+                    region: "eu-west".into(),
+                    nodes: 2,
+                    ready_nodes: 1,
+                },
+                v1::Zone {
+                    name: "zone-b".into(),
+                    region: String::new(),
+                    nodes: 1,
+                    ready_nodes: 0,
+                },
+            ],
+            links: vec![
+                v1::ZoneLink {
+                    src_zone: "zone-a".into(),
+                    dst_zone: "zone-b".into(),
+                    figures: Some(figures(v1::Provenance::Measured, 2_150.0)),
+                    measured_paths: 2,
+                },
+                v1::ZoneLink {
+                    src_zone: "zone-b".into(),
+                    dst_zone: "zone-a".into(),
+                    figures: None,
+                    measured_paths: 0,
+                },
+            ],
+        };
+        let rank = v1::RankNodesResponse {
+            nodes: vec![
+                v1::RankedNode {
+                    node: "a1".into(),
+                    zone: "zone-a".into(),
+                    score: 0.98765,
+                    state: v1::NodeState::Ready as i32,
+                    rtt_p50_us: 52.5,
+                    loss_ratio: 0.0,
+                    throughput_bps: 9.41e9,
+                    ..Default::default()
+                },
+                v1::RankedNode {
+                    node: "b1".into(),
+                    zone: "zone-b".into(),
+                    score: 0.0,
+                    state: v1::NodeState::Down as i32,
+                    reason: "DOWN: its agent is gone".into(),
+                    ..Default::default()
+                },
+            ],
+        };
+        let cell = |value, p: v1::Provenance, stale| v1::MatrixCell {
+            value,
+            provenance: p as i32,
+            age_ms: 0,
+            stale,
+        };
+        let cells = v1::GetMatrixResponse {
+            metric: v1::Metric::LossRatio as i32,
+            nodes: vec!["a1".into(), "a2".into(), "b1-long-name".into()],
+            cells: vec![
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.0, v1::Provenance::Measured, false),
+                cell(0.02, v1::Provenance::Estimated, false),
+                cell(0.05, v1::Provenance::Measured, false),
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.001, v1::Provenance::Measured, true),
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.0, v1::Provenance::Unknown, false),
+            ],
+        };
+        let mut out = Vec::new();
+        for (style_name, style) in [
+            ("plain", Style::plain()),
+            (
+                "narrow",
+                Style {
+                    color: false,
+                    width: 60,
+                },
+            ),
+        ] {
+            out.push((format!("nodes-{style_name}"), nodes(&node_list, &style)));
+            out.push((format!("zones-{style_name}"), zones(&zone_list, &style)));
+            out.push((format!("rank-{style_name}"), ranking(&rank, &style)));
+            out.push((format!("matrix-{style_name}"), matrix(&cells, &style)));
+        }
+        out
+    }
+
+    #[test]
+    fn tables_print_as_they_did() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        for (name, text) in tables() {
+            let path = dir.join(format!("{name}.txt"));
+            let want = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text, want, "{name}:\n{text}");
+        }
+    }
+
     #[test]
     fn tables_align_their_columns() {
         let rows = [
