@@ -500,7 +500,12 @@ mod tests {
         let node_list = v1::ListNodesResponse {
             nodes: vec![
                 node("a1", "zone-a", v1::NodeState::Ready, ""),
-                node("a2", "zone-a", v1::NodeState::Stale, "its measurements are stale"),
+                node(
+                    "a2",
+                    "zone-a",
+                    v1::NodeState::Stale,
+                    "its measurements are stale",
+                ),
                 node("b1", "zone-b", v1::NodeState::Down, "its agent is gone"),
             ],
         };

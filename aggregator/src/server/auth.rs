@@ -25,7 +25,7 @@ use std::sync::{Arc, RwLock};
 
 use zonemesh_tls::{Identity, Role};
 
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Reason, Surface};
 use super::tls::Peer;
 
 /// What a caller wants to do.
@@ -56,10 +56,10 @@ impl Denied {
     }
 
     /// The metric label of the reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Denied::Unauthenticated(_) => "unauthenticated",
-            Denied::Forbidden(_) => "forbidden",
+            Denied::Unauthenticated(_) => Reason::Unauthenticated,
+            Denied::Forbidden(_) => Reason::Forbidden,
         }
     }
 }
@@ -206,7 +206,7 @@ impl Guard {
         Ok(true)
     }
 
-    fn refused(&self, surface: &'static str, denied: Denied) -> Denied {
+    fn refused(&self, surface: Surface, denied: Denied) -> Denied {
         self.metrics.security.refused(surface, denied.reason());
         denied
     }
@@ -222,14 +222,14 @@ impl Guard {
                 name,
             }) => Ok(Some(name)),
             Some(other) => Err(self.refused(
-                "ingest",
+                Surface::Ingest,
                 Denied::Forbidden(format!(
                     "the client certificate is a {} certificate; Ingest takes node certificates",
                     other.role.as_str()
                 )),
             )),
             None => Err(self.refused(
-                "ingest",
+                Surface::Ingest,
                 Denied::Unauthenticated(
                     "Ingest needs a client certificate that names the node".into(),
                 ),
@@ -241,7 +241,7 @@ impl Guard {
     pub fn check_ingest(&self, peer: Option<&Peer>, node: &str) -> Result<(), Denied> {
         match self.ingest_node(peer)? {
             Some(name) if name != node => Err(self.refused(
-                "ingest",
+                Surface::Ingest,
                 Denied::Forbidden(format!(
                     "hello.node: the client certificate names node {name}, the Hello says {node}"
                 )),
@@ -254,7 +254,7 @@ impl Guard {
     /// `surface` labels the refusal metric (`query`, `extender`).
     pub fn check(
         &self,
-        surface: &'static str,
+        surface: Surface,
         peer: Option<&Peer>,
         authorization: Option<&[u8]>,
         need: Need,
@@ -320,7 +320,7 @@ impl Guard {
 /// labels the refusal metric.
 pub async fn http_guard(
     guard: Arc<Guard>,
-    surface: &'static str,
+    surface: Surface,
     need: Need,
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -435,7 +435,7 @@ mod tests {
             g.check_ingest(Some(&peer(id(Role::Scheduler, "a1"))), "a1"),
             Err(Denied::Forbidden(_))
         ));
-        assert_eq!(g.metrics.security.refusals("ingest"), 3);
+        assert_eq!(g.metrics.security.refusals(Surface::Ingest), 3);
     }
 
     #[test]
@@ -444,7 +444,7 @@ mod tests {
             "# dashboards\nreader grafana r3ad3r-t0ken-0123456789\nscheduler ks s3hed-t0ken-0123456789\n",
         );
         let none = peer(None);
-        let read = |auth: &[u8], need| g.check("query", Some(&none), Some(auth), need);
+        let read = |auth: &[u8], need| g.check(Surface::Query, Some(&none), Some(auth), need);
         assert_eq!(
             read(b"Bearer r3ad3r-t0ken-0123456789", Need::Read)
                 .unwrap()
@@ -466,17 +466,17 @@ mod tests {
             Err(Denied::Unauthenticated(_))
         ));
         assert!(matches!(
-            g.check("query", Some(&none), None, Need::Read),
+            g.check(Surface::Query, Some(&none), None, Need::Read),
             Err(Denied::Unauthenticated(_))
         ));
         let node = peer(id(Role::Node, "a1"));
         assert!(matches!(
-            g.check("query", Some(&node), None, Need::Read),
+            g.check(Surface::Query, Some(&node), None, Need::Read),
             Err(Denied::Forbidden(_))
         ));
         let scheduler = peer(id(Role::Scheduler, "kube-scheduler"));
         assert!(
-            g.check("extender", Some(&scheduler), None, Need::Schedule)
+            g.check(Surface::Extender, Some(&scheduler), None, Need::Schedule)
                 .is_ok()
         );
     }
@@ -485,7 +485,10 @@ mod tests {
     fn without_a_client_ca_or_tokens_everything_is_open() {
         let g = Guard::new(false, None, Arc::default()).unwrap();
         assert!(!g.enabled());
-        assert_eq!(g.check("query", None, None, Need::Schedule), Ok(None));
+        assert_eq!(
+            g.check(Surface::Query, None, None, Need::Schedule),
+            Ok(None)
+        );
         assert_eq!(g.check_ingest(None, "a1"), Ok(()));
     }
 
@@ -514,7 +517,7 @@ mod tests {
         assert!(g.reload().unwrap());
         assert!(
             g.check(
-                "query",
+                Surface::Query,
                 None,
                 Some(b"Bearer aaaaaaaaaaaaaaaaaaaa"),
                 Need::Read
@@ -523,7 +526,7 @@ mod tests {
         );
         assert!(
             g.check(
-                "query",
+                Surface::Query,
                 None,
                 Some(b"Bearer bbbbbbbbbbbbbbbbbbbb"),
                 Need::Read
@@ -535,7 +538,7 @@ mod tests {
         assert!(g.reload().is_err());
         assert!(
             g.check(
-                "query",
+                Surface::Query,
                 None,
                 Some(b"Bearer bbbbbbbbbbbbbbbbbbbb"),
                 Need::Read
@@ -546,6 +549,9 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(g.reload().unwrap());
         let bearer: &[u8] = b"Bearer bbbbbbbbbbbbbbbbbbbb";
-        assert!(g.check("query", None, Some(bearer), Need::Read).is_err());
+        assert!(
+            g.check(Surface::Query, None, Some(bearer), Need::Read)
+                .is_err()
+        );
     }
 }

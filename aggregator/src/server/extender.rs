@@ -20,7 +20,7 @@ use zonemesh_domain::UnixMs;
 
 use super::auth::{Guard, Need};
 use super::core::Core;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Rpc, Surface};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use zonemesh_engine::Topology;
@@ -219,13 +219,19 @@ impl Extender {
             .route("/extender/prioritize", post(prioritize_verb))
             .with_state(self)
             .layer(axum::middleware::from_fn(move |request, next| {
-                super::auth::http_guard(guard.clone(), "extender", Need::Schedule, request, next)
+                super::auth::http_guard(
+                    guard.clone(),
+                    Surface::Extender,
+                    Need::Schedule,
+                    request,
+                    next,
+                )
             }))
     }
 
     async fn run<T: serde::Serialize + Send + 'static>(
         &self,
-        verb: &'static str,
+        verb: Rpc,
         body: &[u8],
         f: impl FnOnce(&Topology, &Mutex<Jobs>, &ExtenderArgs, UnixMs) -> Result<T, String>
         + Send
@@ -239,7 +245,10 @@ impl Extender {
                     .observe_query(verb, started.elapsed().as_secs_f64(), false);
                 return (
                     StatusCode::BAD_REQUEST,
-                    format!("{verb}: the body is not ExtenderArgs JSON: {e}\n"),
+                    format!(
+                        "{}: the body is not ExtenderArgs JSON: {e}\n",
+                        verb.as_str()
+                    ),
                 )
                     .into_response();
             }
@@ -252,7 +261,7 @@ impl Extender {
         match result {
             Ok(Ok(answer)) => Json(answer).into_response(),
             Ok(Err(message)) => {
-                tracing::warn!(verb, "extender request refused: {message}");
+                tracing::warn!(verb = verb.as_str(), "extender request refused: {message}");
                 (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response()
             }
             Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
@@ -261,7 +270,7 @@ impl Extender {
 }
 
 async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
-    x.run("ExtenderFilter", &body, |t, jobs, args, now| {
+    x.run(Rpc::ExtenderFilter, &body, |t, jobs, args, now| {
         let mut jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
         // A request the verb cannot answer is an `Error` in the result, as the protocol has it.
         Ok(match filter(t, args, &mut jobs, now) {
@@ -276,7 +285,7 @@ async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Resp
 }
 
 async fn prioritize_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
-    x.run("ExtenderPrioritize", &body, |t, jobs, args, now| {
+    x.run(Rpc::ExtenderPrioritize, &body, |t, jobs, args, now| {
         let jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
         prioritize(t, args, &jobs, now).map_err(|bad| format!("zonemesh: {bad}"))
     })

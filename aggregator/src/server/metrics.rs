@@ -1,96 +1,202 @@
-//! Prometheus metrics of the aggregator, registered explicitly and named
-//! `zonemesh_<what>_<unit>`. Label sets are bounded by RPC names, node states, limits and zones
-//! (zone pairs at most), never by nodes or node pairs.
+//! Prometheus metrics of the aggregator, registered explicitly in a `prometheus-client`
+//! [`Registry`] and named `zonemesh_<what>_<unit>`. Label sets are typed (a label value that is
+//! not one of its enum's is a compile error) and bounded by RPC names, node states, limits and
+//! zones (zone pairs at most), never by nodes or node pairs.
+//!
+//! Every series that exists at all exists from the start at 0 (each RPC, refusal, limit, reload
+//! result and node state), as scrapers and dashboards expect. The zone figures, the store's
+//! health and the engine's count of windows under load are read at scrape time by a collector
+//! from what the last sweep published, so a scrape never sees a half-written set.
 
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::fmt;
+use std::sync::{Arc, Mutex};
 
-use zonemesh_domain::UnixMs;
-
-use zonemesh_domain::{NodeState, Provenance};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram;
+use prometheus_client::registry::Registry;
+use zonemesh_common::label_value;
+use zonemesh_domain::{NodeState, Provenance, UnixMs};
 use zonemesh_engine::Topology;
 
-pub use zonemesh_common::prom::{Counter, Gauge};
+pub use zonemesh_common::metrics::{Counter, Gauge};
 
 /// Upper bounds of the latency histograms, seconds.
 const BUCKETS: [f64; 12] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
-/// A latency histogram with fixed buckets.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    inner: Mutex<HistogramInner>,
-}
+/// A latency histogram with the [`BUCKETS`] (a handle: clones observe together).
+#[derive(Debug, Clone)]
+pub struct Histogram(histogram::Histogram);
 
-#[derive(Debug, Default, Clone)]
-struct HistogramInner {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+impl Default for Histogram {
+    fn default() -> Self {
+        Self(histogram::Histogram::new(BUCKETS))
+    }
 }
 
 impl Histogram {
     /// Records one observation in seconds.
     pub fn observe(&self, seconds: f64) {
-        let mut h = self.inner.lock().expect("metrics lock");
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if seconds <= *b {
-                h.counts[i] += 1;
-            }
-        }
-        h.count += 1;
-        h.sum += seconds;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let h = self.inner.lock().expect("metrics lock").clone();
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
-                h.counts[i]
-            );
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", h.count);
-        let braces = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        let _ = writeln!(out, "{name}_sum{braces} {}", h.sum);
-        let _ = writeln!(out, "{name}_count{braces} {}", h.count);
+        self.0.observe(seconds);
     }
 }
 
-/// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
-pub const RPCS: [&str; 8] = [
-    "ListNodes",
-    "ListZones",
-    "GetPath",
-    "GetMatrix",
-    "RankNodes",
-    "Place",
-    "ExtenderFilter",
-    "ExtenderPrioritize",
-];
+impl prometheus_client::metrics::TypedMetric for Histogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
 
-/// The surfaces whose refusals are counted, and the reasons.
-const SURFACES: [&str; 3] = ["ingest", "query", "extender"];
-const REASONS: [&str; 2] = ["unauthenticated", "forbidden"];
+impl EncodeMetric for Histogram {
+    fn encode(
+        &self,
+        encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), fmt::Error> {
+        self.0.encode(encoder)
+    }
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
 
-/// The limits that can bite (`--max-*` flags).
-pub const LIMITS: [&str; 5] = [
-    "report_rate",
-    "report_paths",
-    "report_bytes",
-    "nodes",
-    "paths",
-];
+label_value! {
+    /// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
+    pub enum Rpc {
+        ListNodes => "ListNodes",
+        ListZones => "ListZones",
+        GetPath => "GetPath",
+        GetMatrix => "GetMatrix",
+        RankNodes => "RankNodes",
+        Place => "Place",
+        ExtenderFilter => "ExtenderFilter",
+        ExtenderPrioritize => "ExtenderPrioritize",
+    }
+}
+
+label_value! {
+    /// Where callers are refused.
+    pub enum Surface {
+        /// The agents' stream.
+        Ingest => "ingest",
+        /// The Topology service and the web API.
+        Query => "query",
+        /// The scheduler extender.
+        Extender => "extender",
+    }
+}
+
+label_value! {
+    /// Why a caller was refused.
+    pub enum Reason {
+        /// No valid credentials.
+        Unauthenticated => "unauthenticated",
+        /// Credentials that do not allow it.
+        Forbidden => "forbidden",
+    }
+}
+
+label_value! {
+    /// The abuse limits that can bite (`--max-*` flags).
+    pub enum Limit {
+        /// `--max-report-rate`.
+        ReportRate => "report_rate",
+        /// `--max-report-paths`.
+        ReportPaths => "report_paths",
+        /// `--max-report-bytes`.
+        ReportBytes => "report_bytes",
+        /// `--max-nodes`.
+        Nodes => "nodes",
+        /// `--max-paths`.
+        Paths => "paths",
+    }
+}
+
+impl From<zonemesh_engine::LimitHit> for Limit {
+    fn from(hit: zonemesh_engine::LimitHit) -> Self {
+        match hit {
+            zonemesh_engine::LimitHit::Nodes => Limit::Nodes,
+            zonemesh_engine::LimitHit::Paths => Limit::Paths,
+        }
+    }
+}
+
+label_value! {
+    /// How a reload of the TLS and token files went.
+    enum ReloadResult { Ok => "ok", Error => "error" }
+}
+
+label_value! {
+    /// A node state, as a label.
+    enum State { Ready => "ready", Stale => "stale", Down => "down" }
+}
+
+impl From<NodeState> for State {
+    fn from(s: NodeState) -> Self {
+        match s {
+            NodeState::Ready => State::Ready,
+            NodeState::Stale => State::Stale,
+            NodeState::Down => State::Down,
+        }
+    }
+}
+
+label_value! {
+    /// The RTT percentiles of a zone pair. `percentile`, not `quantile`: that label belongs to
+    /// summaries, and these are gauges (Prometheus's linter says so).
+    enum Percentile { P50 => "50", P90 => "90", P99 => "99" }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RpcLabels {
+    rpc: Rpc,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RefusalLabels {
+    surface: Surface,
+    reason: Reason,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LimitLabels {
+    limit: Limit,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReloadLabels {
+    result: ReloadResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StateLabels {
+    state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ZoneStateLabels {
+    zone: String,
+    state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PairLabels {
+    src_zone: String,
+    dst_zone: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PairPercentileLabels {
+    src_zone: String,
+    dst_zone: String,
+    percentile: Percentile,
+}
 
 /// TLS, authentication and abuse limits.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SecurityMetrics {
     /// TLS handshakes that failed (no certificate the CA signed, plain text on a TLS port, ...).
     pub handshake_failures: Counter,
@@ -98,88 +204,97 @@ pub struct SecurityMetrics {
     pub reloads_ok: Counter,
     /// Reloads that failed (the previous files stay in force).
     pub reloads_failed: Counter,
-    refusals: [[Counter; REASONS.len()]; SURFACES.len()],
-    limit_hits: [Counter; LIMITS.len()],
+    refusals: Family<RefusalLabels, Counter>,
+    limit_hits: Family<LimitLabels, Counter>,
 }
 
 impl SecurityMetrics {
-    /// Counts a refused caller.
-    pub fn refused(&self, surface: &str, reason: &str) {
-        let s = SURFACES.iter().position(|x| *x == surface);
-        let r = REASONS.iter().position(|x| *x == reason);
-        if let (Some(s), Some(r)) = (s, r) {
-            self.refusals[s][r].inc();
+    fn register(registry: &mut Registry) -> Self {
+        let handshake_failures = Counter::default();
+        registry.register(
+            "zonemesh_tls_handshake_failures",
+            "TLS handshakes that failed",
+            handshake_failures.clone(),
+        );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "zonemesh_credential_reloads",
+            "Reloads of the TLS and token files, by result",
+            reloads.clone(),
+        );
+        let refusals = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "zonemesh_auth_refusals",
+            "Callers refused, by surface and reason",
+            refusals.clone(),
+        );
+        for &surface in Surface::ALL {
+            for &reason in Reason::ALL {
+                drop(refusals.get_or_create(&RefusalLabels { surface, reason }));
+            }
         }
+        let limit_hits = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "zonemesh_limit_hits",
+            "Times an abuse limit bit (a report slowed or refused, a node or path not admitted)",
+            limit_hits.clone(),
+        );
+        for &limit in Limit::ALL {
+            drop(limit_hits.get_or_create(&LimitLabels { limit }));
+        }
+        let reload = |result| reloads.get_or_create_owned(&ReloadLabels { result });
+        Self {
+            handshake_failures,
+            reloads_ok: reload(ReloadResult::Ok),
+            reloads_failed: reload(ReloadResult::Error),
+            refusals,
+            limit_hits,
+        }
+    }
+
+    /// Counts a refused caller.
+    pub fn refused(&self, surface: Surface, reason: Reason) {
+        self.refusals
+            .get_or_create(&RefusalLabels { surface, reason })
+            .inc();
     }
 
     /// Refusals on `surface`, all reasons.
-    pub fn refusals(&self, surface: &str) -> u64 {
-        SURFACES
+    pub fn refusals(&self, surface: Surface) -> u64 {
+        Reason::ALL
             .iter()
-            .position(|x| *x == surface)
-            .map_or(0, |s| self.refusals[s].iter().map(Counter::get).sum())
+            .map(|&reason| {
+                self.refusals
+                    .get(&RefusalLabels { surface, reason })
+                    .map_or(0, |c| c.get())
+            })
+            .sum()
     }
 
-    /// Counts one time `limit` (one of [`LIMITS`]) bit.
-    pub fn limit_hit(&self, limit: &str) {
-        if let Some(i) = LIMITS.iter().position(|x| *x == limit) {
-            self.limit_hits[i].inc();
-        }
+    /// Counts one time `limit` bit.
+    pub fn limit_hit(&self, limit: impl Into<Limit>) {
+        let limit = limit.into();
+        self.limit_hits.get_or_create(&LimitLabels { limit }).inc();
     }
 
     /// Times `limit` bit.
-    pub fn limit_hits(&self, limit: &str) -> u64 {
-        LIMITS
-            .iter()
-            .position(|x| *x == limit)
-            .map_or(0, |i| self.limit_hits[i].get())
-    }
-
-    fn render(&self, out: &mut String) {
-        let mut e = zonemesh_common::prom::Exposition::new();
-        e.counter(
-            "zonemesh_tls_handshake_failures_total",
-            "TLS handshakes that failed.",
-            &[],
-            self.handshake_failures.get(),
-        );
-        for (result, c) in [("ok", &self.reloads_ok), ("error", &self.reloads_failed)] {
-            e.counter(
-                "zonemesh_credential_reloads_total",
-                "Reloads of the TLS and token files, by result.",
-                &[("result", result)],
-                c.get(),
-            );
-        }
-        for (surface, counters) in SURFACES.iter().zip(&self.refusals) {
-            for (reason, c) in REASONS.iter().zip(counters) {
-                e.counter(
-                    "zonemesh_auth_refusals_total",
-                    "Callers refused, by surface and reason.",
-                    &[("surface", surface), ("reason", reason)],
-                    c.get(),
-                );
-            }
-        }
-        for (limit, c) in LIMITS.iter().zip(&self.limit_hits) {
-            e.counter(
-                "zonemesh_limit_hits_total",
-                "Times an abuse limit bit (a report slowed or refused, a node or path not admitted).",
-                &[("limit", limit)],
-                c.get(),
-            );
-        }
-        out.push_str(&e.finish());
+    pub fn limit_hits(&self, limit: Limit) -> u64 {
+        self.limit_hits
+            .get(&LimitLabels { limit })
+            .map_or(0, |c| c.get())
     }
 }
 
-/// Zone-level figures as the last sweep saw them: labels are zones, never nodes or node pairs.
+/// What the last sweep published, read at scrape time: zone-level figures (labels are zones,
+/// never nodes or node pairs) and the engine's count of windows under load.
 #[derive(Debug, Default, Clone)]
 struct ZoneView {
     /// Zone, and its registered nodes by state (ready, stale, down).
     nodes: Vec<(String, [u64; 3])>,
     /// The measured zone-to-zone roll-ups.
     links: Vec<ZoneLinkRow>,
+    /// Latency windows left out under load (a counter the engine owns).
+    windows_under_load: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -195,13 +310,14 @@ struct ZoneLinkRow {
 }
 
 /// Every metric of the aggregator.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    zone_view: Mutex<ZoneView>,
+    registry: Registry,
+    zone_view: Arc<Mutex<ZoneView>>,
     /// TLS, authentication and abuse limits.
     pub security: SecurityMetrics,
     /// Why the store cannot be written, while it cannot (`None`: healthy).
-    pub store_failure: Mutex<Option<String>>,
+    pub store_failure: Arc<Mutex<Option<String>>>,
     /// Reports applied.
     pub reports: Counter,
     /// Path summaries applied.
@@ -222,13 +338,126 @@ pub struct Metrics {
     pub connected: Gauge,
     /// Throughput grants handed out.
     pub grants: Counter,
-    /// The engine's count of latency windows left out under load (a counter, read from it).
-    windows_under_load: Gauge,
-    query_seconds: [Histogram; RPCS.len()],
-    query_errors: [Counter; RPCS.len()],
-    nodes_by_state: [Gauge; 3],
+    query_seconds: Family<RpcLabels, Histogram>,
+    query_errors: Family<RpcLabels, Counter>,
+    nodes_by_state: Family<StateLabels, Gauge>,
     zones: Gauge,
     paths: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        // Help texts without their final full stop: the registry adds it.
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let reports = counter(&mut registry, "zonemesh_reports", "Reports applied");
+        let path_summaries = counter(
+            &mut registry,
+            "zonemesh_path_summaries",
+            "Path summaries applied",
+        );
+        let duplicate_reports = counter(
+            &mut registry,
+            "zonemesh_duplicate_reports",
+            "Replayed reports acknowledged again and not applied",
+        );
+        let refused_reports = counter(
+            &mut registry,
+            "zonemesh_refused_reports",
+            "Reports refused as invalid",
+        );
+        let paths_written = counter(
+            &mut registry,
+            "zonemesh_store_paths_written",
+            "Path records written to the store",
+        );
+        let store_errors = counter(
+            &mut registry,
+            "zonemesh_store_errors",
+            "Failed store writes",
+        );
+        let grants = counter(
+            &mut registry,
+            "zonemesh_throughput_grants",
+            "Throughput test slots granted",
+        );
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let store_bytes = gauge(
+            &mut registry,
+            "zonemesh_store_size_bytes",
+            "Bytes the store takes on disk",
+        );
+        let connected = gauge(
+            &mut registry,
+            "zonemesh_agents_connected",
+            "Open agent streams",
+        );
+        let zones = gauge(&mut registry, "zonemesh_zones", "Zones with nodes");
+        let paths = gauge(&mut registry, "zonemesh_paths", "Directed paths with state");
+        let nodes_by_state = Family::<StateLabels, Gauge>::default();
+        registry.register("zonemesh_nodes", "Nodes by state", nodes_by_state.clone());
+        for &state in State::ALL {
+            drop(nodes_by_state.get_or_create(&StateLabels { state }));
+        }
+        let commit_seconds = Histogram::default();
+        registry.register(
+            "zonemesh_store_commit_seconds",
+            "Latency of durable store commits",
+            commit_seconds.clone(),
+        );
+        let query_seconds = Family::<RpcLabels, Histogram>::default();
+        registry.register(
+            "zonemesh_query_seconds",
+            "Latency of Topology queries",
+            query_seconds.clone(),
+        );
+        let query_errors = Family::<RpcLabels, Counter>::default();
+        registry.register(
+            "zonemesh_query_errors",
+            "Topology queries that failed",
+            query_errors.clone(),
+        );
+        for &rpc in Rpc::ALL {
+            drop(query_seconds.get_or_create(&RpcLabels { rpc }));
+            drop(query_errors.get_or_create(&RpcLabels { rpc }));
+        }
+        let security = SecurityMetrics::register(&mut registry);
+        let zone_view = Arc::new(Mutex::new(ZoneView::default()));
+        let store_failure = Arc::new(Mutex::new(None));
+        registry.register_collector(Box::new(Published {
+            view: zone_view.clone(),
+            store_failure: store_failure.clone(),
+        }));
+        Self {
+            registry,
+            zone_view,
+            security,
+            store_failure,
+            reports,
+            path_summaries,
+            duplicate_reports,
+            refused_reports,
+            paths_written,
+            store_errors,
+            commit_seconds,
+            store_bytes,
+            connected,
+            grants,
+            query_seconds,
+            query_errors,
+            nodes_by_state,
+            zones,
+            paths,
+        }
+    }
 }
 
 impl Metrics {
@@ -238,12 +467,11 @@ impl Metrics {
     }
 
     /// Records one query.
-    pub fn observe_query(&self, rpc: &str, seconds: f64, ok: bool) {
-        if let Some(i) = RPCS.iter().position(|r| *r == rpc) {
-            self.query_seconds[i].observe(seconds);
-            if !ok {
-                self.query_errors[i].inc();
-            }
+    pub fn observe_query(&self, rpc: Rpc, seconds: f64, ok: bool) {
+        let labels = RpcLabels { rpc };
+        self.query_seconds.get_or_create(&labels).observe(seconds);
+        if !ok {
+            self.query_errors.get_or_create(&labels).inc();
         }
     }
 
@@ -251,248 +479,184 @@ impl Metrics {
     pub fn observe_topology(&self, topology: &Topology, now: UnixMs) {
         let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
         for (id, n) in topology.nodes() {
-            if !n.registered {
-                continue;
+            if n.registered {
+                let state = State::from(topology.state(id, now).0);
+                let zone = topology.zone(n.zone).name.to_string();
+                by_zone.entry(zone).or_default()[state as usize] += 1;
             }
-            let i = match topology.state(id, now).0 {
-                NodeState::Ready => 0,
-                NodeState::Stale => 1,
-                NodeState::Down => 2,
-            };
-            by_zone
-                .entry(topology.zone(n.zone).name.to_string())
-                .or_default()[i] += 1;
         }
-        for (i, g) in self.nodes_by_state.iter().enumerate() {
-            g.set(by_zone.values().map(|c| c[i]).sum());
-        }
-        let links = topology
-            .list_zones(now)
-            .links
-            .into_iter()
-            .map(|l| {
-                let f = l.figures;
-                let measured = |p: Provenance| p == Provenance::Measured;
-                ZoneLinkRow {
-                    rtt: f
-                        .rtt
-                        .filter(|r| r.samples > 0 && measured(f.latency_provenance))
-                        .map(|r| [r.p50_us / 1e6, r.p90_us / 1e6, r.p99_us / 1e6]),
-                    loss: f.loss_ratio,
-                    throughput: (measured(f.throughput_provenance)
-                        && f.throughput_smoothed_bps > 0.0)
-                        .then_some(f.throughput_smoothed_bps / 8.0),
-                    measured: l.measured_paths,
-                    src: l.src_zone.into(),
-                    dst: l.dst_zone.into(),
-                }
-            })
-            .collect();
-        *self.zone_view.lock().expect("metrics lock") = ZoneView {
+        let links = topology.list_zones(now).links.into_iter();
+        let view = ZoneView {
             nodes: by_zone.into_iter().collect(),
-            links,
+            links: links.map(ZoneLinkRow::from).collect(),
+            windows_under_load: topology.windows_under_load(),
         };
-        self.zones.set(
-            topology
-                .zones()
-                .filter(|(_, z)| !z.members.is_empty())
-                .count() as u64,
-        );
+        let with_members = topology.zones().filter(|(_, z)| !z.members.is_empty());
+        self.zones.set(with_members.count() as u64);
         self.paths.set(topology.path_count() as u64);
-        self.windows_under_load.set(topology.windows_under_load());
+        self.publish(view);
     }
 
-    /// The Prometheus text exposition.
+    /// Makes `view` what scrapes read, and the node gauges its sums.
+    fn publish(&self, view: ZoneView) {
+        for &state in State::ALL {
+            let n = view.nodes.iter().map(|(_, c)| c[state as usize]).sum();
+            self.nodes_by_state
+                .get_or_create(&StateLabels { state })
+                .set(n);
+        }
+        *self.zone_view.lock().expect("metrics lock") = view;
+    }
+
+    /// The Prometheus text exposition (0.0.4).
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(8 * 1024);
-        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        };
-        counter(
-            &mut out,
-            "zonemesh_reports_total",
-            "Reports applied.",
-            self.reports.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_path_summaries_total",
-            "Path summaries applied.",
-            self.path_summaries.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_duplicate_reports_total",
-            "Replayed reports acknowledged again and not applied.",
-            self.duplicate_reports.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_refused_reports_total",
-            "Reports refused as invalid.",
-            self.refused_reports.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_store_paths_written_total",
-            "Path records written to the store.",
-            self.paths_written.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_store_errors_total",
-            "Failed store writes.",
-            self.store_errors.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_throughput_grants_total",
-            "Throughput test slots granted.",
-            self.grants.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_windows_under_load_total",
+        self.exposition([None])
+            .map(|(_, text)| text)
+            .unwrap_or_default()
+    }
+
+    /// The exposition for a scraper that sent `accept` (its `Accept` header values): OpenMetrics
+    /// when it asks for it, else the Prometheus text 0.0.4; with its content type.
+    pub fn exposition<'a>(
+        &self,
+        accept: impl IntoIterator<Item = Option<&'a str>>,
+    ) -> Result<(&'static str, String), fmt::Error> {
+        zonemesh_common::metrics::exposition(&self.registry, accept)
+    }
+}
+
+impl From<zonemesh_domain::ZoneLink> for ZoneLinkRow {
+    fn from(l: zonemesh_domain::ZoneLink) -> Self {
+        let f = l.figures;
+        let measured = |p: Provenance| p == Provenance::Measured;
+        ZoneLinkRow {
+            rtt: f
+                .rtt
+                .filter(|r| r.samples > 0 && measured(f.latency_provenance))
+                .map(|r| [r.p50_us / 1e6, r.p90_us / 1e6, r.p99_us / 1e6]),
+            loss: f.loss_ratio,
+            throughput: (measured(f.throughput_provenance) && f.throughput_smoothed_bps > 0.0)
+                .then_some(f.throughput_smoothed_bps / 8.0),
+            measured: l.measured_paths,
+            src: l.src_zone.into(),
+            dst: l.dst_zone.into(),
+        }
+    }
+}
+
+/// The collector of what is read at scrape time: [`ZoneView`] and the store's health.
+#[derive(Debug)]
+struct Published {
+    view: Arc<Mutex<ZoneView>>,
+    store_failure: Arc<Mutex<Option<String>>>,
+}
+
+impl Collector for Published {
+    // Help texts here are written as given: they keep their full stop.
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let view = self.view.lock().expect("metrics lock").clone();
+        let healthy = self.store_failure.lock().expect("metrics lock").is_none();
+        let metric = encoder.encode_descriptor(
+            "zonemesh_windows_under_load",
             "Latency windows left out of the figures because a throughput test loaded their path.",
-            self.windows_under_load.get(),
-        );
-        let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        };
-        gauge(
-            &mut out,
-            "zonemesh_store_size_bytes",
-            "Bytes the store takes on disk.",
-            self.store_bytes.get(),
-        );
-        gauge(
-            &mut out,
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(view.windows_under_load).encode(metric)?;
+        let metric = encoder.encode_descriptor(
             "zonemesh_store_healthy",
             "1 while store writes succeed, 0 while they fail (acknowledgements are held).",
-            u64::from(self.store_failure().is_none()),
-        );
-        gauge(
-            &mut out,
-            "zonemesh_agents_connected",
-            "Open agent streams.",
-            self.connected.get(),
-        );
-        gauge(
-            &mut out,
-            "zonemesh_zones",
-            "Zones with nodes.",
-            self.zones.get(),
-        );
-        gauge(
-            &mut out,
-            "zonemesh_paths",
-            "Directed paths with state.",
-            self.paths.get(),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_nodes Nodes by state.\n# TYPE zonemesh_nodes gauge"
-        );
-        for (state, g) in ["ready", "stale", "down"].iter().zip(&self.nodes_by_state) {
-            let _ = writeln!(out, "zonemesh_nodes{{state=\"{state}\"}} {}", g.get());
-        }
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_store_commit_seconds Latency of durable store commits.\n# TYPE zonemesh_store_commit_seconds histogram"
-        );
-        self.commit_seconds
-            .render(&mut out, "zonemesh_store_commit_seconds", "");
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_query_seconds Latency of Topology queries.\n# TYPE zonemesh_query_seconds histogram"
-        );
-        for (rpc, h) in RPCS.iter().zip(&self.query_seconds) {
-            h.render(
-                &mut out,
-                "zonemesh_query_seconds",
-                &format!("rpc=\"{rpc}\""),
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_query_errors_total Topology queries that failed.\n# TYPE zonemesh_query_errors_total counter"
-        );
-        for (rpc, c) in RPCS.iter().zip(&self.query_errors) {
-            let _ = writeln!(
-                out,
-                "zonemesh_query_errors_total{{rpc=\"{rpc}\"}} {}",
-                c.get()
-            );
-        }
-        self.security.render(&mut out);
-        out.push_str(&self.render_zones());
-        out
-    }
-
-    /// The zone-level families: at most zones² series each.
-    fn render_zones(&self) -> String {
-        let view = self.zone_view.lock().expect("metrics lock").clone();
-        let mut e = zonemesh_common::prom::Exposition::new();
-        for (zone, counts) in &view.nodes {
-            for (state, c) in ["ready", "stale", "down"].iter().zip(counts) {
-                e.gauge(
-                    "zonemesh_zone_nodes",
-                    "Registered nodes of a zone by state.",
-                    &[("zone", zone), ("state", state)],
-                    *c as f64,
-                );
-            }
-        }
-        let pair = |l: &ZoneLinkRow| [("src_zone", l.src.clone()), ("dst_zone", l.dst.clone())];
-        for l in &view.links {
-            if let Some(rtt) = l.rtt {
-                // `percentile`, not `quantile`: that label belongs to summaries, and these are
-                // gauges (Prometheus's linter says so).
-                for (q, v) in ["50", "90", "99"].iter().zip(rtt) {
-                    let [a, b] = pair(l);
-                    e.gauge(
-                        "zonemesh_zone_rtt_seconds",
-                        "Round-trip time from one zone to another: the mean over the measured paths of each path's percentile over the sliding window.",
-                        &[(a.0, &a.1), (b.0, &b.1), ("percentile", q)],
-                        v,
-                    );
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(i64::from(healthy)).encode(metric)?;
+        if !view.nodes.is_empty() {
+            let mut family = encoder.encode_descriptor(
+                "zonemesh_zone_nodes",
+                "Registered nodes of a zone by state.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (zone, counts) in &view.nodes {
+                for &state in State::ALL {
+                    let zone = zone.clone();
+                    let labels = ZoneStateLabels { zone, state };
+                    let n = ConstGauge::new(counts[state as usize] as i64);
+                    n.encode(family.encode_family(&labels)?)?;
                 }
             }
         }
-        for l in &view.links {
-            let [a, b] = pair(l);
-            e.gauge(
-                "zonemesh_zone_loss_ratio",
-                "Probe loss from one zone to another over the sliding window (0..1), mean over the measured paths.",
-                &[(a.0, &a.1), (b.0, &b.1)],
-                l.loss,
-            );
-        }
-        for l in &view.links {
-            if let Some(t) = l.throughput {
-                let [a, b] = pair(l);
-                e.gauge(
-                    "zonemesh_zone_throughput_bytes_per_second",
-                    "TCP throughput from one zone to another (smoothed), mean over the measured paths.",
-                    &[(a.0, &a.1), (b.0, &b.1)],
-                    t,
-                );
+        encode_links(&mut encoder, &view.links)
+    }
+}
+
+/// The zone-to-zone families: at most zones² series each, and none without a link to show.
+fn encode_links(encoder: &mut DescriptorEncoder, links: &[ZoneLinkRow]) -> Result<(), fmt::Error> {
+    let pair = |l: &ZoneLinkRow| (l.src.clone(), l.dst.clone());
+    if links.iter().any(|l| l.rtt.is_some()) {
+        let mut family = encoder.encode_descriptor(
+            "zonemesh_zone_rtt_seconds",
+            "Round-trip time from one zone to another: the mean over the measured paths of each path's percentile over the sliding window.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for l in links {
+            let Some(rtt) = l.rtt else { continue };
+            let (src_zone, dst_zone) = pair(l);
+            for (&percentile, v) in Percentile::ALL.iter().zip(rtt) {
+                let labels = PairPercentileLabels {
+                    src_zone: src_zone.clone(),
+                    dst_zone: dst_zone.clone(),
+                    percentile,
+                };
+                ConstGauge::new(v).encode(family.encode_family(&labels)?)?;
             }
         }
-        for l in &view.links {
-            let [a, b] = pair(l);
-            e.gauge(
-                "zonemesh_zone_paths_measured",
-                "Measured paths the zone-to-zone figures are made of.",
-                &[(a.0, &a.1), (b.0, &b.1)],
-                f64::from(l.measured),
-            );
-        }
-        e.finish()
     }
+    let figure = |encoder: &mut DescriptorEncoder,
+                  name: &str,
+                  help: &str,
+                  value: &dyn Fn(&ZoneLinkRow) -> Option<f64>|
+     -> Result<(), fmt::Error> {
+        if !links.iter().any(|l| value(l).is_some()) {
+            return Ok(());
+        }
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for l in links {
+            if let Some(v) = value(l) {
+                let (src_zone, dst_zone) = pair(l);
+                let labels = PairLabels { src_zone, dst_zone };
+                ConstGauge::new(v).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    };
+    figure(
+        encoder,
+        "zonemesh_zone_loss_ratio",
+        "Probe loss from one zone to another over the sliding window (0..1), mean over the measured paths.",
+        &|l| Some(l.loss),
+    )?;
+    figure(
+        encoder,
+        "zonemesh_zone_throughput_bytes_per_second",
+        "TCP throughput from one zone to another (smoothed), mean over the measured paths.",
+        &|l| l.throughput,
+    )?;
+    if !links.is_empty() {
+        let mut family = encoder.encode_descriptor(
+            "zonemesh_zone_paths_measured",
+            "Measured paths the zone-to-zone figures are made of.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for l in links {
+            let (src_zone, dst_zone) = pair(l);
+            let labels = PairLabels { src_zone, dst_zone };
+            ConstGauge::new(i64::from(l.measured)).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -517,17 +681,17 @@ mod tests {
         m.commit_seconds.observe(0.2);
         m.store_bytes.set(123_456);
         m.connected.set(3);
-        m.observe_query("GetPath", 0.001_2, true);
-        m.observe_query("Place", 0.5, false);
-        m.observe_query("ExtenderFilter", 2.0, true);
+        m.observe_query(Rpc::GetPath, 0.001_2, true);
+        m.observe_query(Rpc::Place, 0.5, false);
+        m.observe_query(Rpc::ExtenderFilter, 2.0, true);
         m.security.handshake_failures.inc();
         m.security.reloads_ok.inc();
         m.security.reloads_failed.inc();
         m.security.reloads_failed.inc();
-        m.security.refused("query", "forbidden");
-        m.security.refused("ingest", "unauthenticated");
-        m.security.limit_hit("report_rate");
-        m.security.limit_hit("paths");
+        m.security.refused(Surface::Query, Reason::Forbidden);
+        m.security.refused(Surface::Ingest, Reason::Unauthenticated);
+        m.security.limit_hit(Limit::ReportRate);
+        m.security.limit_hit(zonemesh_engine::LimitHit::Paths);
         *m.store_failure.lock().unwrap() = Some("disk full".into());
         let now = UnixMs(100_000);
         let rtt = |a: &str, b: &str| if a[..2] == b[..2] { 100.0 } else { 2_000.0 };

@@ -257,21 +257,22 @@ pub async fn serve(
 
 fn http_router(metrics: Arc<Metrics>) -> axum::Router {
     use axum::http::header;
+    use axum::response::IntoResponse as _;
     use axum::routing::get;
     let health_metrics = metrics.clone();
     axum::Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let metrics = metrics.clone();
                 async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        )],
-                        metrics.render(),
-                    )
+                    let accept = headers.get_all(header::ACCEPT).into_iter();
+                    match metrics.exposition(accept.map(|v| v.to_str().ok())) {
+                        Ok((content_type, text)) => {
+                            ([(header::CONTENT_TYPE, content_type)], text).into_response()
+                        }
+                        Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                    }
                 }
             }),
         )

@@ -9,7 +9,7 @@ use zonemesh_domain::{NodeName, ZoneName};
 use zonemesh_proto::v1;
 
 use super::core::Core;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Rpc, Surface};
 use crate::Error;
 use zonemesh_domain::{MatrixQuery, PlaceQuery, RankQuery};
 
@@ -28,7 +28,7 @@ impl TopologyService {
 
     async fn run<T: Send + 'static>(
         &self,
-        rpc: &'static str,
+        rpc: Rpc,
         f: impl FnOnce(&zonemesh_engine::Topology, zonemesh_domain::UnixMs) -> Result<T, Error>
         + Send
         + 'static,
@@ -53,7 +53,7 @@ pub fn authenticate(
             .get("authorization")
             .map(|v| v.as_bytes());
         guard
-            .check("query", peer, authorization, super::auth::Need::Read)
+            .check(Surface::Query, peer, authorization, super::auth::Need::Read)
             .map_err(|d| d.status())?;
         Ok(request)
     }
@@ -70,7 +70,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::ListNodesRequest>,
     ) -> Result<Response<v1::ListNodesResponse>, Status> {
         let zone = ZoneName::parse_optional("zone", request.into_inner().zone).map_err(invalid)?;
-        self.run("ListNodes", move |t, now| {
+        self.run(Rpc::ListNodes, move |t, now| {
             Ok(v1::ListNodesResponse {
                 nodes: t
                     .list_nodes(zone.as_ref(), now)?
@@ -86,7 +86,7 @@ impl v1::topology_server::Topology for TopologyService {
         &self,
         _request: Request<v1::ListZonesRequest>,
     ) -> Result<Response<v1::ListZonesResponse>, Status> {
-        self.run("ListZones", |t, now| Ok(t.list_zones(now).into()))
+        self.run(Rpc::ListZones, |t, now| Ok(t.list_zones(now).into()))
             .await
     }
 
@@ -97,7 +97,7 @@ impl v1::topology_server::Topology for TopologyService {
         let r = request.into_inner();
         let src = NodeName::parse("src", r.src).map_err(invalid)?;
         let dst = NodeName::parse("dst", r.dst).map_err(invalid)?;
-        self.run("GetPath", move |t, now| {
+        self.run(Rpc::GetPath, move |t, now| {
             let (s, d) = (t.require("src", &src)?, t.require("dst", &dst)?);
             Ok(v1::GetPathResponse {
                 src: src.to_string(),
@@ -113,8 +113,10 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::GetMatrixRequest>,
     ) -> Result<Response<v1::GetMatrixResponse>, Status> {
         let query = MatrixQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("GetMatrix", move |t, now| Ok(t.matrix(&query, now)?.into()))
-            .await
+        self.run(Rpc::GetMatrix, move |t, now| {
+            Ok(t.matrix(&query, now)?.into())
+        })
+        .await
     }
 
     async fn rank_nodes(
@@ -122,8 +124,10 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::RankNodesRequest>,
     ) -> Result<Response<v1::RankNodesResponse>, Status> {
         let query = RankQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("RankNodes", move |t, now| Ok(t.rank(&query, now)?.into()))
-            .await
+        self.run(Rpc::RankNodes, move |t, now| {
+            Ok(t.rank(&query, now)?.into())
+        })
+        .await
     }
 
     async fn place(
@@ -131,7 +135,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::PlaceRequest>,
     ) -> Result<Response<v1::PlaceResponse>, Status> {
         let query = PlaceQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("Place", move |t, now| Ok(t.place(&query, now)?.into()))
+        self.run(Rpc::Place, move |t, now| Ok(t.place(&query, now)?.into()))
             .await
     }
 }

@@ -45,7 +45,13 @@ pub fn router(topology: TopologyService, guard: Arc<Guard>) -> Router {
         .route("/api/place", post(place))
         .with_state(topology)
         .layer(axum::middleware::from_fn(move |request, next| {
-            super::auth::http_guard(guard.clone(), "query", Need::Read, request, next)
+            super::auth::http_guard(
+                guard.clone(),
+                super::metrics::Surface::Query,
+                Need::Read,
+                request,
+                next,
+            )
         }));
     Router::new()
         .route(
