@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::Value;
+use serde::Serialize;
 use tonic::transport::Channel;
 use zonemesh_common::flags::parse_duration;
 use zonemesh_proto::json;
@@ -305,11 +305,12 @@ impl Connection {
     }
 }
 
-fn print(connection: &Connection, value: Value, table: impl FnOnce(&Style) -> String) {
+fn print(connection: &Connection, value: impl Serialize, table: impl FnOnce(&Style) -> String) {
     match connection.output {
+        // Serializing a wire answer to a String cannot fail: no maps with non-string keys.
         Output::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+            serde_json::to_string_pretty(&value).unwrap_or_default()
         ),
         Output::Table => print!("{}", table(&connection.style())),
     }

@@ -2,7 +2,7 @@
 //! `--output json`: field names as in the proto, enums by their short names (`READY`,
 //! `MEASURED`, `RTT_P50_US`), durations and figures in the proto's units.
 
-use serde_json::{Value, json};
+use serde::{Serialize, Serializer};
 
 use crate::v1;
 
@@ -47,119 +47,301 @@ pub fn parse_metric(name: &str) -> Option<v1::Metric> {
     }
 }
 
-fn rtt(r: &v1::RttStats) -> Value {
-    json!({
-        "samples": r.samples, "min_us": r.min_us, "p50_us": r.p50_us, "p90_us": r.p90_us,
-        "p99_us": r.p99_us, "max_us": r.max_us, "mean_us": r.mean_us, "jitter_us": r.jitter_us,
-    })
+/// A Topology answer as JSON: `serde_json::to_string(&AsJson(&answer))`. The shapes are the
+/// `*Json` mirrors below, derived with serde (`remote`: they name the fields of the generated
+/// wire types that the JSON shows, in the JSON's order, which is alphabetical as it has always
+/// been). Every answer type of the Topology service implements `Serialize` through it.
+#[derive(Debug, Clone, Copy)]
+pub struct AsJson<'a, T>(pub &'a T);
+
+macro_rules! as_json {
+    ($($wire:ty => $mirror:ty),+ $(,)?) => {$(
+        impl Serialize for AsJson<'_, $wire> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                <$mirror>::serialize(self.0, s)
+            }
+        }
+    )+};
+}
+
+as_json! {
+    v1::ListNodesResponse => ListNodesJson,
+    v1::ListZonesResponse => ListZonesJson,
+    v1::GetPathResponse => GetPathJson,
+    v1::RankNodesResponse => RankNodesJson,
+    v1::PlaceResponse => PlaceJson,
+}
+
+impl Serialize for AsJson<'_, v1::GetMatrixResponse> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        MatrixJson::from(self.0).serialize(s)
+    }
+}
+
+fn state_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state(*v))
+}
+
+fn provenance_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(provenance(*v))
+}
+
+fn metric_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(metric(*v))
+}
+
+/// Serializes a list of wire messages through their mirror.
+macro_rules! list_with {
+    ($name:ident, $wire:ty, $mirror:literal) => {
+        fn $name<S: Serializer>(items: &[$wire], s: S) -> Result<S::Ok, S::Error> {
+            #[derive(Serialize)]
+            struct Item<'a>(#[serde(with = $mirror)] &'a $wire);
+            s.collect_seq(items.iter().map(Item))
+        }
+    };
+}
+
+list_with!(node_list, v1::Node, "NodeJson");
+list_with!(zone_list, v1::Zone, "ZoneJson");
+list_with!(link_list, v1::ZoneLink, "ZoneLinkJson");
+list_with!(ranked_list, v1::RankedNode, "RankedNodeJson");
+list_with!(assignment_list, v1::Assignment, "AssignmentJson");
+
+fn opt_figures<S: Serializer>(f: &Option<v1::PathFigures>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Figures<'a>(#[serde(with = "PathFiguresJson")] &'a v1::PathFigures);
+    f.as_ref().map(Figures).serialize(s)
+}
+
+fn opt_rtt<S: Serializer>(r: &Option<v1::RttStats>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Rtt<'a>(#[serde(with = "RttJson")] &'a v1::RttStats);
+    r.as_ref().map(Rtt).serialize(s)
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::RttStats")]
+struct RttJson {
+    jitter_us: f64,
+    max_us: f64,
+    mean_us: f64,
+    min_us: f64,
+    p50_us: f64,
+    p90_us: f64,
+    p99_us: f64,
+    samples: u64,
 }
 
 /// A path's (or a roll-up's) figures.
-pub fn figures(f: &v1::PathFigures) -> Value {
-    json!({
-        "latency_provenance": provenance(f.latency_provenance),
-        "latency_age_ms": f.latency_age_ms,
-        "rtt": f.rtt.as_ref().map(rtt),
-        "loss_ratio": f.loss_ratio,
-        "loss_upper_95_ratio": f.loss_upper_95_ratio,
-        "probes_sent": f.probes_sent,
-        "probes_received": f.probes_received,
-        "throughput_provenance": provenance(f.throughput_provenance),
-        "throughput_age_ms": f.throughput_age_ms,
-        "throughput_bps": f.throughput_bps,
-        "throughput_smoothed_bps": f.throughput_smoothed_bps,
-        "stale": f.stale,
-        "probes_sent_total": f.probes_sent_total,
-        "probes_received_total": f.probes_received_total,
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::PathFigures")]
+struct PathFiguresJson {
+    latency_age_ms: i64,
+    #[serde(serialize_with = "provenance_name")]
+    latency_provenance: i32,
+    loss_ratio: f64,
+    loss_upper_95_ratio: f64,
+    probes_received: u64,
+    probes_received_total: u64,
+    probes_sent: u64,
+    probes_sent_total: u64,
+    #[serde(serialize_with = "opt_rtt")]
+    rtt: Option<v1::RttStats>,
+    stale: bool,
+    throughput_age_ms: i64,
+    throughput_bps: f64,
+    #[serde(serialize_with = "provenance_name")]
+    throughput_provenance: i32,
+    throughput_smoothed_bps: f64,
 }
 
-/// One node.
-pub fn node(n: &v1::Node) -> Value {
-    json!({
-        "name": n.name, "zone": n.zone, "region": n.region, "addresses": n.addresses,
-        "state": state(n.state), "state_reason": n.state_reason, "connected": n.connected,
-        "last_seen_unix_ms": n.last_seen_unix_ms, "agent_version": n.agent_version,
-        "probe_port": n.probe_port,
-        "zone_rtt_p50_us": n.zone_rtt_p50_us, "zone_loss_ratio": n.zone_loss_ratio,
-        "zone_throughput_bps": n.zone_throughput_bps,
-        "zone_paths_measured": n.zone_paths_measured,
-    })
+/// One node (its ICMP mode is not shown).
+#[derive(Serialize)]
+#[serde(remote = "v1::Node")]
+struct NodeJson {
+    addresses: Vec<String>,
+    agent_version: String,
+    connected: bool,
+    last_seen_unix_ms: i64,
+    name: String,
+    probe_port: u32,
+    region: String,
+    #[serde(serialize_with = "state_name")]
+    state: i32,
+    state_reason: String,
+    zone: String,
+    zone_loss_ratio: f64,
+    zone_paths_measured: u32,
+    zone_rtt_p50_us: f64,
+    zone_throughput_bps: f64,
 }
 
 /// `ListNodes`.
-pub fn nodes(r: &v1::ListNodesResponse) -> Value {
-    json!({ "nodes": r.nodes.iter().map(node).collect::<Vec<_>>() })
+#[derive(Serialize)]
+#[serde(remote = "v1::ListNodesResponse")]
+struct ListNodesJson {
+    #[serde(serialize_with = "node_list")]
+    nodes: Vec<v1::Node>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::Zone")]
+struct ZoneJson {
+    name: String,
+    nodes: u32,
+    ready_nodes: u32,
+    region: String,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::ZoneLink")]
+struct ZoneLinkJson {
+    dst_zone: String,
+    #[serde(serialize_with = "opt_figures")]
+    figures: Option<v1::PathFigures>,
+    measured_paths: u32,
+    src_zone: String,
 }
 
 /// `ListZones`.
-pub fn zones(r: &v1::ListZonesResponse) -> Value {
-    json!({
-        "zones": r.zones.iter().map(|z| json!({
-            "name": z.name, "region": z.region, "nodes": z.nodes, "ready_nodes": z.ready_nodes,
-        })).collect::<Vec<_>>(),
-        "links": r.links.iter().map(|l| json!({
-            "src_zone": l.src_zone, "dst_zone": l.dst_zone,
-            "figures": l.figures.as_ref().map(figures), "measured_paths": l.measured_paths,
-        })).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::ListZonesResponse")]
+struct ListZonesJson {
+    #[serde(serialize_with = "link_list")]
+    links: Vec<v1::ZoneLink>,
+    #[serde(serialize_with = "zone_list")]
+    zones: Vec<v1::Zone>,
 }
 
 /// `GetPath`.
-pub fn path(r: &v1::GetPathResponse) -> Value {
-    json!({ "src": r.src, "dst": r.dst, "figures": r.figures.as_ref().map(figures) })
+#[derive(Serialize)]
+#[serde(remote = "v1::GetPathResponse")]
+struct GetPathJson {
+    dst: String,
+    #[serde(serialize_with = "opt_figures")]
+    figures: Option<v1::PathFigures>,
+    src: String,
 }
 
-/// `GetMatrix`: the cells row by row (`cells[i][j]` is the path `nodes[i] → nodes[j]`).
-pub fn matrix(r: &v1::GetMatrixResponse) -> Value {
-    let n = r.nodes.len();
-    let rows: Vec<Value> = (0..n)
-        .map(|i| {
-            Value::Array(
-                r.cells
-                    .iter()
-                    .skip(i * n)
-                    .take(n)
-                    .map(|c| {
-                        json!({
-                            "value": c.value, "provenance": provenance(c.provenance),
-                            "age_ms": c.age_ms, "stale": c.stale,
-                        })
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
-    json!({ "metric": metric(r.metric), "nodes": r.nodes, "cells": rows })
+#[derive(Serialize)]
+#[serde(remote = "v1::MatrixCell")]
+struct MatrixCellJson {
+    age_ms: i64,
+    #[serde(serialize_with = "provenance_name")]
+    provenance: i32,
+    stale: bool,
+    value: f64,
+}
+
+list_with!(cell_list, v1::MatrixCell, "MatrixCellJson");
+
+#[derive(Serialize)]
+struct MatrixRow<'a>(#[serde(serialize_with = "cell_list")] &'a [v1::MatrixCell]);
+
+/// `GetMatrix`: the cells row by row (`cells[i][j]` is the path `nodes[i] → nodes[j]`; an
+/// answer with fewer cells than nodes² has short rows).
+#[derive(Serialize)]
+struct MatrixJson<'a> {
+    cells: Vec<MatrixRow<'a>>,
+    #[serde(serialize_with = "metric_name")]
+    metric: i32,
+    nodes: &'a [String],
+}
+
+impl<'a> From<&'a v1::GetMatrixResponse> for MatrixJson<'a> {
+    fn from(r: &'a v1::GetMatrixResponse) -> Self {
+        let n = r.nodes.len();
+        let row = |i: usize| {
+            let rest = r.cells.get(i * n..).unwrap_or_default();
+            MatrixRow(&rest[..n.min(rest.len())])
+        };
+        Self {
+            cells: (0..n).map(row).collect(),
+            metric: r.metric,
+            nodes: &r.nodes,
+        }
+    }
+}
+
+/// One ranked node (its oldest figure's age is not shown).
+#[derive(Serialize)]
+#[serde(remote = "v1::RankedNode")]
+struct RankedNodeJson {
+    loss_ratio: f64,
+    node: String,
+    paths_estimated: u32,
+    paths_measured: u32,
+    reason: String,
+    rtt_p50_us: f64,
+    score: f64,
+    #[serde(serialize_with = "state_name")]
+    state: i32,
+    throughput_bps: f64,
+    zone: String,
 }
 
 /// `RankNodes`.
-pub fn rank(r: &v1::RankNodesResponse) -> Value {
-    json!({
-        "nodes": r.nodes.iter().map(|n| json!({
-            "node": n.node, "zone": n.zone, "score": n.score, "state": state(n.state),
-            "reason": n.reason, "rtt_p50_us": n.rtt_p50_us, "loss_ratio": n.loss_ratio,
-            "throughput_bps": n.throughput_bps, "paths_measured": n.paths_measured,
-            "paths_estimated": n.paths_estimated,
-        })).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::RankNodesResponse")]
+struct RankNodesJson {
+    #[serde(serialize_with = "ranked_list")]
+    nodes: Vec<v1::RankedNode>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::Assignment")]
+struct AssignmentJson {
+    node: String,
+    workers: u32,
+    zone: String,
 }
 
 /// `Place`.
-pub fn place(r: &v1::PlaceResponse) -> Value {
-    json!({
-        "assignments": r.assignments.iter().map(|a| json!({
-            "node": a.node, "zone": a.zone, "workers": a.workers,
-        })).collect::<Vec<_>>(),
-        "zones": r.zones,
-        "worst_rtt_us": r.worst_rtt_us,
-        "worst_loss_ratio": r.worst_loss_ratio,
-        "bottleneck_throughput_bps": r.bottleneck_throughput_bps,
-        "latency_provenance": provenance(r.latency_provenance),
-        "throughput_provenance": provenance(r.throughput_provenance),
-        "oldest_age_ms": r.oldest_age_ms,
-        "explanation": r.explanation,
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::PlaceResponse")]
+struct PlaceJson {
+    #[serde(serialize_with = "assignment_list")]
+    assignments: Vec<v1::Assignment>,
+    bottleneck_throughput_bps: f64,
+    explanation: String,
+    #[serde(serialize_with = "provenance_name")]
+    latency_provenance: i32,
+    oldest_age_ms: i64,
+    #[serde(serialize_with = "provenance_name")]
+    throughput_provenance: i32,
+    worst_loss_ratio: f64,
+    worst_rtt_us: f64,
+    zones: Vec<String>,
+}
+
+/// `ListNodes` as JSON.
+pub fn nodes(r: &v1::ListNodesResponse) -> AsJson<'_, v1::ListNodesResponse> {
+    AsJson(r)
+}
+
+/// `ListZones` as JSON.
+pub fn zones(r: &v1::ListZonesResponse) -> AsJson<'_, v1::ListZonesResponse> {
+    AsJson(r)
+}
+
+/// `GetPath` as JSON.
+pub fn path(r: &v1::GetPathResponse) -> AsJson<'_, v1::GetPathResponse> {
+    AsJson(r)
+}
+
+/// `GetMatrix` as JSON: the cells row by row.
+pub fn matrix(r: &v1::GetMatrixResponse) -> AsJson<'_, v1::GetMatrixResponse> {
+    AsJson(r)
+}
+
+/// `RankNodes` as JSON.
+pub fn rank(r: &v1::RankNodesResponse) -> AsJson<'_, v1::RankNodesResponse> {
+    AsJson(r)
+}
+
+/// `Place` as JSON.
+pub fn place(r: &v1::PlaceResponse) -> AsJson<'_, v1::PlaceResponse> {
+    AsJson(r)
 }
 
 #[cfg(test)]
@@ -184,7 +366,7 @@ mod tests {
                 cell(0.0, v1::Provenance::Unknown),
             ],
         };
-        let v = matrix(&m);
+        let v = serde_json::to_value(matrix(&m)).unwrap();
         assert_eq!(v["metric"], "LOSS_RATIO");
         assert_eq!(v["cells"][0][1]["value"], 0.1);
         assert_eq!(v["cells"][0][1]["provenance"], "MEASURED");

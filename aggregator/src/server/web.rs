@@ -20,7 +20,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::Value;
 use tonic::Request;
 use zonemesh_proto::json;
 use zonemesh_proto::v1;
@@ -70,9 +69,12 @@ pub fn router(topology: TopologyService, guard: Arc<Guard>) -> Router {
 }
 
 /// A Topology answer as JSON, or the status as an HTTP error with its message.
-fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>, view: fn(&T) -> Value) -> Response {
+fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Response
+where
+    for<'a> json::AsJson<'a, T>: serde::Serialize,
+{
     match result {
-        Ok(r) => Json(view(r.get_ref())).into_response(),
+        Ok(r) => Json(json::AsJson(r.get_ref())).into_response(),
         Err(status) => {
             let code = match status.code() {
                 tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
@@ -113,17 +115,14 @@ fn text(params: &HashMap<String, String>, key: &str) -> String {
 }
 
 async fn zones(State(t): State<TopologyService>) -> Response {
-    answer(
-        t.list_zones(Request::new(v1::ListZonesRequest {})).await,
-        json::zones,
-    )
+    answer(t.list_zones(Request::new(v1::ListZonesRequest {})).await)
 }
 
 async fn nodes(State(t): State<TopologyService>, Query(p): Params) -> Response {
     let request = v1::ListNodesRequest {
         zone: text(&p, "zone"),
     };
-    answer(t.list_nodes(Request::new(request)).await, json::nodes)
+    answer(t.list_nodes(Request::new(request)).await)
 }
 
 async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response {
@@ -138,7 +137,7 @@ async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response 
         nodes: list(&p, "nodes"),
         zone: text(&p, "zone"),
     };
-    answer(t.get_matrix(Request::new(request)).await, json::matrix)
+    answer(t.get_matrix(Request::new(request)).await)
 }
 
 async fn path(State(t): State<TopologyService>, Query(p): Params) -> Response {
@@ -146,7 +145,7 @@ async fn path(State(t): State<TopologyService>, Query(p): Params) -> Response {
         src: text(&p, "src"),
         dst: text(&p, "dst"),
     };
-    answer(t.get_path(Request::new(request)).await, json::path)
+    answer(t.get_path(Request::new(request)).await)
 }
 
 async fn rank(State(t): State<TopologyService>, Query(p): Params) -> Response {
@@ -162,7 +161,7 @@ async fn rank(State(t): State<TopologyService>, Query(p): Params) -> Response {
         limit,
         ..Default::default()
     };
-    answer(t.rank_nodes(Request::new(request)).await, json::rank)
+    answer(t.rank_nodes(Request::new(request)).await)
 }
 
 /// The body of `POST /api/place`.
@@ -202,5 +201,5 @@ async fn place(State(t): State<TopologyService>, body: axum::body::Bytes) -> Res
         exclude: body.exclude,
         ..Default::default()
     };
-    answer(t.place(Request::new(request)).await, json::place)
+    answer(t.place(Request::new(request)).await)
 }
