@@ -25,6 +25,9 @@
 
 pub mod config;
 pub mod discover;
+mod error;
+
+pub use error::Error;
 pub mod icmp;
 pub mod metrics;
 pub mod outbox;

@@ -277,7 +277,7 @@ impl Connection {
         let tls = self
             .tls
             .client_tls(&self.aggregator)
-            .map_err(|e| Failure::new(exit::USAGE, e))?;
+            .map_err(|e| Failure::new(exit::USAGE, e.to_string()))?;
         let header = self.authorization()?;
         let channel = with_progress(
             &format!("connecting to {}", self.aggregator),

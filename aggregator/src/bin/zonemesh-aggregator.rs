@@ -383,7 +383,7 @@ fn main() {
         Ok(()) => {}
         // A TLS or token file that cannot be used: the message names the flag.
         Err(zonemesh_aggregator::Error::Config(e)) => {
-            zonemesh_common::flags::usage_error(PROGRAM, &e)
+            zonemesh_common::flags::usage_error(PROGRAM, &e.to_string())
         }
         Err(e) => {
             eprintln!("zonemesh-aggregator: {e}");

@@ -233,7 +233,7 @@ impl Extender {
         &self,
         verb: Rpc,
         body: &[u8],
-        f: impl FnOnce(&Topology, &Mutex<Jobs>, &ExtenderArgs, UnixMs) -> Result<T, String>
+        f: impl FnOnce(&Topology, &Mutex<Jobs>, &ExtenderArgs, UnixMs) -> Result<T, BadRequest>
         + Send
         + 'static,
     ) -> Response {
@@ -260,9 +260,9 @@ impl Extender {
             .observe_query(verb, started.elapsed().as_secs_f64(), ok);
         match result {
             Ok(Ok(answer)) => Json(answer).into_response(),
-            Ok(Err(message)) => {
-                tracing::warn!(verb = verb.as_str(), "extender request refused: {message}");
-                (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response()
+            Ok(Err(bad)) => {
+                tracing::warn!(verb = verb.as_str(), "extender request refused: {bad}");
+                (StatusCode::BAD_REQUEST, format!("zonemesh: {bad}\n")).into_response()
             }
             Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
         }
@@ -287,7 +287,7 @@ async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Resp
 async fn prioritize_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
     x.run(Rpc::ExtenderPrioritize, &body, |t, jobs, args, now| {
         let jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
-        prioritize(t, args, &jobs, now).map_err(|bad| format!("zonemesh: {bad}"))
+        prioritize(t, args, &jobs, now)
     })
     .await
 }

@@ -20,8 +20,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use zonemesh_proto::v1;
 
-use crate::Error;
 use crate::store::{MemStore, SledStore, Store};
+use crate::{ConfigError, Error};
 use core::{CoreConfig, wall_clock};
 use metrics::Metrics;
 use zonemesh_engine::{EngineConfig, Topology};
@@ -101,7 +101,7 @@ pub async fn serve(
     let metrics = Arc::new(Metrics::default());
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(
-            tls::Tls::load(files.clone(), config.allow_plaintext).map_err(Error::Config)?,
+            tls::Tls::load(files.clone(), config.allow_plaintext).map_err(ConfigError::from)?,
         )),
         None => None,
     };
@@ -111,7 +111,7 @@ pub async fn serve(
             config.tokens_file.clone(),
             metrics.clone(),
         )
-        .map_err(Error::Config)?,
+        .map_err(ConfigError::from)?,
     );
     if tls.is_none() && guard.enabled() {
         tracing::warn!("bearer tokens over plain text: anyone on the network can read them");
