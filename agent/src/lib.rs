@@ -366,7 +366,8 @@ async fn serve_metrics(listener: std::net::TcpListener, metrics: Arc<Metrics>) {
             "/metrics",
             get(move |headers: axum::http::HeaderMap| {
                 let accept = headers.get_all(axum::http::header::ACCEPT);
-                let exposition = metrics.exposition(accept.iter().map(|v| v.to_str().ok()));
+                let accept = accept.iter().map(|v| v.to_str().ok());
+                let exposition = zonemesh_common::metrics::exposition(metrics.registry(), accept);
                 // Encoding into a String fails only on a value the format cannot hold.
                 let status = match exposition {
                     Ok(_) => axum::http::StatusCode::OK,

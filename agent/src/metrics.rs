@@ -205,22 +205,14 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition (0.0.4).
-    pub fn render(&self) -> String {
-        self.exposition([None])
-            .map(|(_, text)| text)
-            .unwrap_or_default()
-    }
-
-    /// The exposition for a scraper that sent `accept` (its `Accept` header values): OpenMetrics
-    /// when it asks for it, else the Prometheus text 0.0.4; with its content type.
-    pub fn exposition<'a>(
-        &self,
-        accept: impl IntoIterator<Item = Option<&'a str>>,
-    ) -> Result<(&'static str, String), fmt::Error> {
-        zonemesh_common::metrics::exposition(&self.registry, accept)
+    /// The registry to expose (`zonemesh_common::metrics::exposition`).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 }
+
+/// One figure of a zone's peers.
+type Figure = fn(&ZoneFigures) -> u64;
 
 /// The per-zone families, read at scrape time from the figures the windows left: a zone shows
 /// from its first window on.
@@ -237,7 +229,7 @@ impl Collector for ByZone {
         let labels = |zone: &str| PeerZoneLabels {
             peer_zone: zone.to_owned(),
         };
-        let families: [(&str, &str, MetricType, fn(&ZoneFigures) -> u64); 3] = [
+        let families: [(&str, &str, MetricType, Figure); 3] = [
             (
                 "zonemesh_agent_probes_sent",
                 "Probes resolved (answered or timed out), by the peer's zone.",
@@ -348,7 +340,7 @@ mod tests {
         m.plan_version.set(17);
         m.throughput_ok.add(4);
         m.throughput_failed.inc();
-        let text = m.render();
+        let text = zonemesh_common::metrics::render(m.registry());
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");
         let golden = std::fs::read_to_string(path).unwrap();
@@ -404,7 +396,7 @@ mod tests {
             end_unix_ms: 1,
             peers,
         });
-        let text = m.render();
+        let text = zonemesh_common::metrics::render(m.registry());
         assert!(
             text.contains("zonemesh_agent_probes_sent_total{peer_zone=\"z1\"} 4\n"),
             "{text}"

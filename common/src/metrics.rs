@@ -27,12 +27,37 @@
 use std::sync::atomic::AtomicU64;
 
 pub use prometheus_client;
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder, prometheus_text, text};
-use prometheus_client::metrics::{MetricType, TypedMetric, counter, gauge};
+use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::metrics::{MetricType, counter, gauge};
 pub use prometheus_client::registry::Registry;
 
 /// The content type of OpenMetrics text 1.0 (the crate has no constant for it).
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Implements the crate's metric traits for a wrapper (`.0`) of one of its metrics.
+#[macro_export]
+macro_rules! wrapped_metric {
+    ($wrapper:ty, $kind:expr) => {
+        impl $crate::metrics::prometheus_client::metrics::TypedMetric for $wrapper {
+            const TYPE: $crate::metrics::prometheus_client::metrics::MetricType = $kind;
+        }
+
+        impl $crate::metrics::prometheus_client::encoding::EncodeMetric for $wrapper {
+            fn encode(
+                &self,
+                encoder: $crate::metrics::prometheus_client::encoding::MetricEncoder,
+            ) -> Result<(), std::fmt::Error> {
+                $crate::metrics::prometheus_client::encoding::EncodeMetric::encode(&self.0, encoder)
+            }
+            fn metric_type(&self) -> $crate::metrics::prometheus_client::metrics::MetricType {
+                $kind
+            }
+        }
+    };
+}
+
+wrapped_metric!(Counter, MetricType::Counter);
+wrapped_metric!(Gauge, MetricType::Gauge);
 
 /// A count that only goes up. A handle: clones count together, so one clone is registered
 /// and the other kept where the events happen.
@@ -57,19 +82,6 @@ impl Counter {
     }
 }
 
-impl TypedMetric for Counter {
-    const TYPE: MetricType = MetricType::Counter;
-}
-
-impl EncodeMetric for Counter {
-    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        self.0.encode(encoder)
-    }
-    fn metric_type(&self) -> MetricType {
-        Self::TYPE
-    }
-}
-
 /// A count that goes up and down, printed as an integer (`2`, not `2.0`: scrapers do not
 /// care, but people and the tests that read exact lines do). A handle, as [`Counter`].
 #[derive(Debug, Clone, Default)]
@@ -83,19 +95,6 @@ impl Gauge {
     /// The value.
     pub fn get(&self) -> u64 {
         self.0.get()
-    }
-}
-
-impl TypedMetric for Gauge {
-    const TYPE: MetricType = MetricType::Gauge;
-}
-
-impl EncodeMetric for Gauge {
-    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        self.0.encode(encoder)
-    }
-    fn metric_type(&self) -> MetricType {
-        Self::TYPE
     }
 }
 
@@ -116,6 +115,13 @@ pub fn wants_openmetrics<'a>(accept: impl IntoIterator<Item = Option<&'a str>>) 
                 .unwrap_or(1.0);
             media.eq_ignore_ascii_case("application/openmetrics-text") && q > 0.0
         })
+}
+
+/// The Prometheus text 0.0.4 of `registry` (empty if a value cannot be written in it).
+pub fn render(registry: &Registry) -> String {
+    exposition(registry, [None])
+        .map(|(_, text)| text)
+        .unwrap_or_default()
 }
 
 /// The exposition of `registry` for a scraper that sent `accept` (the values of its `Accept`

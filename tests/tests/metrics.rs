@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
-use zonemesh_tests::{FakeAgent, http_get, start_aggregator, tool_available, wait_for};
+use zonemesh_tests::{
+    FakeAgent, http_get, http_get_with, start_aggregator, tool_available, wait_for,
+};
 
 /// Runs `program args…` with `input` on its standard input; its output.
 fn run_with_stdin(program: &str, args: &[&str], input: &str) -> Result<std::process::Output> {
@@ -217,22 +219,12 @@ fn get_with_accept(
     path: &str,
     accept: &str,
 ) -> Result<(String, String)> {
-    use std::io::Read as _;
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").context("HTTP answer")?;
-    ensure!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
+    let (head, body) = http_get_with(addr, path, &[("Accept", accept)])?;
     let content_type = head
         .lines()
         .find_map(|l| l.strip_prefix("content-type: "))
         .context("content-type")?;
-    Ok((content_type.to_owned(), body.to_owned()))
+    Ok((content_type.to_owned(), body))
 }
 
 /// Every expression of the Grafana dashboard (`deploy/monitoring`) names only metrics this

@@ -47,21 +47,7 @@ impl Histogram {
     }
 }
 
-impl prometheus_client::metrics::TypedMetric for Histogram {
-    const TYPE: MetricType = MetricType::Histogram;
-}
-
-impl EncodeMetric for Histogram {
-    fn encode(
-        &self,
-        encoder: prometheus_client::encoding::MetricEncoder,
-    ) -> Result<(), fmt::Error> {
-        self.0.encode(encoder)
-    }
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
-    }
-}
+zonemesh_common::wrapped_metric!(Histogram, MetricType::Histogram);
 
 label_value! {
     /// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
@@ -508,20 +494,9 @@ impl Metrics {
         *self.zone_view.lock().expect("metrics lock") = view;
     }
 
-    /// The Prometheus text exposition (0.0.4).
-    pub fn render(&self) -> String {
-        self.exposition([None])
-            .map(|(_, text)| text)
-            .unwrap_or_default()
-    }
-
-    /// The exposition for a scraper that sent `accept` (its `Accept` header values): OpenMetrics
-    /// when it asks for it, else the Prometheus text 0.0.4; with its content type.
-    pub fn exposition<'a>(
-        &self,
-        accept: impl IntoIterator<Item = Option<&'a str>>,
-    ) -> Result<(&'static str, String), fmt::Error> {
-        zonemesh_common::metrics::exposition(&self.registry, accept)
+    /// The registry to expose (`zonemesh_common::metrics::exposition`).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 }
 
@@ -723,7 +698,7 @@ mod tests {
     /// histogram's `_sum`, RTT, loss, throughput) may print `0.0` for `0`; counts stay integers.
     #[test]
     fn the_exposition_is_what_it_was() {
-        let text = exercised().render();
+        let text = zonemesh_common::metrics::render(exercised().registry());
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");
         let golden = std::fs::read_to_string(path).unwrap();

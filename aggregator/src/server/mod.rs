@@ -267,7 +267,8 @@ fn http_router(metrics: Arc<Metrics>) -> axum::Router {
                 let metrics = metrics.clone();
                 async move {
                     let accept = headers.get_all(header::ACCEPT).into_iter();
-                    match metrics.exposition(accept.map(|v| v.to_str().ok())) {
+                    let accept = accept.map(|v| v.to_str().ok());
+                    match zonemesh_common::metrics::exposition(metrics.registry(), accept) {
                         Ok((content_type, text)) => {
                             ([(header::CONTENT_TYPE, content_type)], text).into_response()
                         }
