@@ -314,36 +314,6 @@ struct PlaceJson {
     zones: Vec<String>,
 }
 
-/// `ListNodes` as JSON.
-pub fn nodes(r: &v1::ListNodesResponse) -> AsJson<'_, v1::ListNodesResponse> {
-    AsJson(r)
-}
-
-/// `ListZones` as JSON.
-pub fn zones(r: &v1::ListZonesResponse) -> AsJson<'_, v1::ListZonesResponse> {
-    AsJson(r)
-}
-
-/// `GetPath` as JSON.
-pub fn path(r: &v1::GetPathResponse) -> AsJson<'_, v1::GetPathResponse> {
-    AsJson(r)
-}
-
-/// `GetMatrix` as JSON: the cells row by row.
-pub fn matrix(r: &v1::GetMatrixResponse) -> AsJson<'_, v1::GetMatrixResponse> {
-    AsJson(r)
-}
-
-/// `RankNodes` as JSON.
-pub fn rank(r: &v1::RankNodesResponse) -> AsJson<'_, v1::RankNodesResponse> {
-    AsJson(r)
-}
-
-/// `Place` as JSON.
-pub fn place(r: &v1::PlaceResponse) -> AsJson<'_, v1::PlaceResponse> {
-    AsJson(r)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,7 +336,7 @@ mod tests {
                 cell(0.0, v1::Provenance::Unknown),
             ],
         };
-        let v = serde_json::to_value(matrix(&m)).unwrap();
+        let v = serde_json::to_value(AsJson(&m)).unwrap();
         assert_eq!(v["metric"], "LOSS_RATIO");
         assert_eq!(v["cells"][0][1]["value"], 0.1);
         assert_eq!(v["cells"][0][1]["provenance"], "MEASURED");
@@ -578,38 +548,41 @@ mod golden {
             explanation: "one zone holds all 3 workers".into(),
         };
         vec![
-            ("nodes", nodes_json(&nodes)),
-            ("nodes_empty", nodes_json(&v1::ListNodesResponse::default())),
-            ("zones", zones_json(&zones)),
+            ("nodes", pretty(AsJson(&nodes))),
+            (
+                "nodes_empty",
+                pretty(AsJson(&v1::ListNodesResponse::default())),
+            ),
+            ("zones", pretty(AsJson(&zones))),
             (
                 "path_measured",
-                path_json(&v1::GetPathResponse {
+                pretty(AsJson(&v1::GetPathResponse {
                     src: "a1".into(),
                     dst: "b1".into(),
                     figures: Some(measured()),
-                }),
+                })),
             ),
             (
                 "path_estimated",
-                path_json(&v1::GetPathResponse {
+                pretty(AsJson(&v1::GetPathResponse {
                     src: "a3".into(),
                     dst: "b2".into(),
                     figures: Some(estimated()),
-                }),
+                })),
             ),
             (
                 "path_none",
-                path_json(&v1::GetPathResponse {
+                pretty(AsJson(&v1::GetPathResponse {
                     src: "a3".into(),
                     dst: "b2".into(),
                     figures: None,
-                }),
+                })),
             ),
-            ("matrix", matrix_json(&matrix)),
-            ("matrix_ragged", matrix_json(&ragged)),
-            ("rank", rank_json(&rank)),
-            ("place", place_json(&place)),
-            ("place_empty", place_json(&v1::PlaceResponse::default())),
+            ("matrix", pretty(AsJson(&matrix))),
+            ("matrix_ragged", pretty(AsJson(&ragged))),
+            ("rank", pretty(AsJson(&rank))),
+            ("place", pretty(AsJson(&place))),
+            ("place_empty", pretty(AsJson(&v1::PlaceResponse::default()))),
         ]
     }
 
@@ -617,25 +590,6 @@ mod golden {
     fn pretty(view: impl serde::Serialize) -> String {
         serde_json::to_string_pretty(&view).unwrap() + "\n"
     }
-    fn nodes_json(r: &v1::ListNodesResponse) -> String {
-        pretty(nodes(r))
-    }
-    fn zones_json(r: &v1::ListZonesResponse) -> String {
-        pretty(zones(r))
-    }
-    fn path_json(r: &v1::GetPathResponse) -> String {
-        pretty(path(r))
-    }
-    fn matrix_json(r: &v1::GetMatrixResponse) -> String {
-        pretty(matrix(r))
-    }
-    fn rank_json(r: &v1::RankNodesResponse) -> String {
-        pretty(rank(r))
-    }
-    fn place_json(r: &v1::PlaceResponse) -> String {
-        pretty(place(r))
-    }
-
     #[test]
     fn the_json_is_what_it_was() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/json");
