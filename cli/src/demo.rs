@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use zonemesh_lab::scenario::{self, FAST_AGGREGATOR_FLAGS};
 use zonemesh_lab::stack::{Fill, Stack, StackOptions, wait_full};
 use zonemesh_lab::{Lab, LabSpec};
@@ -75,20 +76,42 @@ fn describe(spec: &LabSpec, lab: bool) {
     }
 }
 
-fn progress(f: &Fill) {
-    println!(
-        "  agents connected {}/{} · nodes ready {}/{} · RTT measured {}/{} paths in zones · throughput {}/{} · zone links {}/{}",
-        f.connected,
-        f.nodes,
-        f.ready,
-        f.nodes,
-        f.rtt_measured,
-        f.rtt_total,
-        f.throughput_measured,
-        f.rtt_total,
-        f.zone_links,
-        f.zone_links_total
-    );
+/// How far the matrix has filled, as it fills: on a terminal one line updated in place (cut to
+/// the terminal's width), elsewhere a plain line at each change.
+#[derive(Debug)]
+struct FillProgress(ProgressBar);
+
+impl FillProgress {
+    fn new() -> Self {
+        // Hidden when stdout is not a terminal (or TERM is dumb).
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
+        if !bar.is_hidden() {
+            bar.set_style(
+                ProgressStyle::with_template("  {spinner} {wide_msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        Self(bar)
+    }
+
+    fn show(&self, f: &Fill) {
+        if self.0.is_hidden() {
+            println!("  {f}");
+        } else {
+            self.0.set_message(f.to_string());
+        }
+    }
+
+    /// Removes the line in place, leaving `last` as a plain line.
+    fn finish(&self, last: Option<&Fill>) {
+        if !self.0.is_hidden() {
+            self.0.finish_and_clear();
+            if let Some(f) = last {
+                println!("  {f}");
+            }
+        }
+    }
 }
 
 /// Runs the demo.
@@ -145,10 +168,12 @@ pub async fn run(options: Options) -> Result<()> {
     let mut topology = stack.topology().await?;
     println!("Measuring until the matrix is full (throughput tests run two at a time)…");
     let started = std::time::Instant::now();
+    let progress = FillProgress::new();
     let filled = tokio::select! {
-        f = wait_full(&mut topology, &spec, FILL_TIMEOUT, progress) => Some(f),
+        f = wait_full(&mut topology, &spec, FILL_TIMEOUT, |f| progress.show(f)) => Some(f),
         _ = tokio::signal::ctrl_c() => None,
     };
+    progress.finish(filled.as_ref().and_then(|f| f.as_ref().ok()));
     match filled {
         None => {
             println!("Interrupted; removing the lab.");

@@ -2,7 +2,7 @@
 //! schedulers on the host reach it), one agent in every node's namespace, reaching the
 //! aggregator through the lab's control address.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -180,6 +180,11 @@ pub struct Fill {
     pub rtt_total: usize,
     /// Directed pairs inside zones with a measured throughput.
     pub throughput_measured: usize,
+    /// Directed pairs inside zones whose RTT any reading so far found measured (never goes back:
+    /// a figure that ages out or is withheld under a throughput test still counts).
+    pub rtt_seen: usize,
+    /// Directed pairs inside zones whose throughput any reading so far found measured.
+    pub throughput_seen: usize,
     /// Directed zone pairs with figures (measured or estimated).
     pub zone_links: usize,
     /// Directed zone pairs.
@@ -190,6 +195,28 @@ pub struct Fill {
     pub ready: usize,
     /// Nodes.
     pub nodes: usize,
+}
+
+impl std::fmt::Display for Fill {
+    /// One line for a person: the pairs measured so far (counts that never go back), and the
+    /// agents and nodes as they are now.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "agents connected {}/{} · nodes ready {}/{} · paths in zones measured: RTT {}/{}, \
+             throughput {}/{} · zone links {}/{}",
+            self.connected,
+            self.nodes,
+            self.ready,
+            self.nodes,
+            self.rtt_seen,
+            self.rtt_total,
+            self.throughput_seen,
+            self.rtt_total,
+            self.zone_links,
+            self.zone_links_total
+        )
+    }
 }
 
 impl Fill {
@@ -204,21 +231,39 @@ impl Fill {
     }
 }
 
+/// The directed pairs inside zones that readings found measured: RTT, throughput.
+#[derive(Debug, Default)]
+struct Seen([BTreeSet<(String, String)>; 2]);
+
 /// Reads how far the matrix of the cluster `spec` has filled.
 pub async fn fill(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
     spec: &LabSpec,
 ) -> Result<Fill> {
+    read_fill(topology, spec, &mut Seen::default()).await
+}
+
+/// [`fill`], adding the pairs measured now to `seen`.
+async fn read_fill(
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    spec: &LabSpec,
+    seen: &mut Seen,
+) -> Result<Fill> {
     let mut f = Fill {
         nodes: spec.all_nodes().count(),
         ..Fill::default()
     };
+    let [rtt_seen, throughput_seen] = &mut seen.0;
     for zone in &spec.zones {
         let n = zone.nodes.len();
         f.rtt_total += n * (n - 1);
-        for (metric, count) in [
-            (v1::Metric::RttP50Us, &mut f.rtt_measured),
-            (v1::Metric::ThroughputBps, &mut f.throughput_measured),
+        for (metric, count, seen) in [
+            (v1::Metric::RttP50Us, &mut f.rtt_measured, &mut *rtt_seen),
+            (
+                v1::Metric::ThroughputBps,
+                &mut f.throughput_measured,
+                &mut *throughput_seen,
+            ),
         ] {
             let m = topology
                 .get_matrix(v1::GetMatrixRequest {
@@ -229,12 +274,20 @@ pub async fn fill(
                 .await?
                 .into_inner();
             let k = m.nodes.len();
-            *count += (0..k * k)
+            let measured: Vec<usize> = (0..k * k)
                 .filter(|i| i / k != i % k)
                 .filter(|i| m.cells[*i].provenance == v1::Provenance::Measured as i32)
-                .count();
+                .collect();
+            *count += measured.len();
+            seen.extend(
+                measured
+                    .into_iter()
+                    .map(|i| (m.nodes[i / k].clone(), m.nodes[i % k].clone())),
+            );
         }
     }
+    f.rtt_seen = rtt_seen.len();
+    f.throughput_seen = throughput_seen.len();
     let zones = topology
         .list_zones(v1::ListZonesRequest {})
         .await?
@@ -274,9 +327,10 @@ pub async fn wait_full(
 ) -> Result<Fill> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = None;
+    let mut seen = Seen::default();
     loop {
         // Until every agent has said hello, the aggregator does not know every node: not yet.
-        let f = match fill(topology, spec).await {
+        let f = match read_fill(topology, spec, &mut seen).await {
             Ok(f) => f,
             Err(e) if tokio::time::Instant::now() < deadline => {
                 tracing_free_note(&e);

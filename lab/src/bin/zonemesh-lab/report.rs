@@ -91,20 +91,7 @@ pub async fn accuracy() -> Result<String> {
     std::fs::create_dir_all(&logs)?;
     println!("building the demo cluster and filling its matrix (about two minutes)…");
     let (lab, stack) = scenario::start(&dir, &logs)?;
-    scenario::settle(&lab, &stack, |f| {
-        println!(
-            "  RTT {}/{}, throughput {}/{}, zone links {}/{}, ready {}/{}",
-            f.rtt_measured,
-            f.rtt_total,
-            f.throughput_measured,
-            f.rtt_total,
-            f.zone_links,
-            f.zone_links_total,
-            f.ready,
-            f.nodes
-        )
-    })
-    .await?;
+    scenario::settle(&lab, &stack, |f| println!("  {f}")).await?;
     let mut topology = stack.topology().await?;
     println!("pinging every measured path for 32 s…");
     let rows = accuracy::measure_paths(
