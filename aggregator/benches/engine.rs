@@ -60,7 +60,7 @@ fn sample(src: &NodeName, dst: &NodeName, rtt: f64, t: i64, with_tput: bool) -> 
 
 /// One report per node with every planned target (intra-zone mesh plus representatives).
 fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)> {
-    let plans = topology.plan(now);
+    let plans = topology.view().plan(now);
     let mut out = Vec::with_capacity(plans.len());
     for (src, targets) in plans {
         let s = topology.node(src).name.clone();
@@ -70,13 +70,13 @@ fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)
                 let dn = &topology.node(*d).name;
                 let h =
                     s.as_str().len() as u64 * 31 + dn.as_str().bytes().map(u64::from).sum::<u64>();
-                let cross = topology.zone_of(src) != topology.zone_of(*d);
+                let cross = topology.view().zone_of(src) != topology.view().zone_of(*d);
                 let rtt = if cross {
                     1_000.0 + rtt_of(h)
                 } else {
                     rtt_of(h)
                 };
-                sample(&s, dn, rtt, now.0, h % 7 == 0)
+                sample(&s, dn, rtt, now.0, h.is_multiple_of(7))
             })
             .collect();
         out.push((
@@ -89,6 +89,18 @@ fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// This process's resident set, bytes.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 fn quantiles(mut d: Vec<Duration>) -> (Duration, Duration) {
@@ -106,6 +118,7 @@ fn main() {
         ZONES * PER_ZONE
     );
     let now = UnixMs(1_700_000_000_000);
+    let rss_empty = rss_bytes();
     let mut topology = Topology::new(EngineConfig::default());
     for z in 0..ZONES {
         let zone = ZoneName::parse("zone", format!("zone-{z:02}")).unwrap();
@@ -158,12 +171,39 @@ fn main() {
         "sweep (exact recompute of all sums): {:?}",
         started.elapsed()
     );
+    drop(batch);
+    let rss_engine = rss_bytes().saturating_sub(rss_empty);
+    println!(
+        "engine state: RSS {:.0} MiB above the empty process for {} paths = {:.0} bytes a path (target < 600)",
+        rss_engine as f64 / f64::from(1 << 20),
+        topology.view().path_count(),
+        rss_engine as f64 / topology.view().path_count() as f64
+    );
+    // Publishing: a snapshot copies one pointer per table; the writer's next write copies the
+    // chunks (and rows) it touches.
+    let mut times = Vec::new();
+    let mut writes = Vec::new();
+    for (node, report) in reports(&topology, later, 3).iter().take(200) {
+        let started = Instant::now();
+        let snapshot = topology.snapshot();
+        times.push(started.elapsed());
+        let id = topology.id(node).unwrap();
+        let started = Instant::now();
+        topology.apply_report(id, report, later).unwrap();
+        writes.push(started.elapsed());
+        drop(snapshot);
+    }
+    let (p50, p99) = quantiles(times);
+    let (w50, w99) = quantiles(writes);
+    println!(
+        "publish a snapshot: p50 {p50:?} p99 {p99:?}; the next report's apply (copies its row): p50 {w50:?} p99 {w99:?}"
+    );
 
     if wants("rank") {
         let mut times = Vec::new();
         for _ in 0..300 {
             let started = Instant::now();
-            let r = topology.rank(&RankQuery::default(), later).unwrap();
+            let r = topology.view().rank(&RankQuery::default(), later).unwrap();
             times.push(started.elapsed());
             assert_eq!(r.nodes.len(), ZONES * PER_ZONE);
         }
@@ -176,6 +216,7 @@ fn main() {
         for _ in 0..300 {
             let started = Instant::now();
             topology
+                .view()
                 .rank(
                     &RankQuery {
                         peers: peers.clone(),
@@ -194,7 +235,7 @@ fn main() {
         let mut times = Vec::new();
         for _ in 0..300 {
             let started = Instant::now();
-            let z = topology.list_zones(later);
+            let z = topology.view().list_zones(&Default::default(), later);
             times.push(started.elapsed());
             assert_eq!(z.zones.len(), ZONES);
         }
@@ -206,9 +247,10 @@ fn main() {
                 metric: Metric::RttP50Us,
                 zone: Some(ZoneName::parse("zone", format!("zone-{:02}", i % ZONES)).unwrap()),
                 nodes: Vec::new(),
+                page: Default::default(),
             };
             let started = Instant::now();
-            let m = topology.matrix(&query, later).unwrap();
+            let m = topology.view().matrix(&query, later).unwrap();
             times.push(started.elapsed());
             assert_eq!(m.nodes.len(), PER_ZONE);
         }
@@ -222,6 +264,7 @@ fn main() {
         for _ in 0..200 {
             let started = Instant::now();
             let p = topology
+                .view()
                 .place(
                     &PlaceQuery {
                         workers: 64,
@@ -282,6 +325,6 @@ fn main() {
             "restart: load and restore {paths} paths in {:?}",
             started.elapsed()
         );
-        assert_eq!(restored.path_count(), t.path_count());
+        assert_eq!(restored.view().path_count(), t.view().path_count());
     }
 }

@@ -64,6 +64,9 @@ pub enum ConfigError {
     /// The bearer token file.
     #[error(transparent)]
     Tokens(#[from] crate::server::auth::TokensError),
+    /// `--publish` without a Kubernetes client to publish with.
+    #[error("--publish: no Kubernetes client (in-cluster service account or kubeconfig): {0}")]
+    Kube(#[source] kube::Error),
 }
 
 impl Error {

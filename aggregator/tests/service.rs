@@ -33,6 +33,12 @@ impl Server {
             allow_plaintext: false,
             tokens_file: None,
             reload_every: std::time::Duration::from_secs(10),
+            heap_stats: None,
+            tiers: server::tiers::TiersConfig {
+                every: Duration::from_millis(100),
+                ..Default::default()
+            },
+            publish: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let (bound_tx, bound_rx) = oneshot::channel();
@@ -238,7 +244,7 @@ async fn agents_register_report_and_are_acknowledged_and_queried() {
     );
 
     let zones = topology
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -451,6 +457,7 @@ async fn bad_input_is_refused_with_the_field_and_changes_nothing() {
     let status = topology
         .list_nodes(v1::ListNodesRequest {
             zone: "nowhere".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -476,7 +483,7 @@ async fn a_restarted_server_has_the_matrix_it_had() {
         .await;
     assert_eq!(a.ack().await, 7);
     let before = v1::topology_client::TopologyClient::new(channel)
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -486,7 +493,7 @@ async fn a_restarted_server_has_the_matrix_it_had() {
     let server = Server::start(Some(dir.path().to_owned())).await;
     let channel = server.channel().await;
     let mut after = v1::topology_client::TopologyClient::new(channel.clone())
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -503,5 +510,119 @@ async fn a_restarted_server_has_the_matrix_it_had() {
     assert_eq!(after.links, before.links);
     let mut a = Agent::connect(channel, "node-a", "zone-1").await.unwrap();
     assert_eq!(a.ack().await, 7, "the applied sequence survived");
+    server.stop().await;
+}
+
+/// `GetTiers` until `done` holds (10 s at most).
+async fn tiers_until(
+    channel: &Channel,
+    done: impl Fn(&zonemesh_domain::Tiers) -> bool,
+) -> zonemesh_domain::Tiers {
+    let mut client = v1::topology_client::TopologyClient::new(channel.clone());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let wire = client
+            .get_tiers(v1::GetTiersRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let tiers = zonemesh_domain::Tiers::try_from(wire).expect("valid tiers");
+        if done(&tiers) {
+            return tiers;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "tiers never got there: {tiers:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn groups_of(tiers: &zonemesh_domain::Tiers) -> Vec<(String, String)> {
+    tiers
+        .zones
+        .iter()
+        .map(|z| (z.name.to_string(), z.group.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn tier_names_and_groups_survive_a_restart_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(Some(dir.path().to_owned())).await;
+    let channel = server.channel().await;
+    let mut agents = Vec::new();
+    for (node, zone) in [
+        ("node-a", "zone-1"),
+        ("node-b", "zone-2"),
+        ("node-c", "zone-3"),
+    ] {
+        let mut agent = Agent::connect(channel.clone(), node, zone).await.unwrap();
+        agent.ack().await;
+        agents.push(agent);
+    }
+    // Three far zones first: three groups, named in zone order.
+    agents[0]
+        .send(report(
+            1,
+            vec![
+                summary("node-a", "node-b", 8_000.0, 10, 10),
+                summary("node-a", "node-c", 8_000.0, 10, 10),
+            ],
+        ))
+        .await;
+    agents[1]
+        .send(report(
+            1,
+            vec![summary("node-b", "node-c", 8_000.0, 10, 10)],
+        ))
+        .await;
+    let apart = tiers_until(&channel, |t| {
+        t.groups.len() == 3 && t.cluster.unmeasured_pairs == 0
+    })
+    .await;
+    assert_eq!(
+        groups_of(&apart),
+        [
+            ("zone-1".into(), "group-1".into()),
+            ("zone-2".into(), "group-2".into()),
+            ("zone-3".into(), "group-3".into()),
+        ]
+    );
+    // zone-1 and zone-2 come near (the median of the windows by replies): one group, which
+    // keeps the first zone's name; zone-3 keeps group-3, which a derivation from nothing would
+    // call group-2.
+    agents[0]
+        .send(report(
+            2,
+            vec![summary("node-a", "node-b", 1_000.0, 100, 100)],
+        ))
+        .await;
+    let near = tiers_until(&channel, |t| t.groups.len() == 2).await;
+    let expected: Vec<(String, String)> = vec![
+        ("zone-1".into(), "group-1".into()),
+        ("zone-2".into(), "group-1".into()),
+        ("zone-3".into(), "group-3".into()),
+    ];
+    assert_eq!(groups_of(&near), expected);
+    // Every report acknowledged; the tiers' state goes with the next write (at the latest the
+    // one of the orderly stop).
+    for (agent, last) in agents.iter_mut().zip([2, 1]) {
+        while agent.ack().await < last {}
+    }
+    drop(agents);
+    server.stop().await;
+
+    let server = Server::start(Some(dir.path().to_owned())).await;
+    let channel = server.channel().await;
+    let restored = tiers_until(&channel, |_| true).await;
+    assert_eq!(groups_of(&restored), expected, "{restored:#?}");
+    assert_eq!(
+        restored.groups, near.groups,
+        "the same tree, figures included"
+    );
+    // And it stays so: later derivations from the restored state change nothing.
+    let later = tiers_until(&channel, |t| t.computed_at > restored.computed_at).await;
+    assert_eq!(groups_of(&later), expected);
     server.stop().await;
 }

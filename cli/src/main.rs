@@ -3,12 +3,14 @@
 //! `zonemesh demo` builds a lab of three zones of three nodes in network namespaces (with delays
 //! between the zones, a lossy node and a slow node), starts the aggregator and one agent per node,
 //! waits until the matrix is full, prints the zone-to-zone matrix, a ranking and a placement, and
-//! keeps serving the query API until Ctrl-C. `zonemesh nodes|zones|path|matrix|rank|place` query
-//! any aggregator (see [`query`]).
+//! keeps serving the query API until Ctrl-C. `zonemesh nodes|zones|path|matrix|rank|place|tiers`
+//! query any aggregator (see [`query`]); `zonemesh publish` shows (`--dry-run`) or removes
+//! (`--delete`) what the aggregator's publisher writes to Kubernetes (see [`tiers`]).
 
 mod demo;
 mod query;
 mod render;
+mod tiers;
 
 use std::net::SocketAddr;
 

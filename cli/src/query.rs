@@ -1,4 +1,5 @@
-//! `zonemesh nodes|zones|path|matrix|rank|place`: the Topology API from a terminal or a script.
+//! `zonemesh nodes|zones|path|matrix|rank|place|tiers`: the Topology API from a terminal or a
+//! script; `zonemesh publish` (see [`crate::tiers`]).
 //!
 //! Tables fit the terminal and are coloured only on a terminal that supports colour, never with
 //! `NO_COLOR`, unless `--color always` (anstream decides, with `CLICOLOR` and `CLICOLOR_FORCE`
@@ -87,6 +88,8 @@ pub enum Output {
     Table,
     /// JSON for programs (the web API's shapes).
     Json,
+    /// The same as YAML (Kubernetes objects for `zonemesh publish --dry-run`).
+    Yaml,
 }
 
 /// When to colour.
@@ -193,6 +196,12 @@ pub enum Query {
         #[arg(long, value_delimiter = ',')]
         exclude: Vec<String>,
     },
+    /// The measured tiers: zones, groups of near zones, the cluster, with the figures behind
+    /// every cut.
+    Tiers,
+    /// What the aggregator's publisher writes to Kubernetes: --dry-run prints it, --delete
+    /// removes everything zonemesh owns.
+    Publish(crate::tiers::Publish),
 }
 
 /// `PlaceRequest.zone_policy`.
@@ -331,6 +340,10 @@ fn print(connection: &Connection, value: impl Serialize, table: impl FnOnce(&Sty
             "{}",
             serde_json::to_string_pretty(&value).unwrap_or_default()
         ),
+        Output::Yaml => {
+            let value = serde_json::to_value(&value).unwrap_or_default();
+            print!("{}", zonemesh_publish::yaml::documents([&value]));
+        }
         Output::Table => {
             // The style first: it sets anstream's global choice (`--color`), which the stream
             // reads when it is made. Through anstream, escapes are stripped when colour is off,
@@ -339,6 +352,12 @@ fn print(connection: &Connection, value: impl Serialize, table: impl FnOnce(&Sty
             anstream::print!("{text}");
         }
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Runs one query and prints its answer.
@@ -352,6 +371,23 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
         ));
     }
+    let publish = match &query {
+        Query::Publish(p) => {
+            let settings = p.settings()?;
+            if p.delete {
+                print!("{}", crate::tiers::delete(settings).await?);
+                return Ok(());
+            }
+            if !p.dry_run {
+                return Err(Failure::new(
+                    exit::USAGE,
+                    "the aggregator publishes (--publish); give --dry-run to print what it writes, or --delete to remove it",
+                ));
+            }
+            Some(settings)
+        }
+        _ => None,
+    };
     let mut client = connection.client().await?;
     let timeout = connection.timeout;
     macro_rules! call {
@@ -365,20 +401,49 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
         }};
     }
     match query {
+        // Long answers come in pages (each under the 4 MiB gRPC clients accept): follow them.
         Query::Nodes { zone } => {
-            let answer = call!(
-                "ListNodes",
-                list_nodes,
-                v1::ListNodesRequest {
-                    zone: zone.unwrap_or_default()
+            let mut answer = v1::ListNodesResponse::default();
+            let mut page_token = String::new();
+            loop {
+                let page = call!(
+                    "ListNodes",
+                    list_nodes,
+                    v1::ListNodesRequest {
+                        zone: zone.clone().unwrap_or_default(),
+                        page_token,
+                        ..Default::default()
+                    }
+                );
+                answer.nodes.extend(page.nodes);
+                if page.next_page_token.is_empty() {
+                    break;
                 }
-            );
+                page_token = page.next_page_token;
+            }
             print(connection, json::AsJson(&answer), |s| {
                 render::nodes(&answer, s)
             });
         }
         Query::Zones => {
-            let answer = call!("ListZones", list_zones, v1::ListZonesRequest {});
+            let mut answer = v1::ListZonesResponse::default();
+            let mut page_token = String::new();
+            loop {
+                let page = call!(
+                    "ListZones",
+                    list_zones,
+                    v1::ListZonesRequest {
+                        page_token,
+                        ..Default::default()
+                    }
+                );
+                answer.zones = page.zones;
+                answer.links.extend(page.links);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
             print(connection, json::AsJson(&answer), |s| {
                 render::zones(&answer, s)
             });
@@ -398,15 +463,35 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                     format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
                 ));
             };
-            let answer = call!(
-                "GetMatrix",
-                get_matrix,
-                v1::GetMatrixRequest {
-                    metric: metric as i32,
-                    nodes,
-                    zone: zone.unwrap_or_default(),
+            let mut answer = v1::GetMatrixResponse::default();
+            let mut page_token = String::new();
+            loop {
+                let page = call!(
+                    "GetMatrix",
+                    get_matrix,
+                    v1::GetMatrixRequest {
+                        metric: metric as i32,
+                        nodes: nodes.clone(),
+                        zone: zone.clone().unwrap_or_default(),
+                        page_token,
+                        ..Default::default()
+                    }
+                );
+                if page.first_row == 0 {
+                    answer = page.clone();
+                } else if page.nodes != answer.nodes {
+                    return Err(Failure::new(
+                        exit::UNAVAILABLE,
+                        "GetMatrix: the matrix's nodes changed between its pages; try again",
+                    ));
+                } else {
+                    answer.cells.extend(page.cells);
                 }
-            );
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
             print(connection, json::AsJson(&answer), |s| {
                 render::matrix(&answer, s)
             });
@@ -455,6 +540,34 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             print(connection, json::AsJson(&answer), |_| {
                 render::placement(&answer)
             });
+        }
+        Query::Tiers => {
+            let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
+            print(connection, json::AsJson(&answer), |_| {
+                crate::tiers::tree(&answer, now_ms())
+            });
+        }
+        Query::Publish(_) => {
+            let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
+            let tiers = zonemesh_domain::Tiers::try_from(answer).map_err(|e| {
+                Failure::new(
+                    exit::FAILURE,
+                    format!("GetTiers answered invalid tiers: {e}"),
+                )
+            })?;
+            let settings = publish.expect("set for publish");
+            let objects = crate::tiers::dry_run_objects(&tiers, &settings);
+            match connection.output {
+                Output::Yaml => print!("{}", zonemesh_publish::yaml::documents(&objects)),
+                Output::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "apiVersion": "v1", "kind": "List", "items": objects,
+                    }))
+                    .unwrap_or_default()
+                ),
+                Output::Table => print!("{}", crate::tiers::dry_run_table(&objects)),
+            }
         }
     }
     Ok(())

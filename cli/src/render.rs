@@ -606,6 +606,7 @@ mod tests {
                 ),
                 node("b1", "zone-b", v1::NodeState::Down, "its agent is gone"),
             ],
+            ..Default::default()
         };
         let zone_list = v1::ListZonesResponse {
             zones: vec![
@@ -636,6 +637,7 @@ mod tests {
                     measured_paths: 0,
                 },
             ],
+            ..Default::default()
         };
         let rank = v1::RankNodesResponse {
             nodes: vec![
@@ -680,6 +682,7 @@ mod tests {
                 cell(0.0, v1::Provenance::Unknown, false),
                 cell(0.0, v1::Provenance::Unknown, false),
             ],
+            ..Default::default()
         };
         let mut out = Vec::new();
         for (style_name, style) in [

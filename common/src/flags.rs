@@ -59,6 +59,27 @@ pub fn parse_duration(value: &str) -> Result<Duration, DurationError> {
     Ok(duration)
 }
 
+/// Parses a rate in bit/s such as `100M`, `2.5G`, `800k` or `0` (a bare number is bit/s; the
+/// suffixes are decimal, as network rates are).
+pub fn parse_bps(value: &str) -> Result<f64, String> {
+    let value = value.trim();
+    let (number, scale) = match value.chars().last() {
+        Some('k' | 'K') => (&value[..value.len() - 1], 1e3),
+        Some('M') => (&value[..value.len() - 1], 1e6),
+        Some('G') => (&value[..value.len() - 1], 1e9),
+        Some('T') => (&value[..value.len() - 1], 1e12),
+        _ => (value, 1.0),
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{value:?} is not a rate (use 100M, 2.5G, 800k or 0, in bit/s)"))?;
+    let bps = n * scale;
+    if !bps.is_finite() || bps < 0.0 {
+        return Err(format!("{value:?} is out of range"));
+    }
+    Ok(bps)
+}
+
 /// The exit status for bad configuration (EX_USAGE from sysexits.h).
 pub const EXIT_USAGE: i32 = 64;
 
@@ -168,5 +189,15 @@ mod tests {
              sec, min, hours, days, weeks, months, years (and few variations); use e.g. 250ms, \
              10s, 1.5s, 5m, 1h30m, or a number of seconds)"
         );
+    }
+
+    #[test]
+    fn rates_parse_with_decimal_suffixes() {
+        assert_eq!(parse_bps("100M").unwrap(), 100e6);
+        assert_eq!(parse_bps("2.5G").unwrap(), 2.5e9);
+        assert_eq!(parse_bps("0").unwrap(), 0.0);
+        for bad in ["", "M", "-1M", "fast", "1e400"] {
+            assert!(parse_bps(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -1,12 +1,13 @@
 //! Read-only views of the matrix: nodes, zones, one path, a matrix.
 
 use zonemesh_domain::{
-    Matrix, MatrixCell, MatrixQuery, Metric, NodeState, NodeView, PathFigures, Provenance,
-    RttSummary, UnixMs, ZoneLink, ZoneName, ZoneView, Zones,
+    FieldError, MAX_LINKS_PAGE, MAX_MATRIX_CELLS_PAGE, MAX_NODES_PAGE, Matrix, MatrixCell,
+    MatrixQuery, Metric, NodeState, NodeView, Nodes, NodesQuery, PathFigures, Provenance,
+    RttSummary, UnixMs, ZoneLink, ZoneName, ZoneView, Zones, ZonesQuery,
 };
 
 use super::path::{PathState, wilson_upper_95};
-use super::{NodeId, Sums, Topology, ZoneId};
+use super::{NodeId, Snapshot, Sums, ZoneId};
 use crate::Error;
 
 /// Figures of a node pair as ranking and placement see them: the worse of the two directions
@@ -43,7 +44,7 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-impl Topology {
+impl Snapshot {
     /// Fresh latency figures of one direction: (median RTT, loss, updated at).
     fn fresh_latency(&self, path: &PathState, now: UnixMs) -> Option<(Option<f64>, f64, UnixMs)> {
         if path.is_stale(now, &self.config.path) {
@@ -134,8 +135,8 @@ impl Topology {
         let config = &self.config.path;
         let mut out = PathFigures::default();
         if let Some(path) = self.path(src, dst) {
-            out.probes_sent = path.merged.sent;
-            out.probes_received = path.merged.received;
+            out.probes_sent = u64::from(path.merged.sent);
+            out.probes_received = u64::from(path.merged.received);
             out.probes_sent_total = path.sent_total;
             out.probes_received_total = path.received_total;
             out.stale = path.is_stale(now, config);
@@ -143,7 +144,7 @@ impl Topology {
                 out.latency_provenance = Provenance::Measured;
                 out.latency_age_ms = now.since(at);
                 out.rtt = path.merged.rtt.map(|r| RttSummary {
-                    samples: r.samples,
+                    samples: u64::from(r.samples),
                     min_us: f64::from(r.min),
                     p50_us: f64::from(r.p50),
                     p90_us: f64::from(r.p90),
@@ -154,7 +155,8 @@ impl Topology {
                 });
                 let lost = path.merged.sent - path.merged.received;
                 out.loss_ratio = path.merged.loss().unwrap_or(0.0);
-                out.loss_upper_95_ratio = wilson_upper_95(lost, path.merged.sent);
+                out.loss_upper_95_ratio =
+                    wilson_upper_95(u64::from(lost), u64::from(path.merged.sent));
             }
             if let Some(t) = path.throughput {
                 out.throughput_provenance = Provenance::Measured;
@@ -195,24 +197,35 @@ impl Topology {
         out
     }
 
-    /// `ListNodes`.
-    pub fn list_nodes(&self, zone: Option<&ZoneName>, now: UnixMs) -> Result<Vec<NodeView>, Error> {
-        let zone = zone.map(|z| self.require_zone("zone", z)).transpose()?;
-        let mut nodes: Vec<NodeView> = self
-            .nodes()
-            .filter(|(id, _)| zone.is_none_or(|z| self.zone_of(*id) == z))
-            .map(|(id, n)| {
+    /// `ListNodes`: a page of the nodes (of a zone, or all), by name. Only the page's nodes are
+    /// described.
+    pub fn list_nodes(&self, query: &NodesQuery, now: UnixMs) -> Result<Nodes, Error> {
+        let zone = query
+            .zone
+            .as_ref()
+            .map(|z| self.require_zone("zone", z))
+            .transpose()?;
+        let mut ids: Vec<NodeId> = match zone {
+            Some(z) => self.zone(z).members.clone(),
+            None => self.nodes().map(|(id, _)| id).collect(),
+        };
+        ids.sort_by(|a, b| self.node(*a).name.cmp(&self.node(*b).name));
+        let (range, next_offset) = query.page.range(ids.len(), MAX_NODES_PAGE);
+        let nodes = ids[range]
+            .iter()
+            .map(|&id| {
+                let n = self.node(id);
                 let sums = self.node_sums(id);
                 let (state, why) = self.state(id, now);
                 NodeView {
                     name: n.name.clone(),
                     zone: self.zone(n.zone).name.clone(),
                     region: n.region.clone(),
-                    addresses: n.addresses.clone(),
+                    addresses: n.addresses.to_vec(),
                     state,
                     state_reason: why,
                     last_seen: n.last_seen,
-                    agent_version: n.agent_version.clone(),
+                    agent_version: n.agent_version.to_string(),
                     icmp_mode: n.icmp_mode,
                     probe_port: n.probe_port,
                     zone_rtt_p50_us: sums.rtt_mean().unwrap_or(0.0),
@@ -223,8 +236,7 @@ impl Topology {
                 }
             })
             .collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(nodes)
+        Ok(Nodes { nodes, next_offset })
     }
 
     /// Looks a zone up, or fails with NOT_FOUND naming it.
@@ -235,8 +247,18 @@ impl Topology {
         })
     }
 
-    /// `ListZones`: zones with node counts, and a link for every zone pair with measured paths.
-    pub fn list_zones(&self, now: UnixMs) -> Zones {
+    /// `ListZones`: every zone with its node counts, and a page of the links (one for every zone
+    /// pair with measured paths, by source and destination zone).
+    pub fn list_zones(&self, query: &ZonesQuery, now: UnixMs) -> Zones {
+        let mut zones = self.zone_links(now);
+        let (range, next_offset) = query.page.range(zones.links.len(), MAX_LINKS_PAGE);
+        zones.links = zones.links.drain(range).collect();
+        zones.next_offset = next_offset;
+        zones
+    }
+
+    /// Every zone with its node counts, and every link between zones with measured paths.
+    pub fn zone_links(&self, now: UnixMs) -> Zones {
         let mut zones: Vec<ZoneView> = self
             .zones()
             .filter(|(_, z)| !z.members.is_empty())
@@ -255,19 +277,30 @@ impl Topology {
         let mut links: Vec<ZoneLink> = self
             .link_sums
             .iter()
+            .enumerate()
+            .flat_map(|(a, row)| {
+                row.iter()
+                    .enumerate()
+                    .map(move |(b, s)| ((ZoneId(a as u32), ZoneId(b as u32)), s))
+            })
             .filter(|(_, s)| s.loss_n > 0 || s.tput_n > 0)
             .map(|((a, b), s)| ZoneLink {
-                src_zone: self.zone(*a).name.clone(),
-                dst_zone: self.zone(*b).name.clone(),
+                src_zone: self.zone(a).name.clone(),
+                dst_zone: self.zone(b).name.clone(),
                 figures: sums_figures(s, now),
                 measured_paths: s.loss_n.max(s.tput_n),
             })
             .collect();
         links.sort_by(|a, b| (&a.src_zone, &a.dst_zone).cmp(&(&b.src_zone, &b.dst_zone)));
-        Zones { zones, links }
+        Zones {
+            zones,
+            links,
+            next_offset: None,
+        }
     }
 
-    /// `GetMatrix`.
+    /// `GetMatrix`: a page of rows over every column. Only the page's cells are computed; a page
+    /// above [`MAX_MATRIX_CELLS_PAGE`] cells is refused, naming how many rows fit.
     pub fn matrix(&self, query: &MatrixQuery, now: UnixMs) -> Result<Matrix, Error> {
         let ids: Vec<NodeId> = if !query.nodes.is_empty() {
             query
@@ -281,8 +314,24 @@ impl Topology {
         } else {
             self.nodes().map(|(id, _)| id).collect()
         };
-        let mut cells = Vec::with_capacity(ids.len() * ids.len());
-        for &src in &ids {
+        let columns = ids.len().max(1);
+        let rows_fit = (MAX_MATRIX_CELLS_PAGE / columns).max(1);
+        if query.page.size.saturating_mul(columns) > MAX_MATRIX_CELLS_PAGE {
+            return Err(Error::InvalidArgument(FieldError::new(
+                "page_size",
+                format!(
+                    "{} rows of {columns} columns are {} cells, above the {MAX_MATRIX_CELLS_PAGE} \
+                     one page of GetMatrix holds: ask for at most {rows_fit} rows and follow \
+                     next_page_token, or for fewer nodes (a zone, or `nodes`)",
+                    query.page.size,
+                    query.page.size.saturating_mul(columns)
+                ),
+            )));
+        }
+        let (rows, next_offset) = query.page.range(ids.len(), rows_fit);
+        let first_row = rows.start;
+        let mut cells = Vec::with_capacity(rows.len() * ids.len());
+        for &src in &ids[rows] {
             for &dst in &ids {
                 if src == dst {
                     cells.push(MatrixCell::default());
@@ -318,7 +367,9 @@ impl Topology {
         Ok(Matrix {
             metric: query.metric,
             nodes: ids.iter().map(|id| self.node(*id).name.clone()).collect(),
+            first_row,
             cells,
+            next_offset,
         })
     }
 }
@@ -359,5 +410,117 @@ fn sums_figures(s: &Sums, now: UnixMs) -> PathFigures {
         throughput_bps: s.tput_mean().unwrap_or(0.0),
         throughput_smoothed_bps: s.tput_mean().unwrap_or(0.0),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use zonemesh_domain::{
+        MAX_MATRIX_CELLS_PAGE, MatrixQuery, NodesQuery, Page, UnixMs, ZonesQuery,
+    };
+
+    use crate::testing::*;
+
+    #[test]
+    fn long_answers_come_in_pages_that_add_up_to_the_whole() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(5, 5, |_, _| 100.0, |_, _| 0, now);
+        let t = t.view();
+        // Nodes by name, in pages of 10: 10, 10, 5.
+        let mut names = Vec::new();
+        let mut page = Page {
+            offset: 0,
+            size: 10,
+        };
+        let mut pages = 0;
+        loop {
+            let answer = t.list_nodes(&NodesQuery { zone: None, page }, now).unwrap();
+            pages += 1;
+            names.extend(answer.nodes.iter().map(|n| n.name.to_string()));
+            match answer.next_offset {
+                Some(next) => page.offset = next,
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3);
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        assert_eq!(names.len(), 25);
+        // Links: 25 zone pairs, in pages of 7.
+        let all = t.zone_links(now).links;
+        let mut links = Vec::new();
+        let mut page = Page { offset: 0, size: 7 };
+        loop {
+            let answer = t.list_zones(&ZonesQuery { page }, now);
+            assert_eq!(answer.zones.len(), 5, "every page holds every zone");
+            links.extend(answer.links);
+            match answer.next_offset {
+                Some(next) => page.offset = next,
+                None => break,
+            }
+        }
+        assert_eq!(links, all);
+        // A matrix in pages of 4 rows: the rows of the whole, in order.
+        let whole = t.matrix(&MatrixQuery::default(), now).unwrap();
+        assert_eq!(whole.cells.len(), 25 * 25);
+        assert_eq!(whole.next_offset, None);
+        let mut cells = Vec::new();
+        let mut page = Page { offset: 0, size: 4 };
+        loop {
+            let answer = t
+                .matrix(
+                    &MatrixQuery {
+                        page,
+                        ..MatrixQuery::default()
+                    },
+                    now,
+                )
+                .unwrap();
+            assert_eq!(answer.first_row, page.offset);
+            assert_eq!(answer.nodes, whole.nodes);
+            cells.extend(answer.cells);
+            match answer.next_offset {
+                Some(next) => page.offset = next,
+                None => break,
+            }
+        }
+        assert_eq!(cells, whole.cells);
+    }
+
+    #[test]
+    fn a_page_above_the_cap_is_refused_with_what_fits() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(1, 3, |_, _| 100.0, |_, _| 0, now);
+        let too_many = MAX_MATRIX_CELLS_PAGE / 3 + 1;
+        let e = t
+            .view()
+            .matrix(
+                &MatrixQuery {
+                    page: Page {
+                        offset: 0,
+                        size: too_many,
+                    },
+                    ..MatrixQuery::default()
+                },
+                now,
+            )
+            .unwrap_err();
+        let message = e.to_string();
+        assert!(message.starts_with("page_size:"), "{message}");
+        assert!(
+            message.contains(&format!("at most {} rows", MAX_MATRIX_CELLS_PAGE / 3)),
+            "{message}"
+        );
+        assert!(
+            Page {
+                offset: 0,
+                size: 20_000
+            }
+            .checked("ListNodes", 10_000)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 10000 and follow next_page_token")
+        );
     }
 }

@@ -2,19 +2,38 @@
 //! a topology rebuilt from stored records.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 
 use crate::path::PathState;
-use crate::{EngineConfig, NodeId, Topology};
+use crate::{EngineConfig, NodeId, Snapshot, Topology};
 
 /// Nodes and outgoing paths changed since the last [`Topology::take_dirty`], for the store.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Dirty {
-    /// Nodes whose records changed.
+    /// Nodes whose records changed, in id order.
     pub nodes: Vec<NodeId>,
-    /// Nodes some of whose outgoing paths changed.
+    /// Nodes some of whose outgoing paths changed, in id order.
     pub sources: Vec<NodeId>,
+}
+
+impl Dirty {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.sources.is_empty()
+    }
+
+    /// What changed in either (a write that failed, and what changed after it).
+    pub fn union(mut self, other: Dirty) -> Dirty {
+        self.nodes.extend(other.nodes);
+        self.nodes.sort_unstable();
+        self.nodes.dedup();
+        self.sources.extend(other.sources);
+        self.sources.sort_unstable();
+        self.sources.dedup();
+        self
+    }
 }
 
 impl Topology {
@@ -40,31 +59,53 @@ impl Topology {
         for stored in nodes {
             let id = topology.intern_node(&stored.name);
             topology.place_in_zone(id, &stored.zone, &stored.region);
-            let node = &mut topology.nodes[id.0 as usize];
+            topology.registered += usize::from(stored.registered);
+            let node = topology.snap.nodes.get_mut(id.0 as usize);
             node.region = stored.region;
-            node.addresses = stored.addresses;
-            node.agent_version = stored.agent_version;
+            node.addresses = Arc::from(stored.addresses);
+            node.agent_version = Arc::from(stored.agent_version);
             node.icmp_mode = stored.icmp_mode;
             node.probe_port = stored.probe_port;
             node.registered = stored.registered;
             node.last_seen = stored.last_seen;
             node.applied_seq = stored.applied_seq;
         }
+        // Rows whole: each source's paths sorted and merged into its row at once.
+        let mut rows: std::collections::BTreeMap<NodeId, Vec<(NodeId, PathState)>> =
+            std::collections::BTreeMap::new();
         for (src, dst, state) in paths {
             let (s, d) = (topology.intern_node(&src), topology.intern_node(&dst));
-            topology.update_path(s, d, now, |p, config| {
-                *p = state;
-                p.expire(now, config);
-            });
+            rows.entry(s).or_default().push((d, state));
         }
-        topology.restored_at = Some(now);
+        let config = topology.snap.config.path;
+        for (src, mut paths) in rows {
+            paths.sort_by_key(|(d, _)| *d);
+            paths.dedup_by_key(|(d, _)| *d);
+            let dsts: Vec<NodeId> = paths.iter().map(|(d, _)| *d).collect();
+            let row = Arc::make_mut(topology.snap.rows.get_mut(src.0 as usize));
+            row.add(&dsts);
+            let mut newest = None;
+            for (d, mut state) in paths {
+                state.expire(now, &config);
+                if let Some(t) = state.current_at(&config) {
+                    newest = Some(newest.map_or(t, |n: UnixMs| n.max(t)));
+                }
+                let i = row.find(d).expect("added above");
+                row.entries[i].state = state;
+            }
+            topology.snap.path_count += dsts.len();
+            topology.snap.nodes.get_mut(src.0 as usize).newest_sample = newest;
+        }
+        topology.snap.restored_at = Some(now);
         topology.rebuild_sums(now);
         topology.sweep(now);
         topology.dirty_nodes.clear();
         topology.dirty_sources.clear();
         topology
     }
+}
 
+impl Snapshot {
     /// The record of a node, as the store keeps it.
     pub fn stored_node(&self, id: NodeId) -> StoredNode {
         let n = self.node(id);
@@ -72,8 +113,8 @@ impl Topology {
             name: n.name.clone(),
             zone: self.zone(n.zone).name.clone(),
             region: n.region.clone(),
-            addresses: n.addresses.clone(),
-            agent_version: n.agent_version.clone(),
+            addresses: n.addresses.to_vec(),
+            agent_version: n.agent_version.to_string(),
             icmp_mode: n.icmp_mode,
             probe_port: n.probe_port,
             registered: n.registered,

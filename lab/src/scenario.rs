@@ -79,6 +79,16 @@ pub const FAST_AGGREGATOR_FLAGS: &[&str] = &[
     "2",
     "--throughput-interval",
     "1h",
+    // Tiers every second. Groups join within 3 ms (zone-a and zone-b, 2 ms apart; zone-c is 6
+    // and 10 ms away) and, on throughput, above 50 Mbit/s: until the placement model's
+    // fault-aware zone-pair terms replace the roll-up (engine/src/zone_terms.rs), b3's 100 Mbit/s
+    // weighs in zone-b's mean, and the default 100 Mbit/s could split zones over one node.
+    "--tier-interval",
+    "1s",
+    "--tier-join-throughput",
+    "50M",
+    "--tier-leave-throughput",
+    "40M",
 ];
 
 /// The demo cluster built and running: the lab, and the stack in it (binaries from `dir`, logs

@@ -270,6 +270,7 @@ async fn read_fill(
                     metric: metric as i32,
                     nodes: zone.nodes.clone(),
                     zone: String::new(),
+                    ..Default::default()
                 })
                 .await?
                 .into_inner();
@@ -289,7 +290,7 @@ async fn read_fill(
     f.rtt_seen = rtt_seen.len();
     f.throughput_seen = throughput_seen.len();
     let zones = topology
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await?
         .into_inner();
     let z = spec.zones.len();

@@ -7,12 +7,14 @@
 use std::net::IpAddr;
 
 use zonemesh_domain::{
-    Assignment, Bps, FieldError, Hello, IcmpMode, MAX_ADDRESSES, MAX_HISTOGRAM_BYTES,
-    MAX_MATRIX_NODES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery,
-    Metric, Micros, NodeName, NodeState, NodeView, PathAnswer, PathFigures, PathSample,
+    Assignment, Bps, Cut, CutFigures, FieldError, GroupLink, Hello, IcmpMode, MAX_ADDRESSES,
+    MAX_HISTOGRAM_BYTES, MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_PATHS_PER_REPORT,
+    MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery, Metric, Micros, NodeName, NodeState,
+    NodeView, Nodes, NodesQuery, Page, PairFigure, PathAnswer, PathFigures, PathSample,
     PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode, Ranking,
-    Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample, UnixMs, Weights, ZoneLink,
-    ZoneName, ZonePolicy, ZoneView, Zones, node_names,
+    Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample, TierGroup, TierThresholds,
+    TierZone, Tiers, UnixMs, Weights, ZoneLink, ZoneName, ZonePair, ZonePolicy, ZoneView, Zones,
+    ZonesQuery, node_names,
 };
 
 use crate::v1;
@@ -364,6 +366,50 @@ impl From<Metric> for v1::Metric {
     }
 }
 
+/// Reads a `page_token` (opaque to clients: the offset of the page's first item).
+fn page(size: u32, token: &str) -> Result<Page, FieldError> {
+    let offset = if token.is_empty() {
+        0
+    } else {
+        token.parse::<usize>().map_err(|_| {
+            FieldError::new(
+                "page_token",
+                format!("{token:?} is not a next_page_token of this RPC"),
+            )
+        })?
+    };
+    Ok(Page {
+        offset,
+        size: size as usize,
+    })
+}
+
+/// The `next_page_token` of an answer: empty on the last page.
+pub fn next_page_token(next: Option<usize>) -> String {
+    next.map(|o| o.to_string()).unwrap_or_default()
+}
+
+impl TryFrom<v1::ListNodesRequest> for NodesQuery {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::ListNodesRequest) -> Result<Self, FieldError> {
+        Ok(Self {
+            zone: ZoneName::parse_optional("zone", wire.zone)?,
+            page: page(wire.page_size, &wire.page_token)?.checked("ListNodes", MAX_NODES_PAGE)?,
+        })
+    }
+}
+
+impl TryFrom<v1::ListZonesRequest> for ZonesQuery {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::ListZonesRequest) -> Result<Self, FieldError> {
+        Ok(Self {
+            page: page(wire.page_size, &wire.page_token)?.checked("ListZones", MAX_LINKS_PAGE)?,
+        })
+    }
+}
+
 impl TryFrom<v1::GetMatrixRequest> for MatrixQuery {
     type Error = FieldError;
 
@@ -382,6 +428,9 @@ impl TryFrom<v1::GetMatrixRequest> for MatrixQuery {
             metric,
             nodes: node_names("nodes", wire.nodes)?,
             zone: ZoneName::parse_optional("zone", wire.zone)?,
+            // Rows; the engine checks the cells against MAX_MATRIX_CELLS_PAGE once it knows the
+            // columns.
+            page: page(wire.page_size, &wire.page_token)?,
         })
     }
 }
@@ -562,6 +611,16 @@ impl From<Zones> for v1::ListZonesResponse {
         Self {
             zones: z.zones.into_iter().map(Into::into).collect(),
             links: z.links.into_iter().map(Into::into).collect(),
+            next_page_token: next_page_token(z.next_offset),
+        }
+    }
+}
+
+impl From<Nodes> for v1::ListNodesResponse {
+    fn from(n: Nodes) -> Self {
+        Self {
+            nodes: n.nodes.into_iter().map(Into::into).collect(),
+            next_page_token: next_page_token(n.next_offset),
         }
     }
 }
@@ -593,6 +652,8 @@ impl From<Matrix> for v1::GetMatrixResponse {
             metric: v1::Metric::from(m.metric) as i32,
             nodes: m.nodes.into_iter().map(String::from).collect(),
             cells: m.cells.into_iter().map(Into::into).collect(),
+            first_row: u32::try_from(m.first_row).unwrap_or(u32::MAX),
+            next_page_token: next_page_token(m.next_offset),
         }
     }
 }
@@ -686,5 +747,257 @@ impl From<ThroughputGrant> for v1::ThroughputGrant {
             warmup_ms: g.warmup_ms,
             streams: g.streams,
         }
+    }
+}
+
+// The tiers, both ways: out of the aggregator, and back in where a client acts on them (the
+// publisher's dry run), checked like any wire value.
+
+impl From<TierThresholds> for v1::TierThresholds {
+    fn from(t: TierThresholds) -> Self {
+        Self {
+            join_rtt_us: t.join_rtt_us,
+            leave_rtt_us: t.leave_rtt_us,
+            join_throughput_bps: t.join_throughput_bps,
+            leave_throughput_bps: t.leave_throughput_bps,
+        }
+    }
+}
+
+impl From<PairFigure> for v1::ZonePairFigure {
+    fn from(p: PairFigure) -> Self {
+        Self {
+            zone_a: p.a.into(),
+            zone_b: p.b.into(),
+            value: p.value,
+        }
+    }
+}
+
+impl From<CutFigures> for v1::CutFigures {
+    fn from(c: CutFigures) -> Self {
+        Self {
+            worst_rtt: c.worst_rtt.map(Into::into),
+            lowest_throughput: c.lowest_throughput.map(Into::into),
+            unmeasured_pairs: c.unmeasured_pairs,
+            stale_pairs: c.stale_pairs,
+        }
+    }
+}
+
+impl From<Cut> for v1::TierCut {
+    fn from(c: Cut) -> Self {
+        match c {
+            Cut::Rtt => v1::TierCut::Rtt,
+            Cut::Throughput => v1::TierCut::Throughput,
+            Cut::Unmeasured => v1::TierCut::Unmeasured,
+            Cut::Stale => v1::TierCut::Stale,
+        }
+    }
+}
+
+impl From<Tiers> for v1::GetTiersResponse {
+    fn from(t: Tiers) -> Self {
+        Self {
+            computed_at_unix_ms: t.computed_at.0,
+            thresholds: Some(t.thresholds.into()),
+            zones: t
+                .zones
+                .into_iter()
+                .map(|z| v1::TierZone {
+                    name: z.name.into(),
+                    group: z.group.into(),
+                    nodes: z.nodes.into_iter().map(String::from).collect(),
+                    fresh: z.fresh,
+                    rtt_us: z.rtt_us.unwrap_or(0.0),
+                    throughput_bps: z.throughput_bps.unwrap_or(0.0),
+                    region: optional_name(z.region),
+                })
+                .collect(),
+            groups: t
+                .groups
+                .into_iter()
+                .map(|g| v1::TierGroup {
+                    name: g.name.into(),
+                    zones: g.zones.into_iter().map(String::from).collect(),
+                    inside: Some(g.inside.into()),
+                    held: g.held,
+                    nearest: g.nearest.map(|l| v1::TierGroupLink {
+                        group: l.group.into(),
+                        figures: Some(l.figures.into()),
+                        cut: v1::TierCut::from(l.cut) as i32,
+                    }),
+                })
+                .collect(),
+            cluster: Some(t.cluster.into()),
+            pairs: t
+                .pairs
+                .into_iter()
+                .map(|p| v1::TierZonePair {
+                    zone_a: p.a.into(),
+                    zone_b: p.b.into(),
+                    rtt_us: p.rtt_us.unwrap_or(0.0),
+                    throughput_bps: p.throughput_bps.unwrap_or(0.0),
+                    fresh: p.fresh,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn figure(field: &str, value: f64) -> Result<f64, FieldError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("{value} is not a figure >= 0"),
+        ))
+    }
+}
+
+fn known(field: &str, value: f64) -> Result<Option<f64>, FieldError> {
+    figure(field, value).map(|v| (v > 0.0).then_some(v))
+}
+
+impl TryFrom<v1::ZonePairFigure> for PairFigure {
+    type Error = FieldError;
+
+    fn try_from(p: v1::ZonePairFigure) -> Result<Self, FieldError> {
+        Ok(Self {
+            a: ZoneName::parse("zone_a", p.zone_a)?,
+            b: ZoneName::parse("zone_b", p.zone_b)?,
+            value: figure("value", p.value)?,
+        })
+    }
+}
+
+impl TryFrom<v1::CutFigures> for CutFigures {
+    type Error = FieldError;
+
+    fn try_from(c: v1::CutFigures) -> Result<Self, FieldError> {
+        Ok(Self {
+            worst_rtt: c
+                .worst_rtt
+                .map(|p| PairFigure::try_from(p).map_err(|e| e.within("worst_rtt")))
+                .transpose()?,
+            lowest_throughput: c
+                .lowest_throughput
+                .map(|p| PairFigure::try_from(p).map_err(|e| e.within("lowest_throughput")))
+                .transpose()?,
+            unmeasured_pairs: c.unmeasured_pairs,
+            stale_pairs: c.stale_pairs,
+        })
+    }
+}
+
+fn cut_figures(field: &str, c: Option<v1::CutFigures>) -> Result<CutFigures, FieldError> {
+    CutFigures::try_from(c.unwrap_or_default()).map_err(|e| e.within(field))
+}
+
+impl TryFrom<v1::GetTiersResponse> for Tiers {
+    type Error = FieldError;
+
+    /// Checks every name and figure, and that every zone and node is in exactly one place
+    /// ([`Tiers::check`]): the publisher names Kubernetes objects after them.
+    fn try_from(t: v1::GetTiersResponse) -> Result<Self, FieldError> {
+        let th = t.thresholds.unwrap_or_default();
+        let thresholds = TierThresholds {
+            join_rtt_us: th.join_rtt_us,
+            leave_rtt_us: th.leave_rtt_us,
+            join_throughput_bps: th.join_throughput_bps,
+            leave_throughput_bps: th.leave_throughput_bps,
+        }
+        .checked()
+        .map_err(|e| e.within("thresholds"))?;
+        let zones = t
+            .zones
+            .into_iter()
+            .enumerate()
+            .map(|(i, z)| {
+                let at = format!("zones[{i}]");
+                Ok(TierZone {
+                    name: ZoneName::parse("name", z.name).map_err(|e| e.within(&at))?,
+                    group: ZoneName::parse("group", z.group).map_err(|e| e.within(&at))?,
+                    region: ZoneName::parse_optional("region", z.region)
+                        .map_err(|e| e.within(&at))?,
+                    nodes: node_names("nodes", z.nodes).map_err(|e| e.within(&at))?,
+                    fresh: z.fresh,
+                    rtt_us: known("rtt_us", z.rtt_us).map_err(|e| e.within(&at))?,
+                    throughput_bps: known("throughput_bps", z.throughput_bps)
+                        .map_err(|e| e.within(&at))?,
+                })
+            })
+            .collect::<Result<Vec<_>, FieldError>>()?;
+        let groups = t
+            .groups
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let at = format!("groups[{i}]");
+                let zones = g
+                    .zones
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, z)| ZoneName::parse(&format!("zones[{j}]"), z))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| e.within(&at))?;
+                let nearest = g
+                    .nearest
+                    .map(|l| {
+                        let cut = match v1::TierCut::try_from(l.cut) {
+                            Ok(v1::TierCut::Rtt) => Cut::Rtt,
+                            Ok(v1::TierCut::Throughput) => Cut::Throughput,
+                            Ok(v1::TierCut::Unmeasured) => Cut::Unmeasured,
+                            Ok(v1::TierCut::Stale) => Cut::Stale,
+                            _ => {
+                                return Err(FieldError::new(
+                                    "cut",
+                                    format!("{} is not a TierCut", l.cut),
+                                ));
+                            }
+                        };
+                        Ok(GroupLink {
+                            group: ZoneName::parse("group", l.group)?,
+                            figures: cut_figures("figures", l.figures)?,
+                            cut,
+                        })
+                    })
+                    .transpose()
+                    .map_err(|e| e.within(&format!("{at}.nearest")))?;
+                Ok(TierGroup {
+                    name: ZoneName::parse("name", g.name).map_err(|e| e.within(&at))?,
+                    zones,
+                    inside: cut_figures("inside", g.inside).map_err(|e| e.within(&at))?,
+                    held: g.held,
+                    nearest,
+                })
+            })
+            .collect::<Result<Vec<_>, FieldError>>()?;
+        let tiers = Tiers {
+            computed_at: UnixMs(t.computed_at_unix_ms),
+            thresholds,
+            zones,
+            groups,
+            cluster: cut_figures("cluster", t.cluster)?,
+            pairs: t
+                .pairs
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let at = format!("pairs[{i}]");
+                    Ok(ZonePair {
+                        a: ZoneName::parse("zone_a", p.zone_a).map_err(|e| e.within(&at))?,
+                        b: ZoneName::parse("zone_b", p.zone_b).map_err(|e| e.within(&at))?,
+                        rtt_us: known("rtt_us", p.rtt_us).map_err(|e| e.within(&at))?,
+                        throughput_bps: known("throughput_bps", p.throughput_bps)
+                            .map_err(|e| e.within(&at))?,
+                        fresh: p.fresh,
+                    })
+                })
+                .collect::<Result<Vec<_>, FieldError>>()?,
+        };
+        tiers.check()?;
+        Ok(tiers)
     }
 }

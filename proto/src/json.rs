@@ -70,6 +70,7 @@ as_json! {
     v1::GetPathResponse => GetPathJson,
     v1::RankNodesResponse => RankNodesJson,
     v1::PlaceResponse => PlaceJson,
+    v1::GetTiersResponse => TiersJson,
 }
 
 impl Serialize for AsJson<'_, v1::GetMatrixResponse> {
@@ -314,6 +315,130 @@ struct PlaceJson {
     zones: Vec<String>,
 }
 
+/// `TIER_CUT_RTT` → `RTT`.
+pub fn tier_cut(c: i32) -> &'static str {
+    match v1::TierCut::try_from(c).unwrap_or(v1::TierCut::Unspecified) {
+        v1::TierCut::Rtt => "RTT",
+        v1::TierCut::Throughput => "THROUGHPUT",
+        v1::TierCut::Unmeasured => "UNMEASURED",
+        v1::TierCut::Stale => "STALE",
+        v1::TierCut::Unspecified => "UNSPECIFIED",
+    }
+}
+
+fn tier_cut_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(tier_cut(*v))
+}
+
+/// Serializes an optional wire message through its mirror.
+macro_rules! option_with {
+    ($name:ident, $wire:ty, $mirror:literal) => {
+        fn $name<S: Serializer>(item: &Option<$wire>, s: S) -> Result<S::Ok, S::Error> {
+            #[derive(Serialize)]
+            struct Item<'a>(#[serde(with = $mirror)] &'a $wire);
+            item.as_ref().map(Item).serialize(s)
+        }
+    };
+}
+
+option_with!(opt_pair_figure, v1::ZonePairFigure, "ZonePairFigureJson");
+option_with!(opt_cut, v1::CutFigures, "CutFiguresJson");
+option_with!(opt_thresholds, v1::TierThresholds, "TierThresholdsJson");
+option_with!(opt_group_link, v1::TierGroupLink, "TierGroupLinkJson");
+list_with!(tier_zone_list, v1::TierZone, "TierZoneJson");
+list_with!(tier_group_list, v1::TierGroup, "TierGroupJson");
+list_with!(tier_pair_list, v1::TierZonePair, "TierZonePairJson");
+
+#[derive(Serialize)]
+#[serde(remote = "v1::ZonePairFigure")]
+struct ZonePairFigureJson {
+    value: f64,
+    zone_a: String,
+    zone_b: String,
+}
+
+/// The figures behind a cut.
+#[derive(Serialize)]
+#[serde(remote = "v1::CutFigures")]
+struct CutFiguresJson {
+    #[serde(serialize_with = "opt_pair_figure")]
+    lowest_throughput: Option<v1::ZonePairFigure>,
+    stale_pairs: u32,
+    unmeasured_pairs: u32,
+    #[serde(serialize_with = "opt_pair_figure")]
+    worst_rtt: Option<v1::ZonePairFigure>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierThresholds")]
+struct TierThresholdsJson {
+    join_rtt_us: f64,
+    join_throughput_bps: f64,
+    leave_rtt_us: f64,
+    leave_throughput_bps: f64,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierZone")]
+struct TierZoneJson {
+    fresh: bool,
+    group: String,
+    name: String,
+    nodes: Vec<String>,
+    region: String,
+    rtt_us: f64,
+    throughput_bps: f64,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierGroupLink")]
+struct TierGroupLinkJson {
+    #[serde(serialize_with = "tier_cut_name")]
+    cut: i32,
+    #[serde(serialize_with = "opt_cut")]
+    figures: Option<v1::CutFigures>,
+    group: String,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierGroup")]
+struct TierGroupJson {
+    held: bool,
+    #[serde(serialize_with = "opt_cut")]
+    inside: Option<v1::CutFigures>,
+    name: String,
+    #[serde(serialize_with = "opt_group_link")]
+    nearest: Option<v1::TierGroupLink>,
+    zones: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierZonePair")]
+struct TierZonePairJson {
+    fresh: bool,
+    rtt_us: f64,
+    throughput_bps: f64,
+    zone_a: String,
+    zone_b: String,
+}
+
+/// `GetTiers`.
+#[derive(Serialize)]
+#[serde(remote = "v1::GetTiersResponse")]
+struct TiersJson {
+    #[serde(serialize_with = "opt_cut")]
+    cluster: Option<v1::CutFigures>,
+    computed_at_unix_ms: i64,
+    #[serde(serialize_with = "tier_group_list")]
+    groups: Vec<v1::TierGroup>,
+    #[serde(serialize_with = "tier_pair_list")]
+    pairs: Vec<v1::TierZonePair>,
+    #[serde(serialize_with = "opt_thresholds")]
+    thresholds: Option<v1::TierThresholds>,
+    #[serde(serialize_with = "tier_zone_list")]
+    zones: Vec<v1::TierZone>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +460,7 @@ mod tests {
                 cell(0.2, v1::Provenance::Estimated),
                 cell(0.0, v1::Provenance::Unknown),
             ],
+            ..Default::default()
         };
         let v = serde_json::to_value(AsJson(&m)).unwrap();
         assert_eq!(v["metric"], "LOSS_RATIO");
@@ -436,6 +562,7 @@ mod golden {
                 node("a3", v1::NodeState::Down as i32, ""),
                 node("a4", 99, ""),
             ],
+            ..Default::default()
         };
         let zones = v1::ListZonesResponse {
             zones: vec![
@@ -472,6 +599,7 @@ mod golden {
                     measured_paths: 0,
                 },
             ],
+            ..Default::default()
         };
         let cell = |value, p: v1::Provenance, age_ms, stale| v1::MatrixCell {
             value,
@@ -493,12 +621,14 @@ mod golden {
                 cell(0.0, v1::Provenance::Unknown, 0, false),
                 cell(0.0, v1::Provenance::Unknown, 0, false),
             ],
+            ..Default::default()
         };
         // A short answer (fewer cells than nodes²) keeps its short rows.
         let ragged = v1::GetMatrixResponse {
             metric: 42,
             nodes: vec!["a1".into(), "a2".into()],
             cells: vec![cell(3.0, v1::Provenance::Measured, 7, false)],
+            ..Default::default()
         };
         let rank = v1::RankNodesResponse {
             nodes: vec![
@@ -583,10 +713,80 @@ mod golden {
             ("rank", pretty(AsJson(&rank))),
             ("place", pretty(AsJson(&place))),
             ("place_empty", pretty(AsJson(&v1::PlaceResponse::default()))),
+            ("tiers", pretty(AsJson(&tier_answer()))),
+            (
+                "tiers_empty",
+                pretty(AsJson(&v1::GetTiersResponse::default())),
+            ),
         ]
     }
 
     /// Pretty JSON as `zonemesh --output json` prints it (the web API sends the same compact).
+    fn tier_answer() -> v1::GetTiersResponse {
+        let figure = |a: &str, b: &str, value| v1::ZonePairFigure {
+            zone_a: a.into(),
+            zone_b: b.into(),
+            value,
+        };
+        let cut = |rtt, unmeasured| v1::CutFigures {
+            worst_rtt: Some(figure("zone-a", "zone-b", rtt)),
+            lowest_throughput: Some(figure("zone-a", "zone-b", 9.4e9)),
+            unmeasured_pairs: unmeasured,
+            stale_pairs: 1,
+        };
+        v1::GetTiersResponse {
+            computed_at_unix_ms: 1_733_000_000_000,
+            thresholds: Some(v1::TierThresholds {
+                join_rtt_us: 500.0,
+                leave_rtt_us: 750.5,
+                join_throughput_bps: 5e9,
+                leave_throughput_bps: 4e9,
+            }),
+            zones: vec![
+                v1::TierZone {
+                    name: "zone-a".into(),
+                    group: "group-1".into(),
+                    nodes: vec!["a1".into(), "a2".into()],
+                    fresh: true,
+                    rtt_us: 85.5,
+                    throughput_bps: 9.4e9,
+                    region: "eu-west".into(),
+                },
+                v1::TierZone {
+                    name: "zone-c".into(),
+                    group: "group-2".into(),
+                    ..Default::default()
+                },
+            ],
+            groups: vec![
+                v1::TierGroup {
+                    name: "group-1".into(),
+                    zones: vec!["zone-a".into(), "zone-b".into()],
+                    inside: Some(cut(420.0, 0)),
+                    held: true,
+                    nearest: Some(v1::TierGroupLink {
+                        group: "group-2".into(),
+                        figures: Some(v1::CutFigures::default()),
+                        cut: v1::TierCut::Unmeasured as i32,
+                    }),
+                },
+                v1::TierGroup {
+                    name: "group-2".into(),
+                    zones: vec!["zone-c".into()],
+                    ..Default::default()
+                },
+            ],
+            cluster: Some(cut(2_150.0, 2)),
+            pairs: vec![v1::TierZonePair {
+                zone_a: "zone-a".into(),
+                zone_b: "zone-b".into(),
+                rtt_us: 420.0,
+                throughput_bps: 9.4e9,
+                fresh: true,
+            }],
+        }
+    }
+
     fn pretty(view: impl serde::Serialize) -> String {
         serde_json::to_string_pretty(&view).unwrap() + "\n"
     }

@@ -128,7 +128,11 @@ fn every_ingest_message_round_trips() {
 
 #[test]
 fn every_topology_message_round_trips() {
-    round_trip(v1::ListNodesRequest { zone: "z".into() });
+    round_trip(v1::ListNodesRequest {
+        zone: "z".into(),
+        page_size: 10,
+        page_token: "20".into(),
+    });
     round_trip(v1::ListNodesResponse {
         nodes: vec![v1::Node {
             name: "node-a".into(),
@@ -147,8 +151,9 @@ fn every_topology_message_round_trips() {
             connected: true,
             state_reason: "its agent is gone".into(),
         }],
+        next_page_token: "1".into(),
     });
-    round_trip(v1::ListZonesRequest {});
+    round_trip(v1::ListZonesRequest::default());
     round_trip(v1::ListZonesResponse {
         zones: vec![v1::Zone {
             name: "z".into(),
@@ -162,6 +167,7 @@ fn every_topology_message_round_trips() {
             figures: Some(figures()),
             measured_paths: 4,
         }],
+        next_page_token: "1".into(),
     });
     round_trip(v1::GetPathRequest {
         src: "a".into(),
@@ -176,6 +182,8 @@ fn every_topology_message_round_trips() {
         metric: v1::Metric::LossRatio as i32,
         nodes: vec!["a".into(), "b".into()],
         zone: String::new(),
+        page_size: 1,
+        page_token: "1".into(),
     });
     round_trip(v1::GetMatrixResponse {
         metric: v1::Metric::ThroughputBps as i32,
@@ -189,6 +197,8 @@ fn every_topology_message_round_trips() {
             };
             4
         ],
+        first_row: 2,
+        next_page_token: "4".into(),
     });
     round_trip(v1::RankNodesRequest {
         candidates: vec!["a".into()],
@@ -294,7 +304,8 @@ fn descriptor_set_lists_both_services() {
             "GetPath",
             "GetMatrix",
             "RankNodes",
-            "Place"
+            "Place",
+            "GetTiers"
         ]
     );
 }
@@ -530,5 +541,123 @@ fn bad_place_requests_name_the_field() {
                 .field(),
             field
         );
+    }
+}
+
+fn tiers() -> v1::GetTiersResponse {
+    let figure = |a: &str, b: &str, value| v1::ZonePairFigure {
+        zone_a: a.into(),
+        zone_b: b.into(),
+        value,
+    };
+    v1::GetTiersResponse {
+        computed_at_unix_ms: 1_000,
+        thresholds: Some(zonemesh_domain::TierThresholds::default().into()),
+        zones: vec![
+            v1::TierZone {
+                name: "zone-a".into(),
+                group: "group-1".into(),
+                nodes: vec!["a1".into(), "a2".into()],
+                fresh: true,
+                rtt_us: 80.0,
+                throughput_bps: 9e8,
+                region: "eu-west".into(),
+            },
+            v1::TierZone {
+                name: "zone-b".into(),
+                group: "group-2".into(),
+                nodes: vec!["b1".into()],
+                fresh: false,
+                ..Default::default()
+            },
+        ],
+        groups: vec![
+            v1::TierGroup {
+                name: "group-1".into(),
+                zones: vec!["zone-a".into()],
+                inside: Some(v1::CutFigures::default()),
+                held: false,
+                nearest: Some(v1::TierGroupLink {
+                    group: "group-2".into(),
+                    figures: Some(v1::CutFigures {
+                        worst_rtt: Some(figure("zone-a", "zone-b", 6_000.0)),
+                        lowest_throughput: Some(figure("zone-a", "zone-b", 9e8)),
+                        ..Default::default()
+                    }),
+                    cut: v1::TierCut::Rtt as i32,
+                }),
+            },
+            v1::TierGroup {
+                name: "group-2".into(),
+                zones: vec!["zone-b".into()],
+                inside: Some(v1::CutFigures::default()),
+                ..Default::default()
+            },
+        ],
+        cluster: Some(v1::CutFigures {
+            worst_rtt: Some(figure("zone-a", "zone-b", 6_000.0)),
+            ..Default::default()
+        }),
+        pairs: vec![v1::TierZonePair {
+            zone_a: "zone-a".into(),
+            zone_b: "zone-b".into(),
+            rtt_us: 6_000.0,
+            throughput_bps: 9e8,
+            fresh: false,
+        }],
+    }
+}
+
+#[test]
+fn tiers_round_trip_through_the_wire_and_their_domain_type() {
+    round_trip(tiers());
+    let domain = zonemesh_domain::Tiers::try_from(tiers()).expect("valid tiers");
+    assert_eq!(domain.zones[0].rtt_us, Some(80.0));
+    assert_eq!(domain.zones[1].rtt_us, None, "0 is unknown");
+    assert_eq!(v1::GetTiersResponse::from(domain), tiers());
+}
+
+#[test]
+fn bad_tiers_are_refused_with_the_field_name() {
+    type Spoil = Box<dyn Fn(&mut v1::GetTiersResponse)>;
+    let cases: Vec<(Spoil, &str)> = vec![
+        (
+            Box::new(|t| t.zones[1].nodes[0] = "B_1".into()),
+            "zones[1].nodes[0]",
+        ),
+        (
+            Box::new(|t| t.zones[1].nodes[0] = "a1".into()),
+            "zones[1].nodes[0]",
+        ),
+        (
+            Box::new(|t| t.zones[0].group = "group-2".into()),
+            "zones[0].group",
+        ),
+        (Box::new(|t| t.groups[1].zones.clear()), "zones[1].group"),
+        (
+            Box::new(|t| t.zones[0].rtt_us = f64::NAN),
+            "zones[0].rtt_us",
+        ),
+        (
+            Box::new(|t| t.groups[0].nearest.as_mut().unwrap().cut = 0),
+            "groups[0].nearest.cut",
+        ),
+        (
+            Box::new(|t| {
+                let c = t.cluster.as_mut().unwrap().worst_rtt.as_mut().unwrap();
+                c.value = -1.0;
+            }),
+            "cluster.worst_rtt.value",
+        ),
+        (
+            Box::new(|t| t.thresholds.as_mut().unwrap().leave_rtt_us = 1.0),
+            "thresholds.leave_rtt_us",
+        ),
+    ];
+    for (spoil, field) in cases {
+        let mut t = tiers();
+        spoil(&mut t);
+        let err = zonemesh_domain::Tiers::try_from(t).unwrap_err();
+        assert_eq!(err.field(), field, "{err}");
     }
 }

@@ -377,3 +377,113 @@ async fn the_cli_speaks_mutual_tls() -> Result<()> {
     ensure!(out.status.code() == Some(69), "{:?}", out.status);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiers_print_as_a_tree_and_publish_dry_run_prints_the_objects() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (aggregator, _agents) = cluster(dir.path(), &["--tier-interval", "200ms"]).await?;
+    let url = format!("http://{}", aggregator.grpc);
+    // zone-a and zone-b are 2 ms apart: within the default join threshold (3 ms), one group.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let tiers = loop {
+        let t = json(&zonemesh(&url, &["tiers", "--output", "json"])?)?;
+        if t["groups"].as_array().is_some_and(|g| g.len() == 1)
+            && t["zones"][1]["group"] == "group-1"
+        {
+            break t;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "never one group: {t:#}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    ensure!(
+        tiers["groups"][0]["zones"] == serde_json::json!(["zone-a", "zone-b"]),
+        "{tiers:#}"
+    );
+    ensure!(
+        tiers["groups"][0]["inside"]["worst_rtt"]["value"] == 2_000.0,
+        "{tiers:#}"
+    );
+    let tree = ok(&zonemesh(&url, &["tiers"])?)?;
+    for line in [
+        "cluster (tier 3): 5 nodes, 2 zones, 1 groups",
+        "group-1 (tier 2): worst RTT 2.00 ms (zone-a – zone-b)",
+        "zone-a (tier 1), inside RTT 100 µs",
+        "a1, a2, a3",
+    ] {
+        ensure!(tree.contains(line), "{line:?} not in\n{tree}");
+    }
+
+    // The dry run: JSON, and the same objects as YAML that a YAML parser reads back.
+    let list = json(&zonemesh(
+        &url,
+        &["publish", "--dry-run", "--output", "json"],
+    )?)?;
+    let items = list["items"].as_array().context("items")?;
+    let kinds: Vec<&str> = items.iter().filter_map(|o| o["kind"].as_str()).collect();
+    ensure!(
+        kinds.iter().filter(|k| **k == "HyperNode").count() == 4
+            && kinds.contains(&"Topology")
+            && kinds.contains(&"NetworkTopology")
+            && kinds.contains(&"ConfigMap")
+            && kinds.iter().filter(|k| **k == "Node").count() == 5,
+        "{kinds:?}"
+    );
+    let yaml = ok(&zonemesh(&url, &["publish", "--dry-run", "-o", "yaml"])?)?;
+    ensure!(
+        yaml.starts_with("---\napiVersion: \"topology.volcano.sh/v1alpha1\""),
+        "{yaml}"
+    );
+    if zonemesh_tests::tool_available("python3", &["-c", "import yaml"], "pip install pyyaml") {
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                "import sys, yaml, json; print(json.dumps(list(yaml.safe_load_all(sys.stdin))))",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .context("stdin")?
+            .write_all(yaml.as_bytes())?;
+        let parsed: Value = serde_json::from_slice(&child.wait_with_output()?.stdout)?;
+        ensure!(
+            &parsed == list["items"].as_array().map(|_| &list["items"]).unwrap(),
+            "YAML and JSON differ"
+        );
+    }
+    let only = json(&zonemesh(
+        &url,
+        &[
+            "publish",
+            "--dry-run",
+            "--for",
+            "kueue",
+            "-o",
+            "json",
+            "--kueue-version",
+            "v1beta1",
+        ],
+    )?)?;
+    ensure!(
+        only["items"][0]["apiVersion"] == "kueue.x-k8s.io/v1beta1",
+        "{only:#}"
+    );
+
+    // Publishing itself is the aggregator's; a wrong scheduler is a usage error.
+    let status = |out: Output| out.status.code();
+    ensure!(status(zonemesh(&url, &["publish"])?) == Some(64));
+    ensure!(status(zonemesh(&url, &["publish", "--dry-run", "--for", "slurm"])?) == Some(64));
+    ensure!(
+        status(zonemesh(
+            &url,
+            &["publish", "--dry-run", "--namespace", "Zonemesh"]
+        )?) == Some(64)
+    );
+    Ok(())
+}

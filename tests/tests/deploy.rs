@@ -280,3 +280,130 @@ fn the_tls_component_wires_certificates_to_the_paths_the_binaries_read() -> Resu
     ensure!(aggregator.contains("path: /healthz") && aggregator.contains("scheme: HTTPS"));
     Ok(())
 }
+
+/// The publish components: `deploy/publish/<scheduler>/`.
+const PUBLISH: [&str; 3] = ["volcano", "kueue", "diktyo"];
+
+#[test]
+fn the_publish_components_validate_against_the_kubernetes_schema() -> Result<()> {
+    if !available("kubernetes-validate") {
+        return Ok(());
+    }
+    let mut files = Vec::new();
+    for c in PUBLISH {
+        files.push(deploy().join("publish").join(c).join("rbac.yaml"));
+    }
+    files.push(deploy().join("publish/kueue/admission.yaml"));
+    let out = Command::new("kubernetes-validate")
+        .args(["--strict", "-k", KUBERNETES])
+        .args(&files)
+        .output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "kubernetes-validate:\n{text}");
+    ensure!(
+        text.contains("validatingadmissionpolicy/zonemesh-node-labels-only")
+            && text.contains("validatingadmissionpolicybinding/zonemesh-node-labels-only"),
+        "{text}"
+    );
+    Ok(())
+}
+
+/// `verbs: [...]` of the rule whose `resources` line names `resource`, in a manifest's text.
+fn verbs(text: &str, resource: &str) -> Option<Vec<String>> {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.contains(&format!("resources: [\"{resource}\"]")));
+    lines.next()?;
+    let line = lines
+        .next()?
+        .trim()
+        .strip_prefix("verbs: [")?
+        .strip_suffix(']')?;
+    Some(
+        line.split(',')
+            .map(|v| v.trim().trim_matches('"').to_owned())
+            .collect(),
+    )
+}
+
+#[test]
+fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_used() -> Result<()> {
+    let help = Command::new(binary("zonemesh-aggregator"))
+        .arg("--help")
+        .output()?;
+    let help = String::from_utf8_lossy(&help.stdout);
+    ensure!(
+        help.contains("--publish <PUBLISH>") && help.contains("[env: ZONEMESH_PUBLISH="),
+        "{help}"
+    );
+    // What the writer calls (publish/src/writer.rs): on its kinds list, get (a taken name),
+    // create, update (replace), delete; on nodes list and patch (apply); Events create.
+    let objects = vec!["get", "list", "create", "update", "delete"];
+    // Per component: each resource and its verbs.
+    type Rules<'a> = Vec<(&'a str, Vec<&'a str>)>;
+    let expected: [(&str, Rules); 3] = [
+        (
+            "volcano",
+            vec![("hypernodes", objects.clone()), ("events", vec!["create"])],
+        ),
+        (
+            "kueue",
+            vec![
+                ("topologies", objects.clone()),
+                ("nodes", vec!["list", "patch"]),
+                ("events", vec!["create"]),
+            ],
+        ),
+        (
+            "diktyo",
+            vec![
+                ("networktopologies", objects.clone()),
+                ("configmaps", objects.clone()),
+                ("events", vec!["create"]),
+            ],
+        ),
+    ];
+    for (component, rules) in expected {
+        let dir = deploy().join("publish").join(component);
+        let kustomization = std::fs::read_to_string(dir.join("kustomization.yaml"))?;
+        let flag = kustomization
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("value: --publish="))
+            .with_context(|| format!("{component}: no --publish= in its kustomization"))?;
+        ensure!(
+            zonemesh_publish::Scheduler::parse_list(flag)
+                .map_err(anyhow::Error::msg)?
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                == [component],
+            "{component}: --publish={flag}"
+        );
+        ensure!(kustomization.contains("path: /spec/template/spec/automountServiceAccountToken"));
+        let rbac = std::fs::read_to_string(dir.join("rbac.yaml"))?;
+        let granted = rbac.matches("verbs: [").count();
+        ensure!(
+            granted == rules.len(),
+            "{component}: {granted} rules for {} resources",
+            rules.len()
+        );
+        for (resource, want) in rules {
+            let have = verbs(&rbac, resource)
+                .with_context(|| format!("{component}: no rule for {resource}"))?;
+            ensure!(
+                have == want,
+                "{component}: {resource} gets {have:?}, the writer uses {want:?}"
+            );
+        }
+        ensure!(
+            rbac.contains("name: zonemesh-aggregator\n    namespace: zonemesh"),
+            "{component}: bound to the aggregator's ServiceAccount"
+        );
+    }
+    // The admission policy names the account the components bind.
+    let policy = std::fs::read_to_string(deploy().join("publish/kueue/admission.yaml"))?;
+    ensure!(policy.contains("system:serviceaccount:zonemesh:zonemesh-aggregator"));
+    ensure!(policy.matches("startsWith('zonemesh.io/')").count() == 2);
+    Ok(())
+}

@@ -158,6 +158,59 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         );
     }
 
+    // The tiers as the publisher would write them (`zonemesh publish --dry-run`, no cluster):
+    // the near zones (2 ms) share a tier-2 group, the far one (6 and 10 ms) does not, and every
+    // node carries every level.
+    let dry_run = std::process::Command::new(binary("zonemesh"))
+        .args(["publish", "--dry-run", "--output", "json", "--aggregator"])
+        .arg(format!("http://{}", stack.aggregator.grpc))
+        .output()?;
+    ensure!(
+        dry_run.status.success(),
+        "publish --dry-run: {}",
+        String::from_utf8_lossy(&dry_run.stderr)
+    );
+    let objects: serde_json::Value = serde_json::from_slice(&dry_run.stdout)?;
+    let items = objects["items"].as_array().context("items")?;
+    let group_of = |node: &str| -> Option<String> {
+        items
+            .iter()
+            .find(|o| o["kind"] == "Node" && o["metadata"]["name"] == node)
+            .and_then(|o| o["metadata"]["labels"]["zonemesh.io/zone-group"].as_str())
+            .map(str::to_owned)
+    };
+    let groups: Vec<Option<String>> = ["a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2", "c3"]
+        .iter()
+        .map(|n| group_of(n))
+        .collect();
+    ensure!(
+        groups.iter().all(Option::is_some),
+        "every node labelled: {groups:?}"
+    );
+    ensure!(
+        groups[..6].iter().all(|g| *g == groups[0]) && groups[6..].iter().all(|g| *g == groups[6]),
+        "zones a and b together, zone-c apart: {groups:?}"
+    );
+    ensure!(
+        groups[0] != groups[6],
+        "zone-c shares a group with a and b: {groups:?}"
+    );
+    let tiers = topology
+        .get_tiers(v1::GetTiersRequest {})
+        .await?
+        .into_inner();
+    for g in &tiers.groups {
+        println!(
+            "tier 2 {}: {:?}, inside {:?}, nearest {:?}",
+            g.name, g.zones, g.inside, g.nearest
+        );
+    }
+    let hypernodes = items.iter().filter(|o| o["kind"] == "HyperNode").count();
+    ensure!(
+        hypernodes == 3 + 2 + 1,
+        "{hypernodes} HyperNodes: 3 zones, 2 groups, the cluster"
+    );
+
     // A node cut off from everything turns DOWN and is never placed on.
     let victim = placed.assignments[0].node.clone();
     lab.cut_off(&victim)?;

@@ -747,6 +747,27 @@ fn unusable_security_and_limit_flags_exit_64_naming_the_flag() -> Result<()> {
         (vec!["--tls-client-ca", &missing], "--tls-cert"),
         (vec!["--trust-domain", "Zonemesh"], "--trust-domain"),
         (vec!["--trust-domain", ""], "--trust-domain"),
+        (vec!["--publish", "volcano,slurm"], "--publish"),
+        (
+            vec!["--publish", "kueue", "--publish-kueue-version", "v1"],
+            "--publish-kueue-version",
+        ),
+        (
+            vec!["--publish", "diktyo", "--publish-namespace", "Zonemesh"],
+            "--publish-namespace",
+        ),
+        (
+            vec!["--publish", "volcano", "--publish-name", "a_b"],
+            "--publish-name",
+        ),
+        (
+            vec!["--tier-join-rtt", "5ms", "--tier-leave-rtt", "4ms"],
+            "--tier-leave-rtt",
+        ),
+        (
+            vec!["--tier-join-throughput", "fast"],
+            "--tier-join-throughput",
+        ),
     ];
     for (args, flag) in cases {
         let out = Command::new(zonemesh_tests::binary("zonemesh-aggregator"))

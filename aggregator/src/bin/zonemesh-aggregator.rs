@@ -10,8 +10,23 @@ use std::time::Duration;
 
 use clap::Parser;
 use zonemesh_aggregator::server::{self, Config};
-use zonemesh_common::flags::{LogFormat, init_logging, parse_duration, parse_or_exit};
+use zonemesh_common::flags::{LogFormat, init_logging, parse_bps, parse_duration, parse_or_exit};
 use zonemesh_engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
+
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's figures: (allocated, resident) bytes.
+#[cfg(not(target_env = "msvc"))]
+fn heap_stats() -> Option<(u64, u64)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    Some((
+        stats::allocated::read().ok()? as u64,
+        stats::resident::read().ok()? as u64,
+    ))
+}
 
 /// Environment variables, one constant per name.
 mod env {
@@ -53,6 +68,17 @@ mod env {
     pub const MAX_REPORT_BYTES: &str = "ZONEMESH_MAX_REPORT_BYTES";
     pub const MAX_REPORT_RATE: &str = "ZONEMESH_MAX_REPORT_RATE";
     pub const REPORT_BURST: &str = "ZONEMESH_REPORT_BURST";
+    pub const TIER_INTERVAL: &str = "ZONEMESH_TIER_INTERVAL";
+    pub const TIER_JOIN_RTT: &str = "ZONEMESH_TIER_JOIN_RTT";
+    pub const TIER_LEAVE_RTT: &str = "ZONEMESH_TIER_LEAVE_RTT";
+    pub const TIER_JOIN_THROUGHPUT: &str = "ZONEMESH_TIER_JOIN_THROUGHPUT";
+    pub const TIER_LEAVE_THROUGHPUT: &str = "ZONEMESH_TIER_LEAVE_THROUGHPUT";
+    pub const PUBLISH: &str = "ZONEMESH_PUBLISH";
+    pub const PUBLISH_INTERVAL: &str = "ZONEMESH_PUBLISH_INTERVAL";
+    pub const PUBLISH_NAME: &str = "ZONEMESH_PUBLISH_NAME";
+    pub const PUBLISH_NAMESPACE: &str = "ZONEMESH_PUBLISH_NAMESPACE";
+    pub const PUBLISH_WEIGHTS_NAME: &str = "ZONEMESH_PUBLISH_WEIGHTS_NAME";
+    pub const PUBLISH_KUEUE_VERSION: &str = "ZONEMESH_PUBLISH_KUEUE_VERSION";
 }
 
 /// The zonemesh aggregator: ingests agents' measurements, keeps the zone-aware topology matrix in
@@ -171,6 +197,44 @@ struct Cli {
     /// Reports an agent may send at once above --max-report-rate (its backlog after a reconnect).
     #[arg(long, env = env::REPORT_BURST, default_value_t = 120)]
     report_burst: u32,
+    /// How often the tiers (zones, groups of near zones, all nodes) are derived.
+    #[arg(long, env = env::TIER_INTERVAL, default_value = "10s", value_parser = parse_duration)]
+    tier_interval: Duration,
+    /// Zones join a tier-2 group when every RTT between them is at most this.
+    #[arg(long, env = env::TIER_JOIN_RTT, default_value = "3ms", value_parser = parse_duration)]
+    tier_join_rtt: Duration,
+    /// A zone leaves its group when an RTT to another member passes this (at least
+    /// --tier-join-rtt; between the two, nothing moves).
+    #[arg(long, env = env::TIER_LEAVE_RTT, default_value = "4ms", value_parser = parse_duration)]
+    tier_leave_rtt: Duration,
+    /// Zones join a group when every measured throughput between them is at least this, bit/s
+    /// (100M, 1G; 0: throughput is no criterion).
+    #[arg(long, env = env::TIER_JOIN_THROUGHPUT, default_value = "100M", value_parser = parse_bps)]
+    tier_join_throughput: f64,
+    /// A zone leaves its group when a measured throughput to another member falls below this
+    /// (at most --tier-join-throughput).
+    #[arg(long, env = env::TIER_LEAVE_THROUGHPUT, default_value = "80M", value_parser = parse_bps)]
+    tier_leave_throughput: f64,
+    /// Publish the tiers to Kubernetes for these schedulers (comma-separated, may repeat):
+    /// volcano (HyperNodes), kueue (Topology and node labels), diktyo (scheduler-plugins'
+    /// NetworkTopology). Needs the deploy/publish component of each.
+    #[arg(long, env = env::PUBLISH, action = clap::ArgAction::Append)]
+    publish: Vec<String>,
+    /// At most one publishing round per interval.
+    #[arg(long, env = env::PUBLISH_INTERVAL, default_value = "60s", value_parser = parse_duration)]
+    publish_interval: Duration,
+    /// Name of the Kueue Topology, the NetworkTopology and its ConfigMap.
+    #[arg(long, env = env::PUBLISH_NAME, default_value = "zonemesh")]
+    publish_name: String,
+    /// Namespace of the NetworkTopology and its ConfigMap (list it in NetworkOverheadArgs.namespaces).
+    #[arg(long, env = env::PUBLISH_NAMESPACE, default_value = "zonemesh")]
+    publish_namespace: String,
+    /// Name of the NetworkTopology's weights entry (NetworkOverheadArgs.weightsName).
+    #[arg(long, env = env::PUBLISH_WEIGHTS_NAME, default_value = "zonemesh")]
+    publish_weights_name: String,
+    /// API version of Kueue's Topology: v1beta2 (Kueue 0.15 and later) or v1beta1.
+    #[arg(long, env = env::PUBLISH_KUEUE_VERSION, default_value = "v1beta2")]
+    publish_kueue_version: String,
     /// Testing only: make every store write take at least this long (fault injection).
     #[arg(long, hide = true, default_value = "0ms", value_parser = parse_duration)]
     fault_commit_delay: Duration,
@@ -291,7 +355,73 @@ impl Cli {
             self.credential_reload,
             Duration::from_millis(100),
         )?;
+        at_least(
+            "tier-interval",
+            self.tier_interval,
+            Duration::from_millis(100),
+        )?;
+        let thresholds = zonemesh_domain::TierThresholds {
+            join_rtt_us: self.tier_join_rtt.as_secs_f64() * 1e6,
+            leave_rtt_us: self.tier_leave_rtt.as_secs_f64() * 1e6,
+            join_throughput_bps: self.tier_join_throughput,
+            leave_throughput_bps: self.tier_leave_throughput,
+        }
+        .checked()
+        .map_err(|e| {
+            let flag = match e.field() {
+                "leave_rtt_us" => "--tier-leave-rtt",
+                "leave_throughput_bps" => "--tier-leave-throughput",
+                "join_rtt_us" => "--tier-join-rtt",
+                _ => "--tier-join-throughput",
+            };
+            format!("{flag}: {}", e.problem())
+        })?;
+        let mut schedulers = Vec::new();
+        for item in &self.publish {
+            for s in zonemesh_publish::Scheduler::parse_list(item)
+                .map_err(|e| format!("--publish: {e}"))?
+            {
+                if !schedulers.contains(&s) {
+                    schedulers.push(s);
+                }
+            }
+        }
+        schedulers.sort();
+        let publish = if schedulers.is_empty() {
+            None
+        } else {
+            at_least(
+                "publish-interval",
+                self.publish_interval,
+                Duration::from_secs(1),
+            )?;
+            let kueue_version = match self.publish_kueue_version.as_str() {
+                "v1beta2" => zonemesh_publish::KueueVersion::V1beta2,
+                "v1beta1" => zonemesh_publish::KueueVersion::V1beta1,
+                other => {
+                    return Err(format!(
+                        "--publish-kueue-version: {other:?} is neither v1beta2 nor v1beta1"
+                    ));
+                }
+            };
+            Some(server::PublishConfig {
+                settings: zonemesh_publish::Settings {
+                    schedulers,
+                    name: self.publish_name.clone(),
+                    namespace: self.publish_namespace.clone(),
+                    weights_name: self.publish_weights_name.clone(),
+                    kueue_version,
+                }
+                .checked()?,
+                interval: self.publish_interval,
+            })
+        };
         Ok(Config {
+            publish,
+            tiers: server::tiers::TiersConfig {
+                thresholds,
+                every: self.tier_interval,
+            },
             ingest: server::ingest::IngestLimits {
                 max_report_paths: self.max_report_paths,
                 max_report_bytes: self.max_report_bytes,
@@ -310,6 +440,10 @@ impl Cli {
             allow_plaintext: self.allow_plaintext,
             tokens_file: self.tokens_file.clone(),
             reload_every: self.credential_reload,
+            #[cfg(not(target_env = "msvc"))]
+            heap_stats: Some(heap_stats),
+            #[cfg(target_env = "msvc")]
+            heap_stats: None,
             listen: self.listen,
             http_listen: self.http_listen,
             job_ttl_ms: ms(self.extender_job_ttl),

@@ -1,10 +1,15 @@
-//! The one owner of the topology: a task fed by channels.
+//! The one owner of the topology: a task fed by channels, and the readers beside it.
 //!
-//! gRPC handlers send it commands (hello, report, goodbye) and queries (closures over the
-//! topology), and never touch the state themselves. Queries have priority over ingest, so a query
-//! waits for at most one batch of commands or one step of the sweep, never for a queue of them.
-//! The once-a-second tick and the sweep's steps come before ingest commands, so that a steady
-//! stream of reports cannot hold off housekeeping.
+//! gRPC handlers send the owner commands (hello, report, goodbye) and never touch the state
+//! themselves. After every batch of commands and every step of the sweep, the owner publishes an
+//! immutable [`Snapshot`] (copy-on-write: publishing shares every table and copies none). Queries
+//! never go to the owner: a [`Reader`] answers them from the latest published snapshot on a pool
+//! of blocking threads sized to the cores, so a query never waits behind ingest and ingest never
+//! waits behind a query. The once-a-second tick and the sweep's steps come before ingest commands,
+//! so that a steady stream of reports cannot hold off housekeeping.
+//!
+//! A report's effect is published before its acknowledgement can leave (the batch is published
+//! before it is written, and acknowledged after): acknowledged means visible to queries.
 //!
 //! Durability is group commit: while one batch is being written (on a blocking thread), every
 //! report that arrives is applied in memory and its acknowledgement waits for the *next* batch.
@@ -13,19 +18,20 @@
 //! meanwhile, and the ingest health turns NOT_SERVING.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use arc_swap::ArcSwap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use zonemesh_domain::{Hello, Report, UnixMs};
+use zonemesh_engine::planner::{Plans, ThroughputScheduler};
+use zonemesh_engine::{Applied, Dirty, NodeId, Snapshot, Topology};
 use zonemesh_proto::v1;
 
 use super::metrics::Metrics;
 use crate::Error;
 use crate::store::{Batch, Store};
-use zonemesh_engine::planner::{Plans, ThroughputScheduler};
-use zonemesh_engine::{Applied, NodeId, Topology};
 
 /// Paths one step of the sweep visits (about a millisecond): a query waits for at most one
 /// step, where a whole pass over 500,000 paths takes tens of milliseconds.
@@ -33,9 +39,6 @@ pub const SWEEP_STEP_PATHS: usize = 16_384;
 
 /// What a stream sends to its agent.
 pub type Outbound = mpsc::Sender<Result<v1::AggregatorMessage, tonic::Status>>;
-
-/// A query run on the topology by the owner task.
-pub type Query = Box<dyn FnOnce(&Topology, UnixMs) + Send>;
 
 /// Commands from the Ingest streams.
 #[derive(Debug)]
@@ -57,9 +60,13 @@ pub enum Command {
         session: u64,
         /// The report.
         report: Report,
+        /// Its place in the ingest budget, given back once it is applied.
+        permit: Option<OwnedSemaphorePermit>,
     },
     /// Stop: write what is left and end the task.
     Stop,
+    /// The tiers' state changed: store it with the next batch (see `server::tiers`).
+    Tiers(zonemesh_engine::tiers::TierState),
     /// A stream ended.
     Goodbye {
         /// The node.
@@ -69,11 +76,96 @@ pub enum Command {
     },
 }
 
+/// The time: the aggregator's `now` comes from here only, so that tests can drive it.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The time now.
+    fn now(&self) -> UnixMs;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> UnixMs {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        UnixMs(ms)
+    }
+}
+
+/// Answers queries from the latest published snapshot, on a pool of blocking threads: never on
+/// the owner task, never waiting for it.
+#[derive(Clone)]
+pub struct Reader {
+    published: Arc<ArcSwap<Snapshot>>,
+    pool: Arc<Semaphore>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("threads", &self.pool.available_permits())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    /// A reader of what `published` holds, running at most `threads` queries at once.
+    pub fn new(published: Arc<ArcSwap<Snapshot>>, threads: usize, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            published,
+            pool: Arc::new(Semaphore::new(threads.max(1))),
+            clock,
+        }
+    }
+
+    /// The latest published snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.published.load_full()
+    }
+
+    /// The time now, by the aggregator's clock.
+    pub fn now(&self) -> UnixMs {
+        self.clock.now()
+    }
+
+    /// Runs `f` on the latest snapshot, on the query pool, and returns its answer.
+    pub async fn query<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Snapshot, UnixMs) -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        let permit = self
+            .pool
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        let snapshot = self.snapshot();
+        let now = self.now();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&snapshot, now)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("a query panicked: {e}")))
+    }
+}
+
+/// Decoded reports that may wait to be applied at once: the ingest budget. Past it, streams
+/// stop reading (HTTP/2 flow control then holds their agents back), so that a flood of reports
+/// costs bounded memory. 1,024 reports of a 100-peer agent are about 30 MB decoded.
+pub const INGEST_BUDGET_REPORTS: usize = 1_024;
+
 /// Handle to the owner task.
 #[derive(Clone, Debug)]
 pub struct Core {
     commands: mpsc::Sender<Command>,
-    queries: mpsc::Sender<Query>,
+    reader: Reader,
+    budget: Arc<Semaphore>,
 }
 
 impl Core {
@@ -90,29 +182,23 @@ impl Core {
         let _ = self.commands.send(Command::Stop).await;
     }
 
-    /// Runs `f` on the topology and returns its answer.
+    /// The readers' side.
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The ingest budget: a permit per decoded report on its way to the owner.
+    pub fn budget(&self) -> Arc<Semaphore> {
+        self.budget.clone()
+    }
+
+    /// Runs `f` on the latest published snapshot (see [`Reader::query`]).
     pub async fn query<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Topology, UnixMs) -> T + Send + 'static,
+        f: impl FnOnce(&Snapshot, UnixMs) -> T + Send + 'static,
     ) -> Result<T, Error> {
-        let (tx, rx) = oneshot::channel();
-        let query: Query = Box::new(move |t, now| {
-            let _ = tx.send(f(t, now));
-        });
-        self.queries
-            .send(query)
-            .await
-            .map_err(|_| Error::ShuttingDown)?;
-        rx.await.map_err(|_| Error::ShuttingDown)
+        self.reader.query(f).await
     }
-}
-
-/// A wall clock reading in Unix milliseconds: the engine's `now` comes from here only.
-pub fn wall_clock() -> UnixMs {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    UnixMs(ms)
 }
 
 struct Session {
@@ -127,12 +213,32 @@ struct PendingAck {
     session: u64,
     outbound: Outbound,
     sequence: u64,
+    /// The report's place in the ingest budget: held until it is acknowledged, so that at most
+    /// the budget's reports are applied and not yet durable, and a write never holds more rows.
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
-type Inflight = JoinHandle<(Box<dyn Store>, Batch, Result<(), Error>)>;
+/// What one write holds: the nodes and rows that changed, and the tiers' state if it changed.
+#[derive(Debug, Default)]
+struct Written {
+    dirty: Dirty,
+    tiers: Option<zonemesh_engine::tiers::TierState>,
+}
+
+/// A store write in progress: the store comes home with what was written and how it went.
+type Inflight = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<
+                    (Box<dyn Store>, Written, Result<(), Error>),
+                    tokio::task::JoinError,
+                >,
+            > + Send,
+    >,
+>;
 
 /// Settings of the owner task.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CoreConfig {
     /// How often to sweep, re-plan and grant throughput slots.
     pub tick: Duration,
@@ -141,6 +247,13 @@ pub struct CoreConfig {
     /// Fault injection for tests: every store write takes at least this long, which widens the
     /// window in which a crash finds reports applied in memory but not yet durable.
     pub commit_delay: Duration,
+    /// Queries answered at once; default: the cores.
+    pub query_threads: usize,
+    /// Write the store on the owner task itself instead of a blocking thread (tests on a paused
+    /// clock, where a write must finish before the next command is looked at).
+    pub inline_writes: bool,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for CoreConfig {
@@ -149,6 +262,9 @@ impl Default for CoreConfig {
             tick: Duration::from_secs(1),
             batch_commands: 256,
             commit_delay: Duration::ZERO,
+            query_threads: std::thread::available_parallelism().map_or(2, usize::from),
+            inline_writes: false,
+            clock: Arc::new(WallClock),
         }
     }
 }
@@ -163,8 +279,10 @@ struct Owner {
     waiting: Vec<PendingAck>,
     /// Acks for the in-flight batch.
     inflight_acks: Vec<PendingAck>,
-    /// A batch that failed to write, to be retried.
-    failed: Option<Batch>,
+    /// What a write that failed should have written, to be written again with what follows.
+    failed: Option<Written>,
+    /// The tiers' state to write with the next batch.
+    tiers: Option<zonemesh_engine::tiers::TierState>,
     plans: Plans,
     plan_membership: Option<u64>,
     plan_epoch: i64,
@@ -172,23 +290,36 @@ struct Owner {
     /// A sweep pass is in progress (see [`SWEEP_STEP_PATHS`]).
     sweeping: bool,
     /// When a store write last measured the store's size.
-    size_measured: Option<std::time::Instant>,
+    size_measured: Option<tokio::time::Instant>,
+    /// Where snapshots are published for readers.
+    published: Arc<ArcSwap<Snapshot>>,
+    clock: Arc<dyn Clock>,
     scheduler: ThroughputScheduler,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
 }
 
-/// Starts the owner task over a restored topology and its store.
+/// Resolves when the owner task has written what was left and stopped.
+pub type Stopped = oneshot::Receiver<()>;
+
+/// Starts the owner task over a restored topology and its store, on a thread of its own (with a
+/// runtime of its own), so that neither the tasks of thousands of agent streams nor queries can
+/// hold it up, nor it them.
 pub fn spawn(
     topology: Topology,
     store: Box<dyn Store>,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
     config: CoreConfig,
-) -> (Core, JoinHandle<()>) {
+) -> Result<(Core, Stopped), Error> {
     let (commands, command_rx) = mpsc::channel(4096);
-    let (queries, query_rx) = mpsc::channel(1024);
     metrics.store_bytes.set(store.size_bytes());
+    let published = Arc::new(ArcSwap::from_pointee(topology.snapshot()));
+    let reader = Reader::new(
+        published.clone(),
+        config.query_threads,
+        config.clock.clone(),
+    );
     let owner = Owner {
         topology,
         store: Some(store),
@@ -197,6 +328,7 @@ pub fn spawn(
         waiting: Vec::new(),
         inflight_acks: Vec::new(),
         failed: None,
+        tiers: None,
         plans: Plans::new(),
         plan_membership: None,
         plan_epoch: -1,
@@ -206,17 +338,41 @@ pub fn spawn(
         scheduler: ThroughputScheduler::default(),
         metrics,
         health,
+        published,
+        clock: config.clock.clone(),
     };
-    let handle = tokio::spawn(owner.run(command_rx, query_rx, config));
-    (Core { commands, queries }, handle)
+    let budget = Arc::new(Semaphore::new(INGEST_BUDGET_REPORTS));
+    let (done, stopped) = oneshot::channel();
+    let owner_budget = budget.clone();
+    std::thread::Builder::new()
+        .name("zonemesh-owner".into())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(owner.run(command_rx, config, owner_budget)),
+                Err(e) => tracing::error!(error = %e, "the owner's runtime did not start"),
+            }
+            let _ = done.send(());
+        })
+        .map_err(|e| Error::Internal(format!("the owner's thread did not start: {e}")))?;
+    Ok((
+        Core {
+            commands,
+            reader,
+            budget,
+        },
+        stopped,
+    ))
 }
 
 impl Owner {
     async fn run(
         mut self,
         mut commands: mpsc::Receiver<Command>,
-        mut queries: mpsc::Receiver<Query>,
         config: CoreConfig,
+        budget: Arc<Semaphore>,
     ) {
         let mut tick = tokio::time::interval(config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -225,14 +381,10 @@ impl Owner {
         loop {
             tokio::select! {
                 biased;
-                Some(query) = queries.recv() => {
-                    let now = wall_clock();
-                    query(&self.topology, now);
-                }
                 done = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
                     inflight = None;
                     match done {
-                        Ok((store, batch, result)) => {
+                        Ok((store, written, result)) => {
                             self.store = Some(store);
                             match result {
                                 Ok(()) => {
@@ -252,7 +404,7 @@ impl Owner {
                                     } else {
                                         tracing::debug!(error = %e, "store write failed again");
                                     }
-                                    self.failed = Some(batch);
+                                    self.failed = Some(written);
                                     retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
                                 }
                             }
@@ -268,12 +420,13 @@ impl Owner {
                     // A pass still running when the next tick comes simply goes on.
                     self.sweeping = true;
                 }
-                // One step at a time: queries and finished writes get their turn between steps.
+                // One step at a time: finished writes and new commands get their turn between steps.
                 _ = std::future::ready(()), if self.sweeping => {
-                    if self.topology.sweep_step(wall_clock(), SWEEP_STEP_PATHS) {
+                    if self.topology.sweep_step(self.clock.now(), SWEEP_STEP_PATHS) {
                         self.sweeping = false;
                         self.after_sweep();
                     }
+                    self.publish();
                 }
                 command = commands.recv() => {
                     let Some(command) = command else { break };
@@ -287,6 +440,11 @@ impl Owner {
                             Err(_) => break,
                         }
                     }
+                    // Visible before its write starts, so before any of its acknowledgements.
+                    self.publish();
+                    self.metrics
+                        .ingest_in_flight
+                        .set((INGEST_BUDGET_REPORTS - budget.available_permits()) as u64);
                     if stop {
                         break;
                     }
@@ -295,34 +453,47 @@ impl Owner {
             let may_write = retry_at.is_none_or(|t| tokio::time::Instant::now() >= t);
             if inflight.is_none() && may_write {
                 retry_at = None;
-                inflight = self.start_write(config.commit_delay);
+                inflight = self.start_write(config.commit_delay, config.inline_writes);
             }
         }
         // Shutting down: write what is left and acknowledge it.
         if let Some(handle) = inflight.take()
-            && let Ok((store, batch, result)) = handle.await
+            && let Ok((store, written, result)) = handle.await
         {
             self.store = Some(store);
             match result {
                 Ok(()) => self.acknowledge(),
                 // Written again below with the rest; its acks wait for that write.
-                Err(_) => self.failed = Some(batch),
+                Err(_) => self.failed = Some(written),
             }
         }
-        if let Some(handle) = self.start_write(Duration::ZERO)
+        if let Some(handle) = self.start_write(Duration::ZERO, config.inline_writes)
             && let Ok((_, _, Ok(()))) = handle.await
         {
             self.acknowledge();
         }
     }
 
-    /// Starts writing what changed, if anything did (or acks are waiting).
-    fn start_write(&mut self, delay: Duration) -> Option<Inflight> {
-        let mut batch = Batch::from_dirty(&mut self.topology);
+    /// Hands readers the matrix as it is now.
+    fn publish(&self) {
+        self.published.store(Arc::new(self.topology.snapshot()));
+        self.metrics.publishes.inc();
+    }
+
+    /// Starts writing what changed, if anything did (or acks are waiting): on a blocking thread,
+    /// or at once on this task when `inline`.
+    ///
+    /// The records are taken from a snapshot on the writing thread: the owner hands over which
+    /// nodes and rows changed, never copies them.
+    fn start_write(&mut self, delay: Duration, inline: bool) -> Option<Inflight> {
+        let mut dirty = self.topology.take_dirty();
+        let mut tiers = self.tiers.take();
         if let Some(failed) = self.failed.take() {
-            batch = merge(failed, batch);
+            dirty = failed.dirty.union(dirty);
+            // A newer state of the tiers supersedes the one that failed.
+            tiers = tiers.or(failed.tiers);
         }
-        if batch.is_empty() {
+        if dirty.is_empty() && tiers.is_none() {
             // Everything before is durable already: waiting acks can go.
             self.inflight_acks.append(&mut self.waiting);
             self.acknowledge();
@@ -340,13 +511,17 @@ impl Owner {
             .size_measured
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
         if measure_size {
-            self.size_measured = Some(std::time::Instant::now());
+            self.size_measured = Some(tokio::time::Instant::now());
         }
-        Some(tokio::task::spawn_blocking(move || {
+        let snapshot = self.topology.snapshot();
+        let write = move || {
             let started = std::time::Instant::now();
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }
+            let mut batch = Batch::from_snapshot(&snapshot, &dirty);
+            batch.tiers = tiers.clone();
+            drop(snapshot);
             let result = store.commit(&batch);
             metrics
                 .commit_seconds
@@ -355,8 +530,13 @@ impl Owner {
             if measure_size {
                 metrics.store_bytes.set(store.size_bytes());
             }
-            (store, batch, result)
-        }))
+            (store, Written { dirty, tiers }, result)
+        };
+        if inline {
+            let done = write();
+            return Some(Box::pin(async move { Ok(done) }));
+        }
+        Some(Box::pin(tokio::task::spawn_blocking(write)))
     }
 
     /// Sends the acknowledgements of the batch that just became durable (the highest per stream).
@@ -377,9 +557,10 @@ impl Owner {
 
     /// Handles one command; false means stop.
     fn handle(&mut self, command: Command) -> bool {
-        let now = wall_clock();
+        let now = self.clock.now();
         match command {
             Command::Stop => return false,
+            Command::Tiers(state) => self.tiers = Some(state),
             Command::Hello {
                 hello,
                 outbound,
@@ -402,6 +583,7 @@ impl Owner {
                     session,
                     outbound: outbound.clone(),
                     sequence: applied,
+                    _permit: None,
                 });
                 self.sessions.insert(
                     node,
@@ -418,7 +600,10 @@ impl Owner {
                 node,
                 session,
                 report,
+                permit,
             } => {
+                // Its place in the ingest budget is given back with its acknowledgement (or at
+                // once, if it is refused).
                 let Some(s) = self.sessions.get(&node).filter(|s| s.id == session) else {
                     return true; // a stream that was replaced; its agent resends on the new one
                 };
@@ -456,6 +641,7 @@ impl Owner {
                     session,
                     outbound,
                     sequence: report.sequence,
+                    _permit: permit,
                 });
             }
             Command::Goodbye { node, session } => {
@@ -472,24 +658,24 @@ impl Owner {
 
     /// What follows a complete sweep: plans for the new membership, throughput grants, gauges.
     fn after_sweep(&mut self) {
-        let now = wall_clock();
+        let now = self.clock.now();
         let config = self.topology.config().plan;
         let epoch = if config.rotate_ms > 0 {
             now.0 / config.rotate_ms
         } else {
             0
         };
-        if self.plan_membership != Some(self.topology.membership_version())
+        if self.plan_membership != Some(self.topology.view().membership_version())
             || epoch != self.plan_epoch
         {
-            self.plans = self.topology.plan(now);
-            self.plan_membership = Some(self.topology.membership_version());
+            self.plans = self.topology.view().plan(now);
+            self.plan_membership = Some(self.topology.view().membership_version());
             self.plan_epoch = epoch;
         }
         self.push_plans();
         let sessions = &self.sessions;
         let grants = self.scheduler.schedule(
-            &self.topology,
+            self.topology.view(),
             &self.plans,
             &|n| sessions.contains_key(&n),
             now,
@@ -497,8 +683,10 @@ impl Owner {
         for grant in grants {
             self.topology
                 .note_throughput_test(grant.src, grant.dst, grant.start, grant.until);
-            let wire =
-                v1::ThroughputGrant::from(ThroughputScheduler::describe(&self.topology, &grant));
+            let wire = v1::ThroughputGrant::from(ThroughputScheduler::describe(
+                self.topology.view(),
+                &grant,
+            ));
             if let Some(s) = self.sessions.get(&grant.src) {
                 tracing::debug!(src = %self.topology.node(grant.src).name, dst = %wire.peer, id = grant.id, "throughput grant");
                 self.metrics.grants.inc();
@@ -507,7 +695,11 @@ impl Owner {
                 }));
             }
         }
-        self.metrics.observe_topology(&self.topology, now);
+        self.metrics
+            .observe_windows_under_load(self.topology.windows_under_load());
+        // The gauges are read from the snapshot just published, on the query pool.
+        let (metrics, snapshot) = (self.metrics.clone(), self.topology.snapshot());
+        tokio::task::spawn_blocking(move || metrics.observe_topology(&snapshot, now));
     }
 
     /// Sends every connected agent whose plan changed its new plan.
@@ -518,7 +710,8 @@ impl Owner {
                 continue;
             }
             self.plan_version += 1;
-            let plan = v1::ProbePlan::from(self.topology.probe_plan(&targets, self.plan_version));
+            let plan =
+                v1::ProbePlan::from(self.topology.view().probe_plan(&targets, self.plan_version));
             let message = v1::AggregatorMessage {
                 kind: Some(v1::aggregator_message::Kind::Plan(plan)),
             };
@@ -530,22 +723,319 @@ impl Owner {
     }
 }
 
-/// A failed batch and what came after it: later records of the same key win.
-fn merge(older: Batch, newer: Batch) -> Batch {
-    let mut nodes: HashMap<_, _> = older
-        .nodes
-        .into_iter()
-        .map(|n| (n.name.clone(), n))
-        .collect();
-    for n in newer.nodes {
-        nodes.insert(n.name.clone(), n);
+#[cfg(test)]
+mod tests {
+    //! The owner task on an injected clock, with writes done inline on the task: group commit,
+    //! acknowledgements held while the store fails, housekeeping under a steady stream of
+    //! reports, and "acknowledged means visible".
+
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+
+    use zonemesh_domain::NodeState;
+    use zonemesh_engine::testing::{hello, name, sample};
+    use zonemesh_engine::{EngineConfig, NodeId};
+
+    use super::*;
+    use crate::store::{Contents, MemStore};
+
+    /// A clock the test moves.
+    #[derive(Debug, Default)]
+    struct ManualClock(AtomicI64);
+
+    impl ManualClock {
+        fn at(ms: i64) -> Arc<Self> {
+            Arc::new(Self(AtomicI64::new(ms)))
+        }
+        fn advance(&self, ms: i64) {
+            self.0.fetch_add(ms, Ordering::SeqCst);
+        }
     }
-    let mut rows: HashMap<_, _> = older.rows.into_iter().map(|r| (r.src.clone(), r)).collect();
-    for r in newer.rows {
-        rows.insert(r.src.clone(), r);
+
+    impl Clock for ManualClock {
+        fn now(&self) -> UnixMs {
+            UnixMs(self.0.load(Ordering::SeqCst))
+        }
     }
-    Batch {
-        nodes: nodes.into_values().collect(),
-        rows: rows.into_values().collect(),
+
+    /// A store in memory that counts its writes and fails them while `failing` is set.
+    #[derive(Debug, Default)]
+    struct Flaky {
+        inner: MemStore,
+        failing: Arc<AtomicBool>,
+        commits: Arc<AtomicUsize>,
+        reports_written: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Store for Flaky {
+        fn load(&self) -> Result<Contents, Error> {
+            self.inner.load()
+        }
+        fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(Error::Store {
+                    path: "memory".into(),
+                    action: "write",
+                    source: std::io::Error::other("the disk is full"),
+                });
+            }
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            self.reports_written.lock().unwrap().push(batch.rows.len());
+            self.inner.commit(batch)
+        }
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+    }
+
+    struct Harness {
+        core: Core,
+        clock: Arc<ManualClock>,
+        failing: Arc<AtomicBool>,
+        commits: Arc<AtomicUsize>,
+        metrics: Arc<Metrics>,
+    }
+
+    fn harness() -> Harness {
+        let clock = ManualClock::at(1_000_000);
+        let store = Flaky::default();
+        let (failing, commits) = (store.failing.clone(), store.commits.clone());
+        let metrics = Arc::new(Metrics::default());
+        let (health, _) = tonic_health::server::health_reporter();
+        let config = CoreConfig {
+            tick: Duration::from_millis(100),
+            inline_writes: true,
+            query_threads: 1,
+            clock: clock.clone(),
+            ..CoreConfig::default()
+        };
+        let (core, _stopped) = spawn(
+            Topology::new(EngineConfig::default()),
+            Box::new(store),
+            metrics.clone(),
+            health,
+            config,
+        )
+        .unwrap();
+        Harness {
+            core,
+            clock,
+            failing,
+            commits,
+            metrics,
+        }
+    }
+
+    /// An agent's session: its node and its outbound channel's receiving end.
+    struct Agent {
+        node: NodeId,
+        session: u64,
+        inbox: mpsc::Receiver<Result<v1::AggregatorMessage, tonic::Status>>,
+        name: &'static str,
+    }
+
+    async fn connect(h: &Harness, node: &'static str, zone: &str) -> Agent {
+        let (outbound, inbox) = mpsc::channel(1024);
+        let (reply, replied) = oneshot::channel();
+        h.core
+            .send(Command::Hello {
+                hello: hello(node, zone),
+                outbound,
+                reply,
+            })
+            .await
+            .unwrap();
+        let (id, session) = replied.await.unwrap().unwrap();
+        Agent {
+            node: id,
+            session,
+            inbox,
+            name: node,
+        }
+    }
+
+    async fn report(h: &Harness, agent: &Agent, sequence: u64, to: &str, rtt_us: f64) {
+        let mut s = sample(agent.name, to, rtt_us, 0, None);
+        let now = h.clock.now();
+        s.window_start = UnixMs(now.0 - 10_000);
+        s.window_end = now;
+        let permit = h.core.budget().try_acquire_owned().ok();
+        h.core
+            .send(Command::Report {
+                node: agent.node,
+                session: agent.session,
+                report: Report {
+                    sequence,
+                    paths: vec![s],
+                },
+                permit,
+            })
+            .await
+            .unwrap();
+    }
+
+    /// The highest sequence acknowledged among the messages waiting, within `limit`.
+    async fn acked(agent: &mut Agent, limit: Duration) -> Option<u64> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut highest = None;
+        loop {
+            let next = tokio::time::timeout_at(deadline, agent.inbox.recv()).await;
+            match next {
+                Ok(Some(Ok(v1::AggregatorMessage {
+                    kind: Some(v1::aggregator_message::Kind::Ack(a)),
+                }))) => {
+                    highest = Some(a.sequence);
+                    return highest;
+                }
+                Ok(Some(_)) => continue,
+                _ => return highest,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_report_acknowledged_is_visible_to_queries_and_writes_are_grouped() {
+        let h = harness();
+        let mut a = connect(&h, "a", "z1").await;
+        let _b = connect(&h, "b", "z1").await;
+        assert_eq!(
+            acked(&mut a, Duration::from_secs(5)).await,
+            Some(0),
+            "the hello's ack"
+        );
+        for seq in 1..=50 {
+            report(&h, &a, seq, "b", 100.0 + seq as f64).await;
+        }
+        // Wait for the last report's acknowledgement; then a query sees it, with no wait.
+        let mut last = 0;
+        while last < 50 {
+            last = acked(&mut a, Duration::from_secs(5))
+                .await
+                .expect("acks come");
+        }
+        let (src, dst) = (a.node, h.core.reader().snapshot().id(&name("b")).unwrap());
+        let seen = h
+            .core
+            .query(move |t, _| t.path(src, dst).map(|p| p.sent_total))
+            .await
+            .unwrap();
+        assert_eq!(
+            seen,
+            Some(50 * 100),
+            "every acknowledged report is in the snapshot"
+        );
+        assert_eq!(
+            h.core.budget().available_permits(),
+            INGEST_BUDGET_REPORTS,
+            "all given back"
+        );
+        let commits = h.commits.load(Ordering::SeqCst);
+        assert!(
+            commits < 50,
+            "50 reports in {commits} writes: acknowledgements wait for a group commit"
+        );
+    }
+
+    #[tokio::test]
+    async fn acknowledgements_wait_while_the_store_fails_and_come_when_it_recovers() {
+        let h = harness();
+        let mut a = connect(&h, "a", "z1").await;
+        let _b = connect(&h, "b", "z1").await;
+        assert_eq!(acked(&mut a, Duration::from_secs(5)).await, Some(0));
+        h.failing.store(true, Ordering::SeqCst);
+        report(&h, &a, 1, "b", 100.0).await;
+        report(&h, &a, 2, "b", 100.0).await;
+        assert_eq!(
+            acked(&mut a, Duration::from_millis(1_500)).await,
+            None,
+            "nothing acknowledged while writes fail"
+        );
+        assert!(h.metrics.store_errors.get() >= 1);
+        // Applied (and visible) all the same: only the acknowledgement waits for durability.
+        let visible = h.core.query(|t, _| t.path_count()).await.unwrap();
+        assert_eq!(visible, 1);
+        assert_eq!(
+            h.core.budget().available_permits(),
+            INGEST_BUDGET_REPORTS - 2,
+            "held until acknowledged"
+        );
+        h.failing.store(false, Ordering::SeqCst);
+        let mut last = 0;
+        while last < 2 {
+            last = acked(&mut a, Duration::from_secs(5))
+                .await
+                .expect("acknowledged once the write succeeds (retried every second)");
+        }
+        assert_eq!(h.core.budget().available_permits(), INGEST_BUDGET_REPORTS);
+    }
+
+    #[tokio::test]
+    async fn housekeeping_runs_under_a_steady_stream_of_reports() {
+        let h = harness();
+        let mut a = connect(&h, "a", "z1").await;
+        let gone = connect(&h, "gone", "z1").await;
+        let _b = connect(&h, "b", "z1").await;
+        assert_eq!(acked(&mut a, Duration::from_secs(5)).await, Some(0));
+        h.core
+            .send(Command::Goodbye {
+                node: gone.node,
+                session: gone.session,
+            })
+            .await
+            .unwrap();
+        // "gone" is DOWN once 30 s pass without its agent; the sweep must notice while a
+        // reports without a pause.
+        let gone_id = gone.node;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while h.core.reader().snapshot().node(gone_id).connected {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the goodbye is applied"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        h.clock.advance(31_000);
+        let feeder = {
+            let (core, clock) = (h.core.clone(), h.clock.clone());
+            let a = Agent {
+                node: a.node,
+                session: a.session,
+                inbox: mpsc::channel(1).1,
+                name: "a",
+            };
+            tokio::spawn(async move {
+                let h = Harness {
+                    core,
+                    clock,
+                    failing: Arc::default(),
+                    commits: Arc::default(),
+                    metrics: Arc::default(),
+                };
+                for seq in 1..=100_000 {
+                    report(&h, &a, seq, "b", 100.0).await;
+                }
+            })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let version_before = h.core.reader().snapshot().membership_version();
+        loop {
+            let snapshot = h.core.reader().snapshot();
+            let now = h.clock.now();
+            if snapshot.state(gone_id, now).0 == NodeState::Down
+                && snapshot.membership_version() > version_before
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no sweep under a stream of reports: membership {} (before {version_before}), {:?}, publishes {}",
+                snapshot.membership_version(),
+                snapshot.state(gone_id, now),
+                h.metrics.publishes.get()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!feeder.is_finished(), "the reports were still coming");
+        feeder.abort();
     }
 }

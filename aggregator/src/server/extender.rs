@@ -8,7 +8,7 @@
 //! untouched. The decisions are the engine's ([`zonemesh_engine::extender`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::State;
@@ -19,11 +19,13 @@ use axum::{Json, Router};
 use zonemesh_domain::UnixMs;
 
 use super::auth::{Guard, Need};
-use super::core::Core;
+use super::core::Reader;
 use super::metrics::{Metrics, Rpc, Surface};
+use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use zonemesh_engine::Topology;
+use tokio::sync::{mpsc, oneshot};
+use zonemesh_engine::Snapshot;
 use zonemesh_engine::extender::{BadRequest, ExtenderPod, Jobs};
 
 /// `ExtenderArgs`.
@@ -143,7 +145,7 @@ impl ExtenderArgs {
 /// The `filter` verb: the engine's decision, answered in the form the request came in (names
 /// for names; the request's own Node objects, untouched, for objects).
 pub fn filter(
-    topology: &Topology,
+    topology: &Snapshot,
     args: &ExtenderArgs,
     jobs: &mut Jobs,
     now: UnixMs,
@@ -178,7 +180,7 @@ pub fn filter(
 
 /// The `prioritize` verb: a score of 0..=10 for every candidate.
 pub fn prioritize(
-    topology: &Topology,
+    topology: &Snapshot,
     args: &ExtenderArgs,
     jobs: &Jobs,
     now: UnixMs,
@@ -194,21 +196,63 @@ pub fn prioritize(
         .collect())
 }
 
-/// The extender's state.
-#[derive(Debug, Clone)]
+/// One `filter` call on its way to the job memory's writer.
+struct FilterCall {
+    args: ExtenderArgs,
+    reply: oneshot::Sender<Result<FilterResult, BadRequest>>,
+}
+
+/// The extender's state. The memory of placed jobs has one writer, a thread that answers the
+/// `filter` calls one at a time on the latest snapshot, so that two pods of one job filtered at
+/// once always get the same zone; `prioritize` reads the memory that thread publishes, on the
+/// query pool.
+#[derive(Clone)]
 pub struct Extender {
-    core: Core,
+    reader: Reader,
     metrics: Arc<Metrics>,
-    jobs: Arc<Mutex<Jobs>>,
+    filters: mpsc::Sender<FilterCall>,
+    jobs: Arc<ArcSwap<Jobs>>,
+}
+
+impl std::fmt::Debug for Extender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extender")
+            .field("jobs", &self.jobs.load().len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Extender {
-    /// An extender over `core` that remembers jobs for `job_ttl_ms` after their last pod.
-    pub fn new(core: Core, metrics: Arc<Metrics>, job_ttl_ms: i64) -> Self {
+    /// An extender over `reader` that remembers jobs for `job_ttl_ms` after their last pod.
+    pub fn new(reader: Reader, metrics: Arc<Metrics>, job_ttl_ms: i64) -> Self {
+        let (filters, mut calls) = mpsc::channel::<FilterCall>(1024);
+        let jobs = Arc::new(ArcSwap::from_pointee(Jobs::new(job_ttl_ms)));
+        let (published, snapshots) = (jobs.clone(), reader.clone());
+        let writer = move || {
+            let mut memory = Jobs::new(job_ttl_ms);
+            while let Some(call) = calls.blocking_recv() {
+                let answer = filter(
+                    &snapshots.snapshot(),
+                    &call.args,
+                    &mut memory,
+                    snapshots.now(),
+                );
+                published.store(Arc::new(memory.clone()));
+                let _ = call.reply.send(answer);
+            }
+        };
+        // The thread ends when the last sender (this extender's clones) is gone.
+        if let Err(e) = std::thread::Builder::new()
+            .name("zonemesh-jobs".into())
+            .spawn(writer)
+        {
+            tracing::error!(error = %e, "the extender's job memory thread did not start; filter calls will fail");
+        }
         Self {
-            core,
+            reader,
             metrics,
-            jobs: Arc::new(Mutex::new(Jobs::new(job_ttl_ms))),
+            filters,
+            jobs,
         }
     }
 
@@ -229,14 +273,16 @@ impl Extender {
             }))
     }
 
-    async fn run<T: serde::Serialize + Send + 'static>(
+    /// Parses the body, runs `answer` and records the call.
+    async fn run<T: serde::Serialize + Send + 'static, F>(
         &self,
         verb: Rpc,
         body: &[u8],
-        f: impl FnOnce(&Topology, &Mutex<Jobs>, &ExtenderArgs, UnixMs) -> Result<T, BadRequest>
-        + Send
-        + 'static,
-    ) -> Response {
+        answer: impl FnOnce(ExtenderArgs) -> F,
+    ) -> Response
+    where
+        F: std::future::Future<Output = Result<Result<T, BadRequest>, crate::Error>>,
+    {
         let started = Instant::now();
         let args: ExtenderArgs = match serde_json::from_slice(body) {
             Ok(a) => a,
@@ -253,8 +299,7 @@ impl Extender {
                     .into_response();
             }
         };
-        let jobs = self.jobs.clone();
-        let result = self.core.query(move |t, now| f(t, &jobs, &args, now)).await;
+        let result = answer(args).await;
         let ok = matches!(result, Ok(Ok(_)));
         self.metrics
             .observe_query(verb, started.elapsed().as_secs_f64(), ok);
@@ -264,30 +309,42 @@ impl Extender {
                 tracing::warn!(verb = verb.as_str(), "extender request refused: {bad}");
                 (StatusCode::BAD_REQUEST, format!("zonemesh: {bad}\n")).into_response()
             }
-            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+            // Only what may pass is 503 (the scheduler retries); see `Error::status`.
+            Err(e) => {
+                let status = match e.status().code() {
+                    tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                (status, format!("{e}\n")).into_response()
+            }
         }
     }
 }
 
 async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
-    x.run(Rpc::ExtenderFilter, &body, |t, jobs, args, now| {
-        let mut jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
+    let filters = x.filters.clone();
+    x.run(Rpc::ExtenderFilter, &body, |args| async move {
+        let (reply, answer) = oneshot::channel();
+        filters
+            .send(FilterCall { args, reply })
+            .await
+            .map_err(|_| crate::Error::ShuttingDown)?;
+        let answer = answer.await.map_err(|_| crate::Error::ShuttingDown)?;
         // A request the verb cannot answer is an `Error` in the result, as the protocol has it.
-        Ok(match filter(t, args, &mut jobs, now) {
-            Ok(result) => result,
-            Err(bad) => FilterResult {
-                error: format!("zonemesh: {bad}"),
-                ..Default::default()
-            },
-        })
+        Ok(Ok(answer.unwrap_or_else(|bad| FilterResult {
+            error: format!("zonemesh: {bad}"),
+            ..Default::default()
+        })))
     })
     .await
 }
 
 async fn prioritize_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
-    x.run(Rpc::ExtenderPrioritize, &body, |t, jobs, args, now| {
-        let jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
-        prioritize(t, args, &jobs, now)
+    let (reader, jobs) = (x.reader.clone(), x.jobs.clone());
+    x.run(Rpc::ExtenderPrioritize, &body, |args| async move {
+        reader
+            .query(move |snapshot, now| prioritize(snapshot, &args, &jobs.load(), now))
+            .await
     })
     .await
 }
@@ -297,8 +354,8 @@ mod tests {
     use super::*;
     use serde_json::json;
     use zonemesh_domain::{Hello, IcmpMode, NodeName, ZoneName};
-    use zonemesh_engine::EngineConfig;
     use zonemesh_engine::extender::DEFAULT_JOB_TTL_MS;
+    use zonemesh_engine::{EngineConfig, Topology};
 
     const NOW: UnixMs = UnixMs(1_000_000);
 
@@ -339,7 +396,7 @@ mod tests {
             json!({ "Pod": pod(), "Nodes": null, "NodeNames": ["z1-n0", "z2-n0"] }),
         )
         .unwrap();
-        let r = filter(&t, &args, &mut jobs, NOW).unwrap();
+        let r = filter(t.view(), &args, &mut jobs, NOW).unwrap();
         assert_eq!(r.node_names.as_deref(), Some(&["z1-n0".to_owned()][..]));
         assert!(
             r.failed_nodes["z2-n0"].contains("DOWN"),
@@ -357,7 +414,7 @@ mod tests {
             wire,
             json!({"NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""})
         );
-        let scores = prioritize(&t, &args, &jobs, NOW).unwrap();
+        let scores = prioritize(t.view(), &args, &jobs, NOW).unwrap();
         let wire = serde_json::to_value(&scores[0]).unwrap();
         assert!(
             wire.get("Host").is_some() && wire.get("Score").is_some(),
@@ -379,7 +436,7 @@ mod tests {
                       "items": [node("z1-n0"), node("z2-n0"), node("elsewhere")]}
         }))
         .unwrap();
-        let r = filter(&t, &args, &mut jobs, NOW).unwrap();
+        let r = filter(t.view(), &args, &mut jobs, NOW).unwrap();
         assert!(r.node_names.is_none());
         let nodes = r.nodes.unwrap();
         assert_eq!(nodes["kind"], "NodeList");
@@ -392,12 +449,75 @@ mod tests {
     fn a_request_without_candidates_names_what_is_missing() {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
-        let e = filter(&t, &ExtenderArgs::default(), &mut jobs, NOW).unwrap_err();
+        let e = filter(t.view(), &ExtenderArgs::default(), &mut jobs, NOW).unwrap_err();
         assert!(e.0.contains("NodeNames"), "{e}");
         let args: ExtenderArgs =
             serde_json::from_value(json!({ "Nodes": { "items": [ { "metadata": {} } ] } }))
                 .unwrap();
-        let e = prioritize(&t, &args, &jobs, NOW).unwrap_err();
+        let e = prioritize(t.view(), &args, &jobs, NOW).unwrap_err();
         assert!(e.0.contains("Nodes.items[0].metadata.name"), "{e}");
+    }
+
+    /// A clock that stands still.
+    #[derive(Debug)]
+    struct Still(UnixMs);
+
+    impl super::super::core::Clock for Still {
+        fn now(&self) -> UnixMs {
+            self.0
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn filter_calls_for_one_job_at_once_keep_it_in_one_zone() {
+        // Two zones alike; each call offers one zone only. Two writers of the job memory would
+        // let the first pod of each zone choose its own zone.
+        let now = UnixMs(1_000_000);
+        let t = zonemesh_engine::testing::mesh(2, 4, |_, _| 100.0, |_, _| 0, now);
+        let reader = Reader::new(
+            Arc::new(ArcSwap::from_pointee(t.snapshot())),
+            2,
+            Arc::new(Still(now)),
+        );
+        let extender = Extender::new(reader, Arc::new(Metrics::default()), DEFAULT_JOB_TTL_MS);
+        let pod = json!({ "metadata": { "name": "w", "namespace": "ml",
+            "labels": { "zonemesh.io/job": "resnet" }, "annotations": { "zonemesh.io/workers": "2" } } });
+        let mut calls = Vec::new();
+        for i in 0..32 {
+            let zone = i % 2;
+            let names: Vec<String> = (0..4).map(|n| format!("z{zone}-n{n}")).collect();
+            let body = serde_json::to_vec(&json!({ "Pod": pod, "NodeNames": names })).unwrap();
+            let x = extender.clone();
+            calls.push(tokio::spawn(async move {
+                filter_verb(State(x), axum::body::Bytes::from(body)).await
+            }));
+        }
+        let mut passed: Vec<String> = Vec::new();
+        for call in calls {
+            let response = call.await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let result: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            passed.extend(
+                result["NodeNames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_str().unwrap().to_owned()),
+            );
+        }
+        let zones: std::collections::BTreeSet<&str> = passed.iter().map(|n| &n[..2]).collect();
+        assert_eq!(
+            zones.len(),
+            1,
+            "every pod of the job kept in one zone: {passed:?}"
+        );
+        assert_eq!(
+            passed.len(),
+            16 * 4,
+            "the job's zone was offered whole 16 times"
+        );
     }
 }

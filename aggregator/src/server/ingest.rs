@@ -93,6 +93,9 @@ pub struct IngestService {
     metrics: Arc<Metrics>,
     guard: Arc<Guard>,
     stop: watch::Receiver<bool>,
+    /// Where the streams' tasks run: a runtime of their own, so that decoding thousands of
+    /// agents' reports never delays a query's turn on the server's runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 impl IngestService {
@@ -104,6 +107,7 @@ impl IngestService {
         guard: Arc<Guard>,
         limits: IngestLimits,
         stop: watch::Receiver<bool>,
+        runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
             limits,
@@ -112,6 +116,7 @@ impl IngestService {
             metrics,
             guard,
             stop,
+            runtime,
         }
     }
 }
@@ -192,7 +197,7 @@ impl v1::ingest_server::Ingest for IngestService {
         let limits = self.limits;
         let buckets = self.buckets.clone();
         let key = name.to_string();
-        tokio::spawn(async move {
+        self.runtime.spawn(async move {
             loop {
                 let next = tokio::select! {
                     next = inbound.message() => next,
@@ -259,10 +264,23 @@ impl v1::ingest_server::Ingest for IngestService {
                         }
                         match zonemesh_proto::convert::report_from_agent(&name, wire) {
                             Ok(report) => {
+                                // Room in the ingest budget first: while the owner is behind,
+                                // streams stop reading and HTTP/2 flow control holds the agents.
+                                let permit = match core.budget().try_acquire_owned() {
+                                    Ok(p) => p,
+                                    Err(_) => {
+                                        metrics.ingest_budget_waits.inc();
+                                        match core.budget().acquire_owned().await {
+                                            Ok(p) => p,
+                                            Err(_) => break,
+                                        }
+                                    }
+                                };
                                 let command = Command::Report {
                                     node,
                                     session,
                                     report,
+                                    permit: Some(permit),
                                 };
                                 if core.send(command).await.is_err() {
                                     break;

@@ -9,7 +9,8 @@
 //! from what the last sweep published, so a scrape never sees a half-written set.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -21,7 +22,7 @@ use prometheus_client::metrics::histogram;
 use prometheus_client::registry::Registry;
 use zonemesh_common::label_value;
 use zonemesh_domain::{NodeState, Provenance, UnixMs};
-use zonemesh_engine::Topology;
+use zonemesh_engine::Snapshot;
 
 pub use zonemesh_common::metrics::{Counter, Gauge};
 
@@ -60,6 +61,7 @@ label_value! {
         Place => "Place",
         ExtenderFilter => "ExtenderFilter",
         ExtenderPrioritize => "ExtenderPrioritize",
+        GetTiers => "GetTiers",
     }
 }
 
@@ -272,16 +274,17 @@ impl SecurityMetrics {
 }
 
 /// What the last sweep published, read at scrape time: zone-level figures (labels are zones,
-/// never nodes or node pairs) and the engine's count of windows under load.
+/// never nodes or node pairs).
 #[derive(Debug, Default, Clone)]
 struct ZoneView {
     /// Zone, and its registered nodes by state (ready, stale, down).
     nodes: Vec<(String, [u64; 3])>,
     /// The measured zone-to-zone roll-ups.
     links: Vec<ZoneLinkRow>,
-    /// Latency windows left out under load (a counter the engine owns).
-    windows_under_load: u64,
 }
+
+/// Reads how much memory the allocator holds, if it can tell: `(allocated, resident)` bytes.
+pub type HeapStats = fn() -> Option<(u64, u64)>;
 
 #[derive(Debug, Clone)]
 struct ZoneLinkRow {
@@ -324,6 +327,17 @@ pub struct Metrics {
     pub connected: Gauge,
     /// Throughput grants handed out.
     pub grants: Counter,
+    /// Snapshots published for readers.
+    pub publishes: Counter,
+    /// Decoded reports waiting to be applied (the ingest budget in use).
+    pub ingest_in_flight: Gauge,
+    /// Times a stream waited for room in the ingest budget.
+    pub ingest_budget_waits: Counter,
+    /// The Kubernetes publisher (`--publish`).
+    pub publish: Arc<zonemesh_publish::PublishMetrics>,
+    heap_stats: Arc<OnceLock<HeapStats>>,
+    /// The engine's count of latency windows left out under load (a counter the engine owns).
+    windows_under_load: Arc<AtomicU64>,
     query_seconds: Family<RpcLabels, Histogram>,
     query_errors: Family<RpcLabels, Counter>,
     nodes_by_state: Family<StateLabels, Gauge>,
@@ -371,6 +385,16 @@ impl Default for Metrics {
             "zonemesh_throughput_grants",
             "Throughput test slots granted",
         );
+        let publishes = counter(
+            &mut registry,
+            "zonemesh_snapshots_published",
+            "Snapshots of the matrix published for queries",
+        );
+        let ingest_budget_waits = counter(
+            &mut registry,
+            "zonemesh_ingest_budget_waits",
+            "Times a stream waited for room in the ingest budget (decoded reports not yet applied)",
+        );
         let gauge = |registry: &mut Registry, name: &str, help: &str| {
             let g = Gauge::default();
             registry.register(name, help, g.clone());
@@ -385,6 +409,11 @@ impl Default for Metrics {
             &mut registry,
             "zonemesh_agents_connected",
             "Open agent streams",
+        );
+        let ingest_in_flight = gauge(
+            &mut registry,
+            "zonemesh_ingest_reports_in_flight",
+            "Decoded reports not yet applied",
         );
         let zones = gauge(&mut registry, "zonemesh_zones", "Zones with nodes");
         let paths = gauge(&mut registry, "zonemesh_paths", "Directed paths with state");
@@ -416,11 +445,17 @@ impl Default for Metrics {
             drop(query_errors.get_or_create(&RpcLabels { rpc }));
         }
         let security = SecurityMetrics::register(&mut registry);
+        let publish = Arc::new(zonemesh_publish::PublishMetrics::default());
+        publish.register(&mut registry);
         let zone_view = Arc::new(Mutex::new(ZoneView::default()));
         let store_failure = Arc::new(Mutex::new(None));
+        let heap_stats = Arc::new(OnceLock::new());
+        let windows_under_load = Arc::new(AtomicU64::new(0));
         registry.register_collector(Box::new(Published {
             view: zone_view.clone(),
             store_failure: store_failure.clone(),
+            heap_stats: heap_stats.clone(),
+            windows_under_load: windows_under_load.clone(),
         }));
         Self {
             registry,
@@ -437,6 +472,12 @@ impl Default for Metrics {
             store_bytes,
             connected,
             grants,
+            publishes,
+            ingest_in_flight,
+            ingest_budget_waits,
+            publish,
+            heap_stats,
+            windows_under_load,
             query_seconds,
             query_errors,
             nodes_by_state,
@@ -461,8 +502,21 @@ impl Metrics {
         }
     }
 
-    /// Refreshes the gauges that describe the topology.
-    pub fn observe_topology(&self, topology: &Topology, now: UnixMs) {
+    /// Where the allocator's figures come from (the binary's allocator knows them).
+    pub fn set_heap_stats(&self, stats: Option<HeapStats>) {
+        if let Some(stats) = stats {
+            let _ = self.heap_stats.set(stats);
+        }
+    }
+
+    /// The engine's count of latency windows left out under load.
+    pub fn observe_windows_under_load(&self, windows: u64) {
+        self.windows_under_load.store(windows, Ordering::Relaxed);
+    }
+
+    /// Refreshes the gauges that describe the topology (from a published snapshot, off the
+    /// owner task).
+    pub fn observe_topology(&self, topology: &Snapshot, now: UnixMs) {
         let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
         for (id, n) in topology.nodes() {
             if n.registered {
@@ -471,11 +525,10 @@ impl Metrics {
                 by_zone.entry(zone).or_default()[state as usize] += 1;
             }
         }
-        let links = topology.list_zones(now).links.into_iter();
+        let links = topology.zone_links(now).links.into_iter();
         let view = ZoneView {
             nodes: by_zone.into_iter().collect(),
             links: links.map(ZoneLinkRow::from).collect(),
-            windows_under_load: topology.windows_under_load(),
         };
         let with_members = topology.zones().filter(|(_, z)| !z.members.is_empty());
         self.zones.set(with_members.count() as u64);
@@ -519,11 +572,14 @@ impl From<zonemesh_domain::ZoneLink> for ZoneLinkRow {
     }
 }
 
-/// The collector of what is read at scrape time: [`ZoneView`] and the store's health.
+/// The collector of what is read at scrape time: [`ZoneView`], the store's health, the engine's
+/// windows under load and the allocator's figures.
 #[derive(Debug)]
 struct Published {
     view: Arc<Mutex<ZoneView>>,
     store_failure: Arc<Mutex<Option<String>>>,
+    heap_stats: Arc<OnceLock<HeapStats>>,
+    windows_under_load: Arc<AtomicU64>,
 }
 
 impl Collector for Published {
@@ -537,7 +593,7 @@ impl Collector for Published {
             None,
             MetricType::Counter,
         )?;
-        ConstCounter::new(view.windows_under_load).encode(metric)?;
+        ConstCounter::new(self.windows_under_load.load(Ordering::Relaxed)).encode(metric)?;
         let metric = encoder.encode_descriptor(
             "zonemesh_store_healthy",
             "1 while store writes succeed, 0 while they fail (acknowledgements are held).",
@@ -545,6 +601,24 @@ impl Collector for Published {
             MetricType::Gauge,
         )?;
         ConstGauge::new(i64::from(healthy)).encode(metric)?;
+        // Only where the allocator can tell (jemalloc in the binary; not in tests).
+        if let Some((allocated, resident)) = self.heap_stats.get().and_then(|stats| stats()) {
+            for (name, help, bytes) in [
+                (
+                    "zonemesh_heap_allocated_bytes",
+                    "Bytes the program has allocated and not freed.",
+                    allocated,
+                ),
+                (
+                    "zonemesh_heap_resident_bytes",
+                    "Bytes the allocator holds in memory (allocated, cached and fragmented).",
+                    resident,
+                ),
+            ] {
+                let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+                ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX)).encode(metric)?;
+            }
+        }
         if !view.nodes.is_empty() {
             let mut family = encoder.encode_descriptor(
                 "zonemesh_zone_nodes",
@@ -674,7 +748,7 @@ mod tests {
         let mut t = mesh(2, 2, rtt, loss, now);
         let down = t.id(&name("z1-n1")).unwrap();
         force_down(&mut t, down);
-        m.observe_topology(&t, now);
+        m.observe_topology(t.view(), now);
         m
     }
 

@@ -6,6 +6,7 @@ pub mod core;
 pub mod extender;
 pub mod ingest;
 pub mod metrics;
+pub mod tiers;
 pub mod tls;
 pub mod topology;
 pub mod web;
@@ -22,14 +23,14 @@ use zonemesh_proto::v1;
 
 use crate::store::{MemStore, SledStore, Store};
 use crate::{ConfigError, Error};
-use core::{CoreConfig, wall_clock};
+use core::CoreConfig;
 use metrics::Metrics;
 use zonemesh_engine::{EngineConfig, Topology};
 
 /// HTTP/2 receive window of one stream (an agent's stream), bytes.
-const STREAM_WINDOW_BYTES: u32 = 2 << 20;
+const STREAM_WINDOW_BYTES: u32 = 256 << 10;
 /// HTTP/2 receive window of one connection (the fleet simulator puts many streams on one).
-const CONNECTION_WINDOW_BYTES: u32 = 32 << 20;
+const CONNECTION_WINDOW_BYTES: u32 = 2 << 20;
 
 /// Largest gRPC message the server decodes (a full report is about 2 MiB).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -61,6 +62,22 @@ pub struct Config {
     pub tokens_file: Option<PathBuf>,
     /// How often the TLS and token files are read again.
     pub reload_every: Duration,
+    /// How much memory the allocator holds, if it can tell: `(allocated, resident)` bytes,
+    /// exported as `zonemesh_heap_allocated_bytes` and `zonemesh_heap_resident_bytes`.
+    pub heap_stats: Option<metrics::HeapStats>,
+    /// How tiers are derived.
+    pub tiers: tiers::TiersConfig,
+    /// The Kubernetes publisher (`--publish`); `None`: off.
+    pub publish: Option<PublishConfig>,
+}
+
+/// The publisher's settings.
+#[derive(Debug, Clone)]
+pub struct PublishConfig {
+    /// What to publish, under which names.
+    pub settings: zonemesh_publish::Settings,
+    /// At most one round per interval (`--publish-interval`).
+    pub interval: Duration,
 }
 
 /// Addresses the server actually listens on (useful with port 0).
@@ -99,6 +116,7 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::default());
+    metrics.set_heap_stats(config.heap_stats);
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(
             tls::Tls::load(files.clone(), config.allow_plaintext).map_err(ConfigError::from)?,
@@ -124,6 +142,16 @@ pub async fn serve(
         );
     }
 
+    // The publisher's Kubernetes client (the in-cluster service account), before any socket.
+    let kube_client = match &config.publish {
+        Some(_) => Some(
+            kube::Client::try_default()
+                .await
+                .map_err(ConfigError::Kube)?,
+        ),
+        None => None,
+    };
+
     let store: Box<dyn Store> = match &config.data_dir {
         Some(dir) => Box::new(SledStore::open_with_cache(dir, config.store_cache_bytes)?),
         None => Box::new(MemStore::default()),
@@ -131,11 +159,12 @@ pub async fn serve(
     let started = std::time::Instant::now();
     let snapshot = store.load()?;
     let (nodes, paths) = (snapshot.nodes.len(), snapshot.paths.len());
+    let restored_tiers = snapshot.tiers;
     let topology = Topology::restore(
         config.engine.clone(),
         snapshot.nodes,
         snapshot.paths,
-        wall_clock(),
+        config.core.clock.now(),
     );
     tracing::info!(
         nodes,
@@ -175,21 +204,49 @@ pub async fn serve(
         store,
         metrics.clone(),
         health.clone(),
-        config.core,
-    );
+        config.core.clone(),
+    )?;
+    let (tiers_watch, tiers_task) = tiers::spawn(core.clone(), config.tiers, restored_tiers);
+    // One writer, fed by tier snapshots; it never runs on the owner task.
+    let publisher = match (&config.publish, kube_client) {
+        (Some(p), Some(client)) => {
+            tracing::info!(
+                schedulers = ?p.settings.schedulers,
+                interval = ?p.interval,
+                "publishing the tiers to Kubernetes"
+            );
+            let writer =
+                zonemesh_publish::Writer::new(client, p.settings.clone(), metrics.publish.clone());
+            Some(tokio::spawn(zonemesh_publish::run::run(
+                writer,
+                p.settings.clone(),
+                tiers_watch.clone(),
+                p.interval,
+                {
+                    let clock = config.core.clock.clone();
+                    move || clock.now()
+                },
+                metrics.publish.clone(),
+            )))
+        }
+        _ => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let reflection_v1 = reflection(|b| b.build_v1())?;
     let reflection_v1alpha = reflection(|b| b.build_v1alpha())?;
 
+    let ingest_runtime = IngestRuntime::start()?;
     let ingest = v1::ingest_server::IngestServer::new(ingest::IngestService::new(
         core.clone(),
         metrics.clone(),
         guard.clone(),
         config.ingest,
         stop_rx.clone(),
+        ingest_runtime.handle.clone(),
     ))
     .max_decoding_message_size(config.ingest.max_report_bytes);
-    let topology_impl = topology::TopologyService::new(core.clone(), metrics.clone());
+    let topology_impl =
+        topology::TopologyService::new(core.clone(), metrics.clone(), tiers_watch.clone());
     let topology_service = tonic::service::interceptor::InterceptedService::new(
         v1::topology_server::TopologyServer::new(topology_impl.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES),
@@ -208,9 +265,12 @@ pub async fn serve(
     let mut grpc_stop = stop_rx.clone();
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
-        // Receive windows well above HTTP/2's 64 KiB, so that an agent's reports are not held
-        // to 64 KiB per round trip. Fixed, not adaptive: with adaptive windows a stream read
-        // slowly on purpose (--max-report-rate) had its connection reset within half a minute.
+        // Receive windows above HTTP/2's 64 KiB, so that an agent's reports are not held to 64 KiB
+        // per round trip, and no larger: what the windows let in before a stream is read is
+        // memory, part of the ingest budget (256 KiB a stream, 2 MiB a connection: at 5,000
+        // agents on 50 connections, 100 MiB at most). Fixed, not adaptive: with adaptive windows a
+        // stream read slowly on purpose (--max-report-rate) had its connection reset within half
+        // a minute.
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
         .add_service(health_service)
@@ -228,7 +288,8 @@ pub async fn serve(
             },
         );
     let mut http_stop = stop_rx.clone();
-    let extender = extender::Extender::new(core.clone(), metrics.clone(), config.job_ttl_ms);
+    let extender =
+        extender::Extender::new(core.reader().clone(), metrics.clone(), config.job_ttl_ms);
     let http = axum::serve(
         tls::incoming(http_listener, tls.clone(), metrics.clone()),
         http_router(metrics.clone())
@@ -248,11 +309,69 @@ pub async fn serve(
     let grace = Duration::from_secs(10);
     let _ = tokio::time::timeout(grace, grpc_task).await;
     let _ = tokio::time::timeout(grace, http_task).await;
+    tiers_task.abort();
+    if let Some(p) = publisher {
+        p.abort();
+    }
     core.stop().await;
     drop(core);
     let _ = tokio::time::timeout(grace, owner).await;
+    let _ = tokio::task::spawn_blocking(move || ingest_runtime.stop()).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The runtime of the agents' streams: one worker thread, its own run queue. The server's
+/// runtime keeps the connections, queries, the extender and HTTP; the owner task has a thread of
+/// its own (see [`core::spawn`]).
+struct IngestRuntime {
+    handle: tokio::runtime::Handle,
+    stop: std::sync::mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl IngestRuntime {
+    fn start() -> Result<Self, Error> {
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("zonemesh-ingest-rt".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("zonemesh-ingest")
+                    .enable_all()
+                    .build();
+                match runtime {
+                    Ok(runtime) => {
+                        let _ = handle_tx.send(Ok(runtime.handle().clone()));
+                        // Until the server stops (or drops this).
+                        let _ = stopped.recv();
+                        runtime.shutdown_timeout(Duration::from_secs(5));
+                    }
+                    Err(e) => {
+                        let _ = handle_tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(|e| Error::Internal(format!("the ingest runtime's thread: {e}")))?;
+        let handle = handle_rx
+            .recv()
+            .map_err(|_| Error::Internal("the ingest runtime did not start".into()))?
+            .map_err(|e| Error::Internal(format!("the ingest runtime did not start: {e}")))?;
+        Ok(Self {
+            handle,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn stop(mut self) {
+        let _ = self.stop.send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn http_router(metrics: Arc<Metrics>) -> axum::Router {

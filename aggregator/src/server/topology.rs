@@ -1,35 +1,54 @@
 //! The Topology service: every RPC checks its request at the edge, then runs as a query on the
-//! owner task.
+//! owner task; `GetTiers` answers from the tiers task's latest derivation.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use tonic::{Request, Response, Status};
-use zonemesh_domain::{NodeName, ZoneName};
+use zonemesh_domain::NodeName;
 use zonemesh_proto::v1;
 
 use super::core::Core;
 use super::metrics::{Metrics, Rpc, Surface};
 use crate::Error;
-use zonemesh_domain::{MatrixQuery, PlaceQuery, RankQuery};
+use zonemesh_domain::{MatrixQuery, NodesQuery, PlaceQuery, RankQuery, ZonesQuery};
 
 /// The Topology service.
 #[derive(Debug, Clone)]
 pub struct TopologyService {
     core: Core,
     metrics: Arc<Metrics>,
+    tiers: super::tiers::TiersWatch,
 }
 
+/// How long `GetTiers` waits for the first derivation after a start.
+const FIRST_TIERS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl TopologyService {
-    /// A service that queries `core`.
-    pub fn new(core: Core, metrics: Arc<Metrics>) -> Self {
-        Self { core, metrics }
+    /// A service that queries `core`, and answers `GetTiers` from the tiers task's `tiers`.
+    pub fn new(core: Core, metrics: Arc<Metrics>, tiers: super::tiers::TiersWatch) -> Self {
+        Self {
+            core,
+            metrics,
+            tiers,
+        }
+    }
+
+    /// The latest tiers (waiting for the first derivation at most [`FIRST_TIERS_WAIT`]).
+    pub async fn tiers(&self) -> Result<Arc<zonemesh_domain::Tiers>, Status> {
+        let mut rx = self.tiers.clone();
+        match tokio::time::timeout(FIRST_TIERS_WAIT, rx.wait_for(Option::is_some)).await {
+            Ok(Ok(t)) => Ok(t.clone().expect("waited for Some")),
+            _ => Err(Status::unavailable(
+                "the tiers are not derived yet (the aggregator is starting); try again",
+            )),
+        }
     }
 
     async fn run<T: Send + 'static>(
         &self,
         rpc: Rpc,
-        f: impl FnOnce(&zonemesh_engine::Topology, zonemesh_domain::UnixMs) -> Result<T, Error>
+        f: impl FnOnce(&zonemesh_engine::Snapshot, zonemesh_domain::UnixMs) -> Result<T, Error>
         + Send
         + 'static,
     ) -> Result<Response<T>, Status> {
@@ -69,25 +88,22 @@ impl v1::topology_server::Topology for TopologyService {
         &self,
         request: Request<v1::ListNodesRequest>,
     ) -> Result<Response<v1::ListNodesResponse>, Status> {
-        let zone = ZoneName::parse_optional("zone", request.into_inner().zone).map_err(invalid)?;
+        let query = NodesQuery::try_from(request.into_inner()).map_err(invalid)?;
         self.run(Rpc::ListNodes, move |t, now| {
-            Ok(v1::ListNodesResponse {
-                nodes: t
-                    .list_nodes(zone.as_ref(), now)?
-                    .into_iter()
-                    .map(Into::into)
-                    .collect(),
-            })
+            Ok(t.list_nodes(&query, now)?.into())
         })
         .await
     }
 
     async fn list_zones(
         &self,
-        _request: Request<v1::ListZonesRequest>,
+        request: Request<v1::ListZonesRequest>,
     ) -> Result<Response<v1::ListZonesResponse>, Status> {
-        self.run(Rpc::ListZones, |t, now| Ok(t.list_zones(now).into()))
-            .await
+        let query = ZonesQuery::try_from(request.into_inner()).map_err(invalid)?;
+        self.run(Rpc::ListZones, move |t, now| {
+            Ok(t.list_zones(&query, now).into())
+        })
+        .await
     }
 
     async fn get_path(
@@ -128,6 +144,20 @@ impl v1::topology_server::Topology for TopologyService {
             Ok(t.rank(&query, now)?.into())
         })
         .await
+    }
+
+    async fn get_tiers(
+        &self,
+        _request: Request<v1::GetTiersRequest>,
+    ) -> Result<Response<v1::GetTiersResponse>, Status> {
+        let started = Instant::now();
+        let result = self.tiers().await;
+        self.metrics.observe_query(
+            Rpc::GetTiers,
+            started.elapsed().as_secs_f64(),
+            result.is_ok(),
+        );
+        result.map(|t| Response::new(v1::GetTiersResponse::from((*t).clone())))
     }
 
     async fn place(

@@ -7,6 +7,7 @@ use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 use zonemesh_proto::v1;
 
 use zonemesh_engine::path::{RttFigures, ThroughputState, Window};
+use zonemesh_engine::tiers::{GROUP_PREFIX, TierState};
 use zonemesh_engine::{PathState, StoredNode};
 
 /// Key of the meta record.
@@ -17,6 +18,8 @@ pub const FORMAT: &[u8] = b"zonemesh-store-1";
 pub const NODE_PREFIX: &[u8] = b"n/";
 /// Prefix of row keys (`r/<src>`: every outgoing path of a node).
 pub const ROW_PREFIX: &[u8] = b"r/";
+/// Key of the tiers' state (one record: each zone's group and the next group number).
+pub const TIERS_KEY: &[u8] = b"t/state";
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeRecord {
@@ -100,6 +103,79 @@ struct PathRecord {
     throughput: Option<ThroughputRecord>,
     #[prost(int64, optional, tag = "6")]
     withheld_unix_ms: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ZoneGroupRecord {
+    #[prost(string, tag = "1")]
+    zone: String,
+    #[prost(string, tag = "2")]
+    group: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TiersRecord {
+    #[prost(message, repeated, tag = "1")]
+    zones: Vec<ZoneGroupRecord>,
+    #[prost(uint64, tag = "2")]
+    next_group: u64,
+}
+
+/// Largest group number a stored state may have reached (2^53: far more groups than any
+/// cluster makes in its life, and no counter near overflow).
+pub const MAX_GROUP_NUMBER: u64 = 1 << 53;
+
+/// Encodes the tiers' state.
+pub fn encode_tiers(state: &TierState) -> Vec<u8> {
+    TiersRecord {
+        zones: state
+            .groups
+            .iter()
+            .map(|(zone, group)| ZoneGroupRecord {
+                zone: zone.to_string(),
+                group: group.to_string(),
+            })
+            .collect(),
+        next_group: state.next_group,
+    }
+    .encode_to_vec()
+}
+
+/// Decodes the tiers' state: valid names, each zone once, and a next group number above every
+/// generated name in use (so that no name is ever given twice).
+pub fn decode_tiers(bytes: &[u8]) -> Result<TierState, CodecError> {
+    let r = TiersRecord::decode(bytes)?;
+    if r.next_group > MAX_GROUP_NUMBER {
+        return Err(CodecError::Invalid(format!(
+            "next_group {} is above {MAX_GROUP_NUMBER}: not a count of groups",
+            r.next_group
+        )));
+    }
+    let mut state = TierState {
+        groups: Default::default(),
+        next_group: r.next_group,
+    };
+    for (i, z) in r.zones.into_iter().enumerate() {
+        let zone = ZoneName::parse(&format!("zones[{i}].zone"), z.zone)?;
+        let group = ZoneName::parse(&format!("zones[{i}].group"), z.group)?;
+        if let Some(n) = group
+            .as_str()
+            .strip_prefix(GROUP_PREFIX)
+            .and_then(|n| n.parse::<u64>().ok())
+            && n >= state.next_group
+        {
+            return Err(CodecError::Invalid(format!(
+                "zones[{i}].group: {group} is not below next_group {}",
+                state.next_group
+            )));
+        }
+        if state.groups.insert(zone.clone(), group).is_some() {
+            return Err(CodecError::Invalid(format!(
+                "zones[{i}].zone: {zone} is listed twice"
+            )));
+        }
+    }
+    Ok(state)
 }
 
 /// The key of a node record.
@@ -273,10 +349,10 @@ fn path_record(path: &PathState) -> PathRecord {
             .iter()
             .map(|w| WindowRecord {
                 at_unix_ms: w.at.0,
-                sent: w.sent,
-                received: w.received,
-                rtt: w.rtt.map(|r| RttRecord {
-                    samples: r.samples,
+                sent: u64::from(w.sent),
+                received: u64::from(w.received),
+                rtt: w.rtt().map(|r| RttRecord {
+                    samples: u64::from(r.samples),
                     min_p50_p90_p99_max_mean_jitter_us: vec![
                         r.min, r.p50, r.p90, r.p99, r.max, r.mean, r.jitter,
                     ],
@@ -293,6 +369,11 @@ fn path_record(path: &PathState) -> PathRecord {
         }),
         withheld_unix_ms: path.withheld_at.map(|t| t.0),
     }
+}
+
+/// A window's count as the engine keeps it (u32: far above any window's probes).
+fn count(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 /// A path state from its record (the merged figures are recomputed by the engine on restore).
@@ -315,7 +396,7 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
                     )));
                 }
                 Some(RttFigures {
-                    samples: rtt.samples,
+                    samples: count(rtt.samples),
                     min: v[0],
                     p50: v[1],
                     p90: v[2],
@@ -326,12 +407,12 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
                 })
             }
         };
-        windows.push(Window {
-            at: UnixMs(w.at_unix_ms),
-            sent: w.sent,
-            received: w.received,
+        windows.push(Window::new(
+            UnixMs(w.at_unix_ms),
+            count(w.sent),
+            count(w.received),
             rtt,
-        });
+        ));
     }
     let throughput = match r.throughput {
         None => None,
@@ -361,7 +442,7 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
         )));
     }
     Ok(PathState {
-        windows,
+        windows: windows.into_iter().collect(),
         merged: Default::default(),
         sent_total: r.sent_total,
         received_total: r.received_total,
@@ -373,7 +454,7 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
 
 /// Decodes one stored key/value pair into the snapshot being built.
 pub fn decode_into(
-    snapshot: &mut super::Snapshot,
+    snapshot: &mut super::Contents,
     key: &[u8],
     value: &[u8],
 ) -> Result<(), CodecError> {
@@ -386,6 +467,8 @@ pub fn decode_into(
     }
     if key.starts_with(NODE_PREFIX) {
         snapshot.nodes.push(decode_node(value)?);
+    } else if key == TIERS_KEY {
+        snapshot.tiers = Some(decode_tiers(value)?);
     } else if let Some(src) = key.strip_prefix(ROW_PREFIX) {
         let src = std::str::from_utf8(src).map_err(|_| CodecError::KeyNotUtf8)?;
         let src = NodeName::parse("key", src)?;
@@ -453,7 +536,41 @@ mod tests {
                 .to_string()
                 .contains("paths[0] (b): windows[0].rtt")
         );
-        let mut snapshot = super::super::Snapshot::default();
+        let group = |zone: &str, group: &str| ZoneGroupRecord {
+            zone: zone.into(),
+            group: group.into(),
+        };
+        let reused = TiersRecord {
+            zones: vec![group("zone-a", "group-3")],
+            next_group: 3,
+        };
+        assert!(
+            decode_tiers(&reused.encode_to_vec())
+                .unwrap_err()
+                .to_string()
+                .contains("next_group")
+        );
+        let twice = TiersRecord {
+            zones: vec![group("zone-a", "group-1"), group("zone-a", "group-2")],
+            next_group: 3,
+        };
+        assert!(
+            decode_tiers(&twice.encode_to_vec())
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
+        let bad = TiersRecord {
+            zones: vec![group("zone a", "group-1")],
+            next_group: 3,
+        };
+        assert!(
+            decode_tiers(&bad.encode_to_vec())
+                .unwrap_err()
+                .to_string()
+                .contains("zones[0].zone")
+        );
+        let mut snapshot = super::super::Contents::default();
         assert!(decode_into(&mut snapshot, META_KEY, b"other").is_err());
         assert!(decode_into(&mut snapshot, b"x/y", b"").is_err());
     }

@@ -1,4 +1,5 @@
-//! Durable state: nodes (with each agent's last applied report sequence) and path states.
+//! Durable state: nodes (with each agent's last applied report sequence), path states, and the
+//! tiers' state (each zone's group and the next group number), so that a restart changes no tier.
 //!
 //! [`Store`] has two implementations, [`SledStore`] on disk and [`MemStore`] in memory, which
 //! share the record encoding ([`codec`]) and one test suite. A [`Batch`] is written atomically:
@@ -16,18 +17,21 @@ pub use sled_store::{DEFAULT_CACHE_BYTES, SledStore};
 use zonemesh_domain::NodeName;
 
 use crate::Error;
-use zonemesh_engine::{PathState, StoredNode, Topology};
+use zonemesh_engine::tiers::TierState;
+use zonemesh_engine::{Dirty, PathState, Snapshot, StoredNode, Topology};
 
 /// One path as stored.
 pub type StoredPath = (NodeName, NodeName, PathState);
 
 /// Everything a store holds, as loaded at start.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Snapshot {
+pub struct Contents {
     /// Nodes.
     pub nodes: Vec<StoredNode>,
     /// Paths.
     pub paths: Vec<StoredPath>,
+    /// The tiers' state, once tiers were derived.
+    pub tiers: Option<TierState>,
 }
 
 /// Every outgoing path of one node: the unit the store writes. A report only ever changes its
@@ -47,12 +51,19 @@ pub struct Batch {
     pub nodes: Vec<StoredNode>,
     /// Rows to (over)write.
     pub rows: Vec<StoredRow>,
+    /// The tiers' state to (over)write.
+    pub tiers: Option<TierState>,
 }
 
 impl Batch {
     /// The records of what changed in `topology` since the last call.
     pub fn from_dirty(topology: &mut Topology) -> Self {
         let dirty = topology.take_dirty();
+        Self::from_snapshot(topology.view(), &dirty)
+    }
+
+    /// The records of the nodes and rows `dirty` names, as `topology` has them.
+    pub fn from_snapshot(topology: &Snapshot, dirty: &Dirty) -> Self {
         Self {
             nodes: dirty
                 .nodes
@@ -70,12 +81,13 @@ impl Batch {
                         .collect(),
                 })
                 .collect(),
+            tiers: None,
         }
     }
 
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.rows.is_empty()
+        self.nodes.is_empty() && self.rows.is_empty() && self.tiers.is_none()
     }
 
     /// Path records in the batch.
@@ -86,9 +98,9 @@ impl Batch {
 
 /// Durable storage of the topology.
 pub trait Store: Send + 'static {
-    /// Reads everything. Fails (never returns a silently empty snapshot) when a record is
+    /// Reads everything. Fails (never returns silently empty contents) when a record is
     /// unreadable.
-    fn load(&self) -> Result<Snapshot, Error>;
+    fn load(&self) -> Result<Contents, Error>;
     /// Writes a batch atomically; returns once it is durable.
     fn commit(&mut self, batch: &Batch) -> Result<(), Error>;
     /// Bytes the store takes (on disk, or encoded in memory).
@@ -123,7 +135,7 @@ mod suite {
     }
 
     pub fn round_trips_a_topology(mut store: impl Store) {
-        assert_eq!(store.load().unwrap(), Snapshot::default());
+        assert_eq!(store.load().unwrap(), Contents::default());
         let mut t = filled();
         let batch = Batch::from_dirty(&mut t);
         assert_eq!(batch.nodes.len(), 4, "a, b, c and the destination-only d");
@@ -139,14 +151,15 @@ mod suite {
         let b = restored.id(&name("b")).unwrap();
         assert_eq!(restored.node(a).applied_seq, 4);
         assert_eq!(
-            restored.path(a, b),
-            t.path(t.id(&name("a")).unwrap(), t.id(&name("b")).unwrap())
+            restored.view().path(a, b),
+            t.view()
+                .path(t.id(&name("a")).unwrap(), t.id(&name("b")).unwrap())
         );
         assert_eq!(
-            restored.node_sums(a),
-            t.node_sums(t.id(&name("a")).unwrap())
+            restored.view().node_sums(a),
+            t.view().node_sums(t.id(&name("a")).unwrap())
         );
-        assert_eq!(restored.list_zones(now), t.list_zones(now));
+        assert_eq!(restored.view().zone_links(now), t.view().zone_links(now));
     }
 
     pub fn later_batches_overwrite(mut store: impl Store) {
@@ -170,6 +183,33 @@ mod suite {
         assert_eq!(ab.sent_total, 200);
     }
 
+    pub fn keeps_the_tiers_state(mut store: impl Store) {
+        let mut t = filled();
+        let now = UnixMs(1_000_000);
+        let (_, state) = t
+            .view()
+            .tiers(&Default::default(), &TierState::default(), now);
+        assert_eq!(state.groups.len(), 2, "z1 and z2 (d is only a destination)");
+        let mut batch = Batch::from_dirty(&mut t);
+        batch.tiers = Some(state.clone());
+        store.commit(&batch).unwrap();
+        assert_eq!(store.load().unwrap().tiers.as_ref(), Some(&state));
+        // A later batch without tiers leaves them; one with tiers replaces them.
+        store.commit(&Batch::default()).unwrap();
+        assert_eq!(store.load().unwrap().tiers.as_ref(), Some(&state));
+        let mut moved = state.clone();
+        moved.next_group += 5;
+        store
+            .commit(&Batch {
+                tiers: Some(moved.clone()),
+                ..Batch::default()
+            })
+            .unwrap();
+        let snapshot = store.load().unwrap();
+        assert_eq!(snapshot.tiers, Some(moved));
+        assert_eq!(snapshot.nodes.len(), 4, "the rest untouched");
+    }
+
     macro_rules! store_suite {
         ($module:ident, $make:expr) => {
             mod $module {
@@ -186,6 +226,12 @@ mod suite {
                 fn later_batches_overwrite() {
                     let (_keep, store) = $make;
                     super::later_batches_overwrite(store);
+                }
+
+                #[test]
+                fn keeps_the_tiers_state() {
+                    let (_keep, store) = $make;
+                    super::keeps_the_tiers_state(store);
                 }
             }
         };

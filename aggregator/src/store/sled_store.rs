@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Batch, Snapshot, Store, codec};
+use super::{Batch, Contents, Store, codec};
 use crate::Error;
 
 /// A sled database in a data directory.
@@ -71,6 +71,9 @@ impl SledStore {
         }
         for row in &batch.rows {
             b.insert(codec::row_key(&row.src), codec::encode_row(row));
+        }
+        if let Some(tiers) = &batch.tiers {
+            b.insert(codec::TIERS_KEY, codec::encode_tiers(tiers));
         }
         db.apply_batch(b).map_err(|e| Error::Store {
             path: self.shown(),
@@ -136,8 +139,8 @@ fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, Error> {
 }
 
 impl Store for SledStore {
-    fn load(&self) -> Result<Snapshot, Error> {
-        let mut snapshot = Snapshot::default();
+    fn load(&self) -> Result<Contents, Error> {
+        let mut snapshot = Contents::default();
         for item in self.db()?.iter() {
             let (key, value) = item.map_err(|e| Error::Store {
                 path: self.shown(),

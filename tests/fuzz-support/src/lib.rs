@@ -6,7 +6,7 @@
 
 use prost::Message;
 use zonemesh_aggregator::server::extender::{self, ExtenderArgs};
-use zonemesh_aggregator::store::{Snapshot, codec};
+use zonemesh_aggregator::store::{Contents, codec};
 use zonemesh_domain::{Hello, MatrixQuery, NodeName, PlaceQuery, RankQuery, UnixMs};
 use zonemesh_engine::extender::Jobs;
 use zonemesh_engine::{EngineConfig, Topology};
@@ -70,26 +70,30 @@ fn finite(what: &str, v: f64) {
 
 /// Every query the Topology service answers, on `t`: none may panic, every figure is finite.
 fn query_everything(t: &Topology) {
-    let nodes = t.list_nodes(None, NOW).expect("list nodes");
+    let nodes = t
+        .view()
+        .list_nodes(&Default::default(), NOW)
+        .expect("list nodes")
+        .nodes;
     for n in &nodes {
         finite("node RTT", n.zone_rtt_p50_us);
         finite("node loss", n.zone_loss_ratio);
     }
-    let zones = t.list_zones(NOW);
-    assert!(zones.zones.len() <= t.zones().count());
+    let zones = t.view().zone_links(NOW);
+    assert!(zones.zones.len() <= t.view().zones().count());
     if let Ok(query) = RankQuery::try_from(v1::RankNodesRequest::default()) {
-        let _ = t.rank(&query, NOW);
+        let _ = t.view().rank(&query, NOW);
     }
     for workers in [1, 2, 3] {
         if let Ok(query) = PlaceQuery::try_from(v1::PlaceRequest {
             workers,
             ..Default::default()
         }) {
-            let _ = t.place(&query, NOW);
+            let _ = t.view().place(&query, NOW);
         }
     }
     if let Ok(query) = MatrixQuery::try_from(v1::GetMatrixRequest::default()) {
-        let _ = t.matrix(&query, NOW);
+        let _ = t.view().matrix(&query, NOW);
     }
 }
 
@@ -137,7 +141,7 @@ pub fn wire_to_domain(data: &[u8]) {
         1 => {
             if let Ok(request) = v1::PlaceRequest::decode(bytes)
                 && let Ok(query) = PlaceQuery::try_from(request)
-                && let Ok(answer) = t.place(&query, NOW)
+                && let Ok(answer) = t.view().place(&query, NOW)
             {
                 let placed: u32 = answer.assignments.iter().map(|a| a.workers).sum();
                 assert_eq!(placed, query.workers, "a placement of another size");
@@ -147,7 +151,7 @@ pub fn wire_to_domain(data: &[u8]) {
         2 => {
             if let Ok(request) = v1::RankNodesRequest::decode(bytes)
                 && let Ok(query) = RankQuery::try_from(request)
-                && let Ok(answer) = t.rank(&query, NOW)
+                && let Ok(answer) = t.view().rank(&query, NOW)
             {
                 for n in &answer.nodes {
                     finite("rank score", n.score);
@@ -159,7 +163,7 @@ pub fn wire_to_domain(data: &[u8]) {
             if let Ok(request) = v1::GetMatrixRequest::decode(bytes)
                 && let Ok(query) = MatrixQuery::try_from(request)
             {
-                let _ = t.matrix(&query, NOW);
+                let _ = t.view().matrix(&query, NOW);
             }
         }
     }
@@ -181,7 +185,7 @@ pub fn extender_json(data: &[u8]) {
                 .map(str::to_owned)
         }));
     }
-    if let Ok(result) = extender::filter(&t, &args, &mut jobs, NOW) {
+    if let Ok(result) = extender::filter(t.view(), &args, &mut jobs, NOW) {
         for name in result.node_names.iter().flatten() {
             assert!(
                 candidates.contains(name),
@@ -190,7 +194,7 @@ pub fn extender_json(data: &[u8]) {
         }
         let _ = serde_json::to_vec(&result).expect("the answer serialises");
     }
-    if let Ok(priorities) = extender::prioritize(&t, &args, &jobs, NOW) {
+    if let Ok(priorities) = extender::prioritize(t.view(), &args, &jobs, NOW) {
         for p in &priorities {
             assert!(
                 (0..=10).contains(&p.score),
@@ -208,8 +212,9 @@ pub fn extender_json(data: &[u8]) {
 }
 
 /// The store's decoding of its own records: any key and value decode or are refused; a node
-/// record that decodes encodes back to the same node; whatever decodes restores into a
-/// topology that answers every query.
+/// or tiers record that decodes encodes back to the same value; whatever decodes restores into
+/// a topology that answers every query, and a tiers' state derives tiers that keep their own
+/// rules (every zone in one group, names never reused).
 pub fn store_record(data: &[u8]) {
     let Some((&split, rest)) = data.split_first() else {
         return;
@@ -223,7 +228,23 @@ pub fn store_record(data: &[u8]) {
             "a node record changed through encode and decode"
         );
     }
-    let mut snapshot = Snapshot::default();
+    if let Ok(state) = codec::decode_tiers(value) {
+        let again = codec::decode_tiers(&codec::encode_tiers(&state)).expect("re-encoded tiers");
+        assert_eq!(
+            again, state,
+            "a tiers record changed through encode and decode"
+        );
+        let (tiers, next) = fixture().view().tiers(&Default::default(), &state, NOW);
+        tiers
+            .check()
+            .expect("tiers from a stored state keep their rules");
+        assert!(
+            next.next_group >= state.next_group,
+            "the group counter went back"
+        );
+        let _ = zonemesh_proto::v1::GetTiersResponse::from(tiers);
+    }
+    let mut snapshot = Contents::default();
     if codec::decode_into(&mut snapshot, key, value).is_err() {
         return;
     }
@@ -361,5 +382,13 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             codec::encode_row(row),
         );
     }
+    let (_, state) = t
+        .view()
+        .tiers(&Default::default(), &Default::default(), NOW);
+    record(
+        "tiers".into(),
+        codec::TIERS_KEY.to_vec(),
+        codec::encode_tiers(&state),
+    );
     seeds
 }

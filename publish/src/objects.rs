@@ -1,0 +1,629 @@
+//! The objects zonemesh writes, built from the tiers alone (pure: no I/O, no clock).
+//!
+//! - **Volcano** (`topology.volcano.sh/v1alpha1`, cluster-scoped HyperNodes): one per zone (tier
+//!   1, `tierName: zone`, its nodes as `Node` members by `exactMatch`), one per group (tier 2,
+//!   `zone-group`, its zones' HyperNodes as `HyperNode` members) and one for the cluster (tier 3,
+//!   `cluster`, every group). The measured figures and the time they were derived go in
+//!   annotations (`zonemesh.io/...`): a HyperNode has no field for them.
+//! - **Kueue**: node labels `zonemesh.io/zone-group`, `zonemesh.io/zone` and
+//!   `zonemesh.io/measured=true` (for a ResourceFlavor's `nodeLabels`), and a `Topology`
+//!   (`kueue.x-k8s.io/v1beta2`, or `v1beta1`) whose levels run coarsest first:
+//!   `zonemesh.io/zone-group`, `zonemesh.io/zone`, `kubernetes.io/hostname`.
+//! - **scheduler-plugins** (`networktopology.diktyo.x-k8s.io/v1alpha1`, namespaced): a
+//!   NetworkTopology whose one `weights` entry (named by `--publish-weights-name`) holds
+//!   region-to-region and zone-to-zone `networkCost` from measured RTT ([`network_cost`]) and
+//!   `bandwidthCapacity` from measured throughput in bit/s, and the ConfigMap its
+//!   `spec.configmapName` names.
+//!
+//! Every object carries `app.kubernetes.io/managed-by: zonemesh`: the writer touches nothing else.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use zonemesh_domain::{Tiers, UnixMs, ZoneName};
+
+use crate::names::object_name;
+
+/// The label on everything zonemesh owns.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "zonemesh");
+/// Volcano's own discovery marks its HyperNodes with this label: zonemesh never touches them.
+pub const VOLCANO_SOURCE_LABEL: &str = "volcano.sh/network-topology-source";
+/// Node label of tier 1.
+pub const ZONE_LABEL: &str = "zonemesh.io/zone";
+/// Node label of tier 2.
+pub const GROUP_LABEL: &str = "zonemesh.io/zone-group";
+/// Node label on every node zonemesh publishes (a ResourceFlavor's `nodeLabels` can select it).
+pub const MEASURED_LABEL: &str = "zonemesh.io/measured";
+/// The prefix of every node label zonemesh sets.
+pub const NODE_LABEL_PREFIX: &str = "zonemesh.io/";
+/// Kueue's last level.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// Volcano tier names (DNS-1123 subdomains, as a Job's `highestTierName` must be).
+pub const TIER_NAMES: [&str; 3] = ["zone", "zone-group", "cluster"];
+/// The topology keys NetworkOverhead reads.
+pub const REGION_KEY: &str = "topology.kubernetes.io/region";
+/// See [`REGION_KEY`].
+pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+/// Lowest published cost: NetworkOverhead gives "same zone" 1 and "same node" 0, so another
+/// zone must cost more.
+pub const MIN_COST: i64 = 2;
+/// Highest published cost: a missing entry costs NetworkOverhead's MaxCost, 100.
+pub const MAX_COST: i64 = 99;
+/// The RTT that costs [`MIN_COST`], µs.
+pub const COST_RTT_LOW_US: f64 = 50.0;
+/// The RTT that costs [`MAX_COST`], µs.
+pub const COST_RTT_HIGH_US: f64 = 100_000.0;
+
+/// Which scheduler to publish for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scheduler {
+    /// Volcano HyperNodes.
+    Volcano,
+    /// Kueue Topology and node labels.
+    Kueue,
+    /// scheduler-plugins' NetworkTopology (Diktyo) and its ConfigMap.
+    Diktyo,
+}
+
+impl Scheduler {
+    /// Its `--publish` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheduler::Volcano => "volcano",
+            Scheduler::Kueue => "kueue",
+            Scheduler::Diktyo => "diktyo",
+        }
+    }
+
+    /// Parses a `--publish` list (`volcano,kueue,diktyo`); the error names the bad entry.
+    pub fn parse_list(value: &str) -> Result<Vec<Scheduler>, String> {
+        let mut out = Vec::new();
+        for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let s = match item {
+                "volcano" => Scheduler::Volcano,
+                "kueue" => Scheduler::Kueue,
+                "diktyo" => Scheduler::Diktyo,
+                other => {
+                    return Err(format!("{other:?} is none of volcano, kueue, diktyo"));
+                }
+            };
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// Kueue's API version of `Topology`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KueueVersion {
+    /// `kueue.x-k8s.io/v1beta2` (Kueue 0.15 and later; storage version from 0.16).
+    #[default]
+    V1beta2,
+    /// `kueue.x-k8s.io/v1beta1` (older Kueue; not served from Kueue 0.20 on).
+    V1beta1,
+}
+
+impl KueueVersion {
+    /// The version part of `apiVersion`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KueueVersion::V1beta2 => "v1beta2",
+            KueueVersion::V1beta1 => "v1beta1",
+        }
+    }
+}
+
+/// What to publish and under which names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The schedulers to publish for.
+    pub schedulers: Vec<Scheduler>,
+    /// Name of the Kueue Topology, the NetworkTopology and its ConfigMap (default `zonemesh`).
+    pub name: String,
+    /// Namespace of the NetworkTopology and its ConfigMap (default `zonemesh`).
+    pub namespace: String,
+    /// Name of the NetworkTopology's `weights` entry (default `zonemesh`).
+    pub weights_name: String,
+    /// Kueue's API version.
+    pub kueue_version: KueueVersion,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            schedulers: vec![Scheduler::Volcano, Scheduler::Kueue, Scheduler::Diktyo],
+            name: "zonemesh".into(),
+            namespace: "zonemesh".into(),
+            weights_name: "zonemesh".into(),
+            kueue_version: KueueVersion::default(),
+        }
+    }
+}
+
+impl Settings {
+    /// Checks the names: `name` a DNS-1123 subdomain, `namespace` a DNS-1123 label,
+    /// `weights_name` not empty. The error names the flag.
+    pub fn checked(self) -> Result<Self, String> {
+        if !crate::names::is_dns1123_subdomain(&self.name) {
+            return Err(format!(
+                "--publish-name: {:?} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')",
+                self.name
+            ));
+        }
+        if !crate::names::is_dns1123_label(&self.namespace) {
+            return Err(format!(
+                "--publish-namespace: {:?} is not a DNS-1123 label",
+                self.namespace
+            ));
+        }
+        if self.weights_name.is_empty() || self.weights_name.len() > 253 {
+            return Err(format!(
+                "--publish-weights-name: {:?} must be 1 to 253 characters",
+                self.weights_name
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// The kinds zonemesh writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// `topology.volcano.sh/v1alpha1` HyperNode.
+    HyperNode,
+    /// `kueue.x-k8s.io` Topology.
+    KueueTopology,
+    /// `networktopology.diktyo.x-k8s.io/v1alpha1` NetworkTopology.
+    NetworkTopology,
+    /// The NetworkTopology's ConfigMap.
+    ConfigMap,
+}
+
+impl Kind {
+    /// API group (empty for core).
+    pub fn group(self) -> &'static str {
+        match self {
+            Kind::HyperNode => "topology.volcano.sh",
+            Kind::KueueTopology => "kueue.x-k8s.io",
+            Kind::NetworkTopology => "networktopology.diktyo.x-k8s.io",
+            Kind::ConfigMap => "",
+        }
+    }
+
+    /// Resource plural.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::HyperNode => "hypernodes",
+            Kind::KueueTopology => "topologies",
+            Kind::NetworkTopology => "networktopologies",
+            Kind::ConfigMap => "configmaps",
+        }
+    }
+
+    /// `kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Kind::HyperNode => "HyperNode",
+            Kind::KueueTopology => "Topology",
+            Kind::NetworkTopology => "NetworkTopology",
+            Kind::ConfigMap => "ConfigMap",
+        }
+    }
+
+    /// Whether objects of the kind live in a namespace.
+    pub fn namespaced(self) -> bool {
+        matches!(self, Kind::NetworkTopology | Kind::ConfigMap)
+    }
+
+    /// The kinds a scheduler needs.
+    pub fn of(scheduler: Scheduler) -> &'static [Kind] {
+        match scheduler {
+            Scheduler::Volcano => &[Kind::HyperNode],
+            Scheduler::Kueue => &[Kind::KueueTopology],
+            Scheduler::Diktyo => &[Kind::NetworkTopology, Kind::ConfigMap],
+        }
+    }
+}
+
+/// One object to write: its identity and its whole manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// Kind.
+    pub kind: Kind,
+    /// `apiVersion`.
+    pub api_version: String,
+    /// Name.
+    pub name: String,
+    /// Namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// The manifest (`apiVersion`, `kind`, `metadata`, `spec` or `data`).
+    pub manifest: Value,
+}
+
+/// Everything zonemesh would write for some tiers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Desired {
+    /// Objects, in writing order (by kind, then name).
+    pub objects: Vec<Object>,
+    /// The `zonemesh.io/` labels of each node (Kueue).
+    pub node_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// The kinds this configuration manages (objects of them that are not desired are deleted).
+    pub kinds: Vec<Kind>,
+    /// Whether node labels are managed.
+    pub labels_nodes: bool,
+}
+
+/// The NetworkOverhead cost of an RTT: `2 + 97 · ln(rtt / 50 µs) / ln(2000)`, rounded and held
+/// in 2..=99. Logarithmic, so that 100 µs (11) and 200 µs (20) stay apart and 2 ms (49) is
+/// still told from 10 ms (70); 50 µs and less cost 2, 100 ms and more 99.
+pub fn network_cost(rtt_us: f64) -> i64 {
+    if rtt_us.is_nan() || rtt_us <= COST_RTT_LOW_US {
+        return MIN_COST;
+    }
+    let span = (MAX_COST - MIN_COST) as f64;
+    let x = (rtt_us / COST_RTT_LOW_US).ln() / (COST_RTT_HIGH_US / COST_RTT_LOW_US).ln();
+    (MIN_COST + (span * x).round() as i64).clamp(MIN_COST, MAX_COST)
+}
+
+/// A throughput as a canonical Kubernetes quantity in bit/s, to the Mbit/s (`956M`, `10G`);
+/// `None` below 0.5 Mbit/s.
+pub fn bandwidth_quantity(bps: f64) -> Option<String> {
+    let mut v = (bps / 1e6).round();
+    if v.is_nan() || v < 1.0 || !v.is_finite() {
+        return None;
+    }
+    let mut suffix = 0;
+    const SUFFIXES: [&str; 4] = ["M", "G", "T", "P"];
+    while suffix + 1 < SUFFIXES.len() && v % 1000.0 == 0.0 {
+        v /= 1000.0;
+        suffix += 1;
+    }
+    Some(format!("{}{}", v as u64, SUFFIXES[suffix]))
+}
+
+/// Name of a zone's HyperNode.
+pub fn zone_hypernode(zone: &ZoneName) -> String {
+    object_name("zonemesh-zone-", zone.as_str())
+}
+
+/// Name of a group's HyperNode.
+pub fn group_hypernode(group: &ZoneName) -> String {
+    object_name("zonemesh-", group.as_str())
+}
+
+/// Name of the cluster's HyperNode.
+pub const CLUSTER_HYPERNODE: &str = "zonemesh-cluster";
+
+fn rfc3339(t: UnixMs) -> String {
+    k8s_openapi::jiff::Timestamp::from_millisecond(t.0)
+        .map(|ts| ts.to_string())
+        .unwrap_or_default()
+}
+
+fn labels() -> Value {
+    json!({ MANAGED_BY.0: MANAGED_BY.1 })
+}
+
+fn figure(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+fn hypernode(name: &str, tier: usize, members: Vec<Value>, annotations: Value) -> Object {
+    Object {
+        kind: Kind::HyperNode,
+        api_version: "topology.volcano.sh/v1alpha1".into(),
+        name: name.to_owned(),
+        namespace: None,
+        manifest: json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1",
+            "kind": "HyperNode",
+            "metadata": {"name": name, "labels": labels(), "annotations": annotations},
+            "spec": {"tier": tier, "tierName": TIER_NAMES[tier - 1], "members": members},
+        }),
+    }
+}
+
+fn member(kind: &str, name: &str) -> Value {
+    json!({"type": kind, "selector": {"exactMatch": {"name": name}}})
+}
+
+fn volcano(tiers: &Tiers) -> Vec<Object> {
+    let at = rfc3339(tiers.computed_at);
+    let mut out = Vec::new();
+    for z in &tiers.zones {
+        let mut a = serde_json::Map::new();
+        a.insert("zonemesh.io/measured-at".into(), at.clone().into());
+        a.insert("zonemesh.io/zone".into(), z.name.as_str().into());
+        a.insert("zonemesh.io/fresh".into(), z.fresh.to_string().into());
+        if let Some(r) = z.rtt_us {
+            a.insert("zonemesh.io/rtt-us".into(), figure(r).into());
+        }
+        if let Some(t) = z.throughput_bps {
+            a.insert("zonemesh.io/throughput-bps".into(), figure(t).into());
+        }
+        let members = z.nodes.iter().map(|n| member("Node", n.as_str())).collect();
+        out.push(hypernode(
+            &zone_hypernode(&z.name),
+            1,
+            members,
+            Value::Object(a),
+        ));
+    }
+    for g in &tiers.groups {
+        let mut a = serde_json::Map::new();
+        a.insert("zonemesh.io/measured-at".into(), at.clone().into());
+        a.insert("zonemesh.io/zone-group".into(), g.name.as_str().into());
+        a.insert("zonemesh.io/held".into(), g.held.to_string().into());
+        if let Some(w) = &g.inside.worst_rtt {
+            a.insert("zonemesh.io/worst-rtt-us".into(), figure(w.value).into());
+        }
+        if let Some(w) = &g.inside.lowest_throughput {
+            a.insert(
+                "zonemesh.io/lowest-throughput-bps".into(),
+                figure(w.value).into(),
+            );
+        }
+        if let Some(n) = &g.nearest {
+            a.insert("zonemesh.io/nearest-group".into(), n.group.as_str().into());
+            a.insert("zonemesh.io/nearest-cut".into(), n.cut.as_str().into());
+            if let Some(w) = &n.figures.worst_rtt {
+                a.insert("zonemesh.io/nearest-rtt-us".into(), figure(w.value).into());
+            }
+        }
+        let mut zones: Vec<String> = g.zones.iter().map(zone_hypernode).collect();
+        zones.sort();
+        let members = zones.iter().map(|z| member("HyperNode", z)).collect();
+        out.push(hypernode(
+            &group_hypernode(&g.name),
+            2,
+            members,
+            Value::Object(a),
+        ));
+    }
+    if !tiers.groups.is_empty() {
+        let mut a = serde_json::Map::new();
+        a.insert("zonemesh.io/measured-at".into(), at.into());
+        if let Some(w) = &tiers.cluster.worst_rtt {
+            a.insert("zonemesh.io/worst-rtt-us".into(), figure(w.value).into());
+        }
+        let mut groups: Vec<String> = tiers
+            .groups
+            .iter()
+            .map(|g| group_hypernode(&g.name))
+            .collect();
+        groups.sort();
+        let members = groups.iter().map(|g| member("HyperNode", g)).collect();
+        out.push(hypernode(CLUSTER_HYPERNODE, 3, members, Value::Object(a)));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn kueue(settings: &Settings) -> Object {
+    let api_version = format!("kueue.x-k8s.io/{}", settings.kueue_version.as_str());
+    Object {
+        kind: Kind::KueueTopology,
+        api_version: api_version.clone(),
+        name: settings.name.clone(),
+        namespace: None,
+        manifest: json!({
+            "apiVersion": api_version,
+            "kind": "Topology",
+            "metadata": {"name": settings.name, "labels": labels()},
+            "spec": {"levels": [
+                {"nodeLabel": GROUP_LABEL},
+                {"nodeLabel": ZONE_LABEL},
+                {"nodeLabel": HOSTNAME_LABEL},
+            ]},
+        }),
+    }
+}
+
+/// An example ResourceFlavor for the Kueue Topology (zonemesh does not write it: it is the
+/// user's, and immutable once it names a topology).
+pub fn resource_flavor_example(settings: &Settings) -> Value {
+    json!({
+        "apiVersion": format!("kueue.x-k8s.io/{}", settings.kueue_version.as_str()),
+        "kind": "ResourceFlavor",
+        "metadata": {"name": format!("{}-tas", settings.name)},
+        "spec": {
+            "nodeLabels": {MEASURED_LABEL: "true"},
+            "topologyName": settings.name,
+        },
+    })
+}
+
+fn node_labels(tiers: &Tiers) -> BTreeMap<String, BTreeMap<String, String>> {
+    tiers
+        .nodes()
+        .map(|(zone, node)| {
+            let labels = BTreeMap::from([
+                (GROUP_LABEL.to_owned(), zone.group.to_string()),
+                (ZONE_LABEL.to_owned(), zone.name.to_string()),
+                (MEASURED_LABEL.to_owned(), "true".to_owned()),
+            ]);
+            (node.to_string(), labels)
+        })
+        .collect()
+}
+
+/// Per origin, per destination: (RTT µs, throughput bit/s).
+type Costs = BTreeMap<String, BTreeMap<String, (Option<f64>, Option<f64>)>>;
+
+fn cost_entries(origins: &Costs) -> Vec<Value> {
+    origins
+        .iter()
+        .map(|(origin, dests)| {
+            let costs: Vec<Value> = dests
+                .iter()
+                .filter_map(|(dest, (rtt, tput))| {
+                    let rtt = (*rtt)?;
+                    let mut c = serde_json::Map::new();
+                    c.insert("destination".into(), dest.as_str().into());
+                    c.insert("networkCost".into(), network_cost(rtt).into());
+                    if let Some(q) = tput.and_then(bandwidth_quantity) {
+                        c.insert("bandwidthCapacity".into(), q.into());
+                    }
+                    Some(Value::Object(c))
+                })
+                .collect();
+            json!({"origin": origin, "costList": costs})
+        })
+        .collect()
+}
+
+fn diktyo(tiers: &Tiers, settings: &Settings) -> Vec<Object> {
+    // Zone to zone, both ways, from every pair with an RTT.
+    let mut zones: Costs = BTreeMap::new();
+    // Region to region: the worst RTT and the lowest throughput among their zones' pairs.
+    let mut regions: Costs = BTreeMap::new();
+    let region_of: BTreeMap<&ZoneName, Option<&ZoneName>> = tiers
+        .zones
+        .iter()
+        .map(|z| (&z.name, z.region.as_ref()))
+        .collect();
+    for z in &tiers.zones {
+        zones.entry(z.name.to_string()).or_default();
+    }
+    for p in &tiers.pairs {
+        if p.rtt_us.is_none() {
+            continue;
+        }
+        for (a, b) in [(&p.a, &p.b), (&p.b, &p.a)] {
+            zones
+                .entry(a.to_string())
+                .or_default()
+                .insert(b.to_string(), (p.rtt_us, p.throughput_bps));
+        }
+        if let (Some(Some(ra)), Some(Some(rb))) = (region_of.get(&p.a), region_of.get(&p.b))
+            && ra != rb
+        {
+            for (a, b) in [(ra, rb), (rb, ra)] {
+                let e = regions
+                    .entry(a.to_string())
+                    .or_default()
+                    .entry(b.to_string())
+                    .or_insert((None, None));
+                e.0 = Some(e.0.map_or(p.rtt_us.unwrap_or(0.0), |r: f64| {
+                    r.max(p.rtt_us.unwrap_or(0.0))
+                }));
+                e.1 = match (e.1, p.throughput_bps) {
+                    (Some(x), Some(y)) => Some(x.min(y)),
+                    (x, None) => x,
+                    (None, y) => y,
+                };
+            }
+        }
+    }
+    // Sorted by topologyKey (region < zone) and origin: NetworkOverhead searches them by
+    // binary search.
+    let mut topology_list = Vec::new();
+    if !regions.is_empty() {
+        topology_list
+            .push(json!({"topologyKey": REGION_KEY, "originList": cost_entries(&regions)}));
+    }
+    topology_list.push(json!({"topologyKey": ZONE_KEY, "originList": cost_entries(&zones)}));
+    let nt = Object {
+        kind: Kind::NetworkTopology,
+        api_version: "networktopology.diktyo.x-k8s.io/v1alpha1".into(),
+        name: settings.name.clone(),
+        namespace: Some(settings.namespace.clone()),
+        manifest: json!({
+            "apiVersion": "networktopology.diktyo.x-k8s.io/v1alpha1",
+            "kind": "NetworkTopology",
+            "metadata": {
+                "name": settings.name, "namespace": settings.namespace, "labels": labels(),
+                "annotations": {"zonemesh.io/measured-at": rfc3339(tiers.computed_at)},
+            },
+            "spec": {
+                "configmapName": settings.name,
+                "weights": [{"name": settings.weights_name, "topologyList": topology_list}],
+            },
+        }),
+    };
+    let cm = Object {
+        kind: Kind::ConfigMap,
+        api_version: "v1".into(),
+        name: settings.name.clone(),
+        namespace: Some(settings.namespace.clone()),
+        manifest: json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": settings.name, "namespace": settings.namespace, "labels": labels()},
+            "data": {
+                "scale": "networkCost = 2 + 97 * ln(rtt / 50us) / ln(2000), rounded, held in 2..99 \
+                          (same zone costs 1 in NetworkOverhead, a missing entry 100); \
+                          bandwidthCapacity in bit/s from measured throughput",
+                "source": "zonemesh: measured RTT and throughput between zones",
+            },
+        }),
+    };
+    vec![nt, cm]
+}
+
+/// Everything to write for `tiers` under `settings`.
+pub fn desired(tiers: &Tiers, settings: &Settings) -> Desired {
+    let mut out = Desired::default();
+    for s in &settings.schedulers {
+        out.kinds.extend(Kind::of(*s));
+        match s {
+            Scheduler::Volcano => out.objects.extend(volcano(tiers)),
+            Scheduler::Kueue => {
+                out.objects.push(kueue(settings));
+                out.node_labels = node_labels(tiers);
+                out.labels_nodes = true;
+            }
+            Scheduler::Diktyo => out.objects.extend(diktyo(tiers, settings)),
+        }
+    }
+    out.kinds.sort();
+    out.objects
+        .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cost_scale_keeps_small_differences_apart_within_2_to_99() {
+        let table: Vec<(f64, i64)> = [
+            10.0, 50.0, 100.0, 200.0, 500.0, 1_000.0, 2_000.0, 10_000.0, 1e5, 1e7,
+        ]
+        .iter()
+        .map(|r| (*r, network_cost(*r)))
+        .collect();
+        assert_eq!(
+            table.iter().map(|t| t.1).collect::<Vec<_>>(),
+            [2, 2, 11, 20, 31, 40, 49, 70, 99, 99]
+        );
+        assert_eq!(network_cost(f64::NAN), MIN_COST);
+        assert!(network_cost(120.0) < network_cost(180.0), "sub-ms apart");
+    }
+
+    #[test]
+    fn bandwidth_is_a_canonical_quantity_in_bits() {
+        assert_eq!(bandwidth_quantity(956.4e6).as_deref(), Some("956M"));
+        assert_eq!(bandwidth_quantity(10e9).as_deref(), Some("10G"));
+        assert_eq!(bandwidth_quantity(1e12).as_deref(), Some("1T"));
+        assert_eq!(bandwidth_quantity(0.2e6), None);
+    }
+
+    #[test]
+    fn publish_lists_parse_and_refuse_unknown_schedulers() {
+        assert_eq!(
+            Scheduler::parse_list("kueue, volcano,kueue").unwrap(),
+            [Scheduler::Volcano, Scheduler::Kueue]
+        );
+        assert!(
+            Scheduler::parse_list("volcano,slurm")
+                .unwrap_err()
+                .contains("slurm")
+        );
+        assert!(Scheduler::parse_list("").unwrap().is_empty());
+    }
+}

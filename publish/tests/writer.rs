@@ -1,0 +1,620 @@
+//! The writer against a recorded API-server conversation (kube-rs's own test pattern: a
+//! `tower-test` mock service behind `kube::Client`): every call is checked in order — method,
+//! path, query, content type, body — and answered as the API server answers (Status bodies with
+//! `code` and `reason`); a missing call or an extra one fails the test.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+use zonemesh_domain::{NodeName, TierGroup, TierZone, Tiers, UnixMs, ZoneName, ZonePair};
+use zonemesh_publish::{
+    Desired, PublishMetrics, Scheduler, Settings, Verb, Writer, desired, objects::Kind,
+};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+type Check = Box<dyn Fn(&str, &str, &Value) + Send>;
+
+/// One exchange: the call expected and the answer.
+struct Step {
+    method: Method,
+    /// The path, and the query when it matters (`?` included).
+    uri: String,
+    status: u16,
+    reply: Value,
+    check: Check,
+}
+
+fn step(method: Method, uri: &str, status: u16, reply: Value) -> Step {
+    Step {
+        method,
+        uri: uri.to_owned(),
+        status,
+        reply,
+        check: Box::new(|_, _, _| {}),
+    }
+}
+
+impl Step {
+    fn checking(mut self, check: impl Fn(&str, &str, &Value) + Send + 'static) -> Self {
+        self.check = Box::new(check);
+        self
+    }
+}
+
+fn status(code: u16, reason: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": format!("{reason} (recorded)"), "reason": reason, "code": code})
+}
+
+fn list(kind: &str, items: Vec<Value>) -> Value {
+    json!({"kind": format!("{kind}List"), "apiVersion": "v1",
+           "metadata": {"resourceVersion": "100"}, "items": items})
+}
+
+const HN: &str = "/apis/topology.volcano.sh/v1alpha1/hypernodes";
+const OWNED: &str = "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dzonemesh";
+
+/// Runs the writer's `work` against `steps`; fails on a call out of order, a missing call or an
+/// extra one.
+async fn converse<T>(
+    steps: Vec<Step>,
+    settings: Settings,
+    work: impl AsyncFnOnce(&mut Writer) -> T,
+) -> (T, Arc<PublishMetrics>) {
+    let (service, mut handle): (_, Handle) = tower_test::mock::pair();
+    let client = Client::new(service, "default");
+    let metrics = Arc::new(PublishMetrics::default());
+    let server = tokio::spawn(async move {
+        let n = steps.len();
+        for (i, step) in steps.into_iter().enumerate() {
+            let (request, send) =
+                tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("call {i} of {n} ({} {}) never came", step.method, step.uri)
+                    })
+                    .expect("the client is alive");
+            // kube writes an empty first parameter (`?&labelSelector=`): the same query.
+            let uri = request.uri().to_string().replace("?&", "?");
+            assert_eq!(request.method(), step.method, "call {i}: {uri}");
+            assert!(
+                uri == step.uri
+                    || uri.starts_with(&format!("{}?", step.uri))
+                    || uri.starts_with(&format!("{}&", step.uri)),
+                "call {i}: {uri}, expected {}",
+                step.uri
+            );
+            let content_type = request
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            let bytes = request.into_body().collect_bytes().await.unwrap();
+            let body: Value = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).unwrap()
+            };
+            (step.check)(&uri, &content_type, &body);
+            send.send_response(
+                Response::builder()
+                    .status(step.status)
+                    .body(Body::from(serde_json::to_vec(&step.reply).unwrap()))
+                    .unwrap(),
+            );
+        }
+        // Nothing more: the client goes away without another call.
+        if let Ok(Some((extra, _))) =
+            tokio::time::timeout(Duration::from_millis(500), handle.next_request()).await
+        {
+            panic!("an extra call: {} {}", extra.method(), extra.uri());
+        }
+    });
+    let mut writer = Writer::new(client, settings, metrics.clone());
+    let out = work(&mut writer).await;
+    drop(writer);
+    server.await.expect("the conversation went as recorded");
+    (out, metrics)
+}
+
+fn name(s: &str) -> ZoneName {
+    ZoneName::parse("name", s).unwrap()
+}
+
+/// zone-a (a1, a2) and zone-b (b1) in group-1; x9 is a node of the cluster zonemesh does not know.
+fn tiers() -> Tiers {
+    let zone = |z: &str, nodes: &[&str]| TierZone {
+        name: name(z),
+        group: name("group-1"),
+        region: None,
+        nodes: nodes
+            .iter()
+            .map(|n| NodeName::parse("node", *n).unwrap())
+            .collect(),
+        fresh: true,
+        rtt_us: Some(90.0),
+        throughput_bps: None,
+    };
+    Tiers {
+        computed_at: UnixMs(1_800_000_000_000),
+        zones: vec![zone("zone-a", &["a1", "a2"]), zone("zone-b", &["b1"])],
+        groups: vec![TierGroup {
+            name: name("group-1"),
+            zones: vec![name("zone-a"), name("zone-b")],
+            inside: Default::default(),
+            held: false,
+            nearest: None,
+        }],
+        pairs: vec![ZonePair {
+            a: name("zone-a"),
+            b: name("zone-b"),
+            rtt_us: Some(1_500.0),
+            throughput_bps: Some(9.5e8),
+            fresh: true,
+        }],
+        ..Tiers::default()
+    }
+}
+
+fn only(scheduler: Scheduler) -> Settings {
+    Settings {
+        schedulers: vec![scheduler],
+        ..Settings::default()
+    }
+}
+
+fn want(settings: &Settings) -> Desired {
+    desired(&tiers(), settings)
+}
+
+/// An object as the API server returns it: the manifest with server metadata.
+fn served(manifest: &Value, uid: &str) -> Value {
+    let mut v = manifest.clone();
+    v["metadata"]["uid"] = uid.into();
+    v["metadata"]["resourceVersion"] = "42".into();
+    v
+}
+
+fn manifest(d: &Desired, name: &str) -> Value {
+    d.objects
+        .iter()
+        .find(|o| o.name == name)
+        .unwrap_or_else(|| panic!("no object {name}"))
+        .manifest
+        .clone()
+}
+
+const NOW: UnixMs = UnixMs(1_800_000_000_000);
+
+#[tokio::test]
+async fn missing_objects_are_created_changed_ones_replaced_and_stale_owned_ones_deleted() {
+    let settings = only(Scheduler::Volcano);
+    let d = want(&settings);
+    let names: Vec<&str> = d.objects.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "zonemesh-cluster",
+            "zonemesh-group-1",
+            "zonemesh-zone-zone-a",
+            "zonemesh-zone-zone-b"
+        ]
+    );
+    let mut changed = served(&manifest(&d, "zonemesh-zone-zone-a"), "uid-a");
+    changed["spec"]["members"] =
+        json!([{"type": "Node", "selector": {"exactMatch": {"name": "a1"}}}]);
+    let up_to_date = served(&manifest(&d, "zonemesh-cluster"), "uid-c");
+    let mut old = served(&manifest(&d, "zonemesh-zone-zone-b"), "uid-old");
+    old["metadata"]["name"] = "zonemesh-zone-gone".into();
+    let expect_b = manifest(&d, "zonemesh-zone-zone-b");
+    let steps = vec![
+        step(
+            Method::GET,
+            &format!("{HN}?{OWNED}"),
+            200,
+            list("HyperNode", vec![up_to_date, changed.clone(), old]),
+        ),
+        step(Method::POST, HN, 201, manifest(&d, "zonemesh-group-1")).checking(|_, ct, body| {
+            assert_eq!(ct, "application/json");
+            assert_eq!(body["metadata"]["name"], "zonemesh-group-1");
+            assert_eq!(
+                body["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+                "zonemesh"
+            );
+            assert_eq!(body["spec"]["tier"], 2);
+            assert_eq!(body["spec"]["members"][0]["type"], "HyperNode");
+        }),
+        step(
+            Method::PUT,
+            &format!("{HN}/zonemesh-zone-zone-a"),
+            200,
+            changed,
+        )
+        .checking(|_, _, body| {
+            assert_eq!(
+                body["metadata"]["resourceVersion"], "42",
+                "optimistic concurrency"
+            );
+            assert_eq!(body["spec"]["members"].as_array().unwrap().len(), 2);
+        }),
+        step(Method::POST, HN, 201, expect_b.clone()).checking(move |_, _, body| {
+            assert_eq!(body["spec"], expect_b["spec"]);
+        }),
+        step(
+            Method::DELETE,
+            &format!("{HN}/zonemesh-zone-gone"),
+            200,
+            status(200, "Success"),
+        )
+        .checking(|_, _, body| {
+            assert_eq!(
+                body["preconditions"]["uid"], "uid-old",
+                "only the object listed"
+            );
+        }),
+        step(
+            Method::GET,
+            &format!("{HN}?labelSelector=volcano.sh%2Fnetwork-topology-source"),
+            200,
+            list("HyperNode", vec![]),
+        ),
+    ];
+    let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    let round = round.unwrap();
+    assert_eq!(round.created, ["zonemesh-group-1", "zonemesh-zone-zone-b"]);
+    assert_eq!(round.updated, ["zonemesh-zone-zone-a"]);
+    assert_eq!(round.deleted, ["zonemesh-zone-gone"]);
+    assert_eq!(
+        (
+            metrics.writes(Verb::Create),
+            metrics.writes(Verb::Update),
+            metrics.writes(Verb::Delete)
+        ),
+        (2, 1, 1)
+    );
+}
+
+#[tokio::test]
+async fn nothing_changed_means_no_write_only_the_lists() {
+    let settings = only(Scheduler::Volcano);
+    let d = want(&settings);
+    let items = d
+        .objects
+        .iter()
+        .map(|o| served(&o.manifest, &format!("uid-{}", o.name)))
+        .collect();
+    let steps = vec![
+        step(
+            Method::GET,
+            &format!("{HN}?{OWNED}"),
+            200,
+            list("HyperNode", items),
+        ),
+        step(
+            Method::GET,
+            &format!("{HN}?labelSelector=volcano.sh%2Fnetwork-topology-source"),
+            200,
+            list("HyperNode", vec![]),
+        ),
+    ];
+    let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    assert_eq!(round.unwrap(), Default::default());
+    assert_eq!(
+        metrics.writes(Verb::Create) + metrics.writes(Verb::Update) + metrics.writes(Verb::Delete),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_object_of_our_name_is_left_alone_counted_and_reported() {
+    let settings = only(Scheduler::Volcano);
+    let d = want(&settings);
+    let mut others: Vec<Value> = d
+        .objects
+        .iter()
+        .filter(|o| o.name != "zonemesh-cluster")
+        .map(|o| served(&o.manifest, "u"))
+        .collect();
+    others.sort_by_key(|o| o["metadata"]["name"].as_str().unwrap().to_owned());
+    let foreign = json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": "zonemesh-cluster", "uid": "uid-theirs", "resourceVersion": "7",
+                     "labels": {"team": "network"}},
+        "spec": {"tier": 3, "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": "rack-1"}}}]}});
+    let steps = vec![
+        step(
+            Method::GET,
+            &format!("{HN}?{OWNED}"),
+            200,
+            list("HyperNode", others),
+        ),
+        step(Method::POST, HN, 409, status(409, "AlreadyExists")),
+        step(Method::GET, &format!("{HN}/zonemesh-cluster"), 200, foreign),
+        step(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            201,
+            json!({}),
+        )
+        .checking(|_, _, body| {
+            assert_eq!(body["reason"], "ForeignObject");
+            assert_eq!(body["type"], "Warning");
+            assert_eq!(body["regarding"]["kind"], "HyperNode");
+            assert_eq!(body["regarding"]["name"], "zonemesh-cluster");
+            assert_eq!(body["regarding"]["uid"], "uid-theirs");
+            assert_eq!(body["reportingController"], "zonemesh.io/publisher");
+            assert!(body["eventTime"].is_string());
+        }),
+        step(
+            Method::GET,
+            &format!("{HN}?labelSelector=volcano.sh%2Fnetwork-topology-source"),
+            200,
+            list("HyperNode", vec![]),
+        ),
+    ];
+    let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    let round = round.unwrap();
+    assert_eq!(round.foreign, ["zonemesh-cluster"]);
+    assert!(
+        round.updated.is_empty() && round.deleted.is_empty(),
+        "never overwritten"
+    );
+    assert_eq!(metrics.foreign_objects.get(), 1);
+}
+
+#[tokio::test]
+async fn forbidden_ends_the_round_with_the_code_and_writes_nothing() {
+    let settings = only(Scheduler::Volcano);
+    let d = want(&settings);
+    let steps = vec![step(
+        Method::GET,
+        &format!("{HN}?{OWNED}"),
+        403,
+        status(403, "Forbidden"),
+    )];
+    let (result, _) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.code(), Some(403));
+    assert!(err.to_string().contains("list hypernodes"), "{err}");
+}
+
+#[tokio::test]
+async fn a_conflict_on_replace_is_counted_and_left_for_the_next_round() {
+    let settings = only(Scheduler::Volcano);
+    let d = want(&settings);
+    let mut items: Vec<Value> = d.objects.iter().map(|o| served(&o.manifest, "u")).collect();
+    items[0]["metadata"]["annotations"]["zonemesh.io/measured-at"] = "2020-01-01T00:00:00Z".into();
+    let steps = vec![
+        step(
+            Method::GET,
+            &format!("{HN}?{OWNED}"),
+            200,
+            list("HyperNode", items),
+        ),
+        step(
+            Method::PUT,
+            &format!("{HN}/zonemesh-cluster"),
+            409,
+            status(409, "Conflict"),
+        ),
+        step(
+            Method::GET,
+            &format!("{HN}?labelSelector=volcano.sh%2Fnetwork-topology-source"),
+            200,
+            list("HyperNode", vec![]),
+        ),
+    ];
+    let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    assert_eq!(round.unwrap().conflicts, ["zonemesh-cluster"]);
+    assert_eq!(metrics.conflicts.get(), 1);
+}
+
+#[tokio::test]
+async fn volcano_discovery_splitting_a_zone_is_warned_about_once() {
+    let settings = only(Scheduler::Volcano);
+    let d = want(&settings);
+    let items: Vec<Value> = d.objects.iter().map(|o| served(&o.manifest, "u")).collect();
+    let discovered = json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": "hypernode-rack-tier1-abcde", "labels": {"volcano.sh/network-topology-source": "label"}},
+        "spec": {"tier": 1, "members": [
+            {"type": "Node", "selector": {"exactMatch": {"name": "a1"}}},
+            {"type": "Node", "selector": {"exactMatch": {"name": "b1"}}}]}});
+    let round = |items: Vec<Value>, event: bool| {
+        let mut steps = vec![
+            step(
+                Method::GET,
+                &format!("{HN}?{OWNED}"),
+                200,
+                list("HyperNode", items),
+            ),
+            step(
+                Method::GET,
+                &format!("{HN}?labelSelector=volcano.sh%2Fnetwork-topology-source"),
+                200,
+                list("HyperNode", vec![discovered.clone()]),
+            ),
+        ];
+        if event {
+            // a1 of zone-a and b1 of zone-b: both zonemesh zones are cut differently.
+            for zone in ["zonemesh-zone-zone-a", "zonemesh-zone-zone-b"] {
+                steps.push(
+                    step(
+                        Method::POST,
+                        "/apis/events.k8s.io/v1/namespaces/default/events",
+                        201,
+                        json!({}),
+                    )
+                    .checking(move |_, _, body| {
+                        assert_eq!(body["reason"], "DiscoveryOverlap");
+                        assert_eq!(body["regarding"]["name"], zone);
+                    }),
+                );
+            }
+        }
+        steps
+    };
+    let d2 = d.clone();
+    let items2 = items.clone();
+    let (_, metrics) = converse(
+        round(items, true)
+            .into_iter()
+            .chain(round(items2, false))
+            .collect(),
+        settings,
+        async move |w| {
+            w.publish(&d2, NOW).await.unwrap();
+            w.publish(&d2, NOW).await.unwrap();
+        },
+    )
+    .await;
+    assert_eq!(metrics.volcano_overlaps.get(), 2);
+}
+
+#[tokio::test]
+async fn node_labels_are_applied_only_where_they_differ() {
+    let settings = only(Scheduler::Kueue);
+    let d = want(&settings);
+    let topology = manifest(&d, "zonemesh");
+    assert_eq!(topology["apiVersion"], "kueue.x-k8s.io/v1beta2");
+    let meta = |name: &str, labels: Value| {
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+               "metadata": {"name": name, "labels": labels}})
+    };
+    let a1 = json!({"zonemesh.io/zone": "zone-a", "zonemesh.io/zone-group": "group-1",
+                    "zonemesh.io/measured": "true", "kubernetes.io/hostname": "a1"});
+    let nodes = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": "5"},
+        "items": [meta("a1", a1), meta("a2", json!({"kubernetes.io/hostname": "a2"})),
+                  meta("x9", json!({"zonemesh.io/zone": "old", "team": "ml"}))]});
+    let apply = |node: &'static str, labels: Value| {
+        step(
+            Method::PATCH,
+            &format!("/api/v1/nodes/{node}"),
+            200,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}),
+        )
+        .checking(move |uri, ct, body| {
+            assert_eq!(ct, "application/apply-patch+yaml");
+            assert!(uri.contains("fieldManager=zonemesh"), "{uri}");
+            assert!(
+                !uri.contains("force"),
+                "never forced over another manager: {uri}"
+            );
+            assert_eq!(body["metadata"]["labels"], labels);
+        })
+    };
+    let steps = vec![
+        step(
+            Method::GET,
+            &format!("/apis/kueue.x-k8s.io/v1beta2/topologies?{OWNED}"),
+            200,
+            list("Topology", vec![]),
+        ),
+        step(
+            Method::POST,
+            "/apis/kueue.x-k8s.io/v1beta2/topologies",
+            201,
+            topology,
+        ),
+        step(Method::GET, "/api/v1/nodes", 200, nodes),
+        apply(
+            "a2",
+            json!({"zonemesh.io/zone": "zone-a", "zonemesh.io/zone-group": "group-1", "zonemesh.io/measured": "true"}),
+        ),
+        // Not in the tiers: zonemesh's labels go (an apply without them), "team" is not ours.
+        apply("x9", json!({})),
+    ];
+    let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    assert_eq!(round.unwrap().labelled, ["a2", "x9"]);
+    assert_eq!(metrics.writes(Verb::Label), 2);
+}
+
+#[tokio::test]
+async fn diktyo_rewriting_our_weights_is_detected_reported_and_undone() {
+    let settings = only(Scheduler::Diktyo);
+    let d = want(&settings);
+    let mut nt = served(&manifest(&d, "zonemesh"), "uid-nt");
+    nt["spec"]["weights"] = json!([{"name": "UserDefined", "topologyList": []},
+                                   {"name": "NetperfCosts", "topologyList": []}]);
+    let cm = d
+        .objects
+        .iter()
+        .find(|o| o.kind == Kind::ConfigMap)
+        .unwrap()
+        .manifest
+        .clone();
+    let nts =
+        "/apis/networktopology.diktyo.x-k8s.io/v1alpha1/namespaces/zonemesh/networktopologies";
+    let steps = vec![
+        step(
+            Method::GET,
+            &format!("{nts}?{OWNED}"),
+            200,
+            list("NetworkTopology", vec![nt.clone()]),
+        ),
+        step(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/zonemesh/events",
+            201,
+            json!({}),
+        )
+        .checking(|_, _, body| {
+            assert_eq!(body["reason"], "WeightsRewritten");
+            assert_eq!(body["regarding"]["namespace"], "zonemesh");
+        }),
+        step(Method::PUT, &format!("{nts}/zonemesh"), 200, nt).checking(|_, _, body| {
+            assert_eq!(body["spec"]["weights"][0]["name"], "zonemesh");
+            let zones = &body["spec"]["weights"][0]["topologyList"][0];
+            assert_eq!(zones["topologyKey"], "topology.kubernetes.io/zone");
+            let cost = &zones["originList"][0]["costList"][0];
+            assert_eq!(cost["destination"], "zone-b");
+            assert_eq!(cost["networkCost"], 45, "1.5 ms");
+            assert_eq!(cost["bandwidthCapacity"], "950M");
+        }),
+        step(
+            Method::GET,
+            &format!("/api/v1/namespaces/zonemesh/configmaps?{OWNED}"),
+            200,
+            list("ConfigMap", vec![served(&cm, "uid-cm")]),
+        ),
+    ];
+    let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    assert_eq!(round.unwrap().updated, ["zonemesh"]);
+    assert_eq!(metrics.weights_rewritten.get(), 1);
+}
+
+#[tokio::test]
+async fn delete_removes_only_what_zonemesh_owns() {
+    let settings = only(Scheduler::Volcano);
+    let owned = json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": "zonemesh-zone-a", "uid": "uid-1", "resourceVersion": "3",
+                     "labels": {"app.kubernetes.io/managed-by": "zonemesh"}},
+        "spec": {"tier": 1}});
+    // A server that ignored the selector: the writer still leaves others' objects alone.
+    let theirs = json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": "rack-1", "uid": "uid-2", "labels": {"volcano.sh/network-topology-source": "label"}},
+        "spec": {"tier": 1}});
+    let steps = vec![
+        step(
+            Method::GET,
+            &format!("{HN}?{OWNED}"),
+            200,
+            list("HyperNode", vec![owned, theirs]),
+        ),
+        step(
+            Method::DELETE,
+            &format!("{HN}/zonemesh-zone-a"),
+            200,
+            status(200, "Success"),
+        )
+        .checking(|_, _, body| assert_eq!(body["preconditions"]["uid"], "uid-1")),
+    ];
+    let (round, _) = converse(steps, settings, async |w| {
+        w.delete_all(&[Kind::HyperNode], false).await
+    })
+    .await;
+    assert_eq!(round.unwrap().deleted, ["zonemesh-zone-a"]);
+}
