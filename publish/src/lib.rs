@@ -52,5 +52,7 @@ pub mod writer;
 pub mod yaml;
 
 pub use metrics::{PublishMetrics, Verb};
-pub use objects::{Desired, Kind, KueueVersion, Object, Scheduler, Settings, desired};
+pub use objects::{
+    Desired, Kind, KueueVersion, Object, Scheduler, Settings, SettingsError, desired,
+};
 pub use writer::{PublishError, Round, Writer};

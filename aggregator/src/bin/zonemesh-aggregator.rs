@@ -412,7 +412,8 @@ impl Cli {
                     weights_name: self.publish_weights_name.clone(),
                     kueue_version,
                 }
-                .checked()?,
+                .checked()
+                .map_err(|e| e.to_string())?,
                 interval: self.publish_interval,
             })
         };

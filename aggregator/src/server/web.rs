@@ -297,3 +297,41 @@ async fn place(State(t): State<TopologyService>, body: axum::body::Bytes) -> Res
     };
     answer(t.place(Request::new(request)).await)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A damaged store or the server's own fault is a 500, which clients do not retry; only
+    /// what may pass is a 503.
+    #[test]
+    fn only_what_may_pass_is_service_unavailable() {
+        let cases = [
+            (
+                Status::data_loss("record unreadable"),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (
+                Status::internal("a query panicked"),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (
+                Status::unavailable("shutting down"),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (Status::invalid_argument("zone"), StatusCode::BAD_REQUEST),
+            (Status::not_found("node"), StatusCode::NOT_FOUND),
+            (
+                Status::failed_precondition("no zone fits"),
+                StatusCode::CONFLICT,
+            ),
+        ];
+        for (status, want) in cases {
+            let code = status.code();
+            let response = answer::<v1::ListZonesResponse>(Err(status));
+            assert_eq!(response.status(), want, "{code:?}");
+        }
+        let ok = answer(Ok(tonic::Response::new(v1::ListZonesResponse::default())));
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+}
