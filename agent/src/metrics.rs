@@ -344,32 +344,9 @@ mod tests {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");
         let golden = std::fs::read_to_string(path).unwrap();
-        let split = |text: &str| {
-            let mut comments = std::collections::BTreeSet::new();
-            let mut samples = BTreeMap::new();
-            for line in text.lines() {
-                if line.starts_with('#') {
-                    comments.insert(line.to_owned());
-                } else if let Some((series, value)) = line.rsplit_once(' ') {
-                    samples.insert(series.to_owned(), value.to_owned());
-                }
-            }
-            (comments, samples)
-        };
-        let (got_comments, got) = split(&text);
-        let (want_comments, want) = split(&golden);
-        assert_eq!(got_comments, want_comments, "{text}");
-        assert_eq!(
-            got.keys().collect::<Vec<_>>(),
-            want.keys().collect::<Vec<_>>(),
-            "{text}"
-        );
-        for (series, value) in &want {
-            let ours = &got[series];
-            let same = series.starts_with("zonemesh_agent_rtt_seconds")
-                && ours.parse::<f64>().ok() == value.parse::<f64>().ok();
-            assert!(ours == value || same, "{series}: {ours}, was {value}");
-        }
+        zonemesh_common::metrics::assert_same_exposition(&text, &golden, |series| {
+            series.starts_with("zonemesh_agent_rtt_seconds")
+        });
     }
 
     #[test]

@@ -175,6 +175,41 @@ macro_rules! label_value {
     };
 }
 
+/// Compares an exposition with the `golden` one family by family: the same comment lines (help
+/// and type), the same series, and the same value text for each, except that a series for which
+/// `float(series)` holds may print its value differently if it is the same number (`0` and
+/// `0.0`). The order of lines does not count. Panics naming the first difference (a test
+/// helper: the aggregator's and the agent's golden expositions).
+pub fn assert_same_exposition(text: &str, golden: &str, float: impl Fn(&str) -> bool) {
+    use std::collections::{BTreeMap, BTreeSet};
+    let lines = |text: &'_ str| {
+        let mut comments = BTreeSet::new();
+        let mut samples = BTreeMap::new();
+        for line in text.lines() {
+            if line.starts_with('#') {
+                comments.insert(line.to_owned());
+            } else if let Some((series, value)) = line.rsplit_once(' ') {
+                let twice = samples.insert(series.to_owned(), value.to_owned());
+                assert!(twice.is_none(), "{series} twice");
+            }
+        }
+        (comments, samples)
+    };
+    let (got_comments, got) = lines(text);
+    let (want_comments, want) = lines(golden);
+    assert_eq!(got_comments, want_comments, "{text}");
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{text}"
+    );
+    for (series, value) in &want {
+        let ours = &got[series];
+        let same = float(series) && ours.parse::<f64>().ok() == value.parse::<f64>().ok();
+        assert!(ours == value || same, "{series}: {ours}, was {value}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

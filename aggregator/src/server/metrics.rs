@@ -711,7 +711,6 @@ fn encode_links(encoder: &mut DescriptorEncoder, links: &[ZoneLinkRow]) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::{BTreeMap, BTreeSet};
     use zonemesh_engine::testing::{force_down, mesh, name};
 
     /// Metrics after a little of everything: counters, histograms, refusals, limits, a failing
@@ -752,20 +751,6 @@ mod tests {
         m
     }
 
-    /// The exposition as comment lines and samples (`name{labels}` → value text).
-    fn lines(text: &str) -> (BTreeSet<&str>, BTreeMap<&str, &str>) {
-        let mut comments = BTreeSet::new();
-        let mut samples = BTreeMap::new();
-        for line in text.lines() {
-            if line.starts_with('#') {
-                comments.insert(line);
-            } else if let Some((series, value)) = line.rsplit_once(' ') {
-                assert!(samples.insert(series, value).is_none(), "{series} twice");
-            }
-        }
-        (comments, samples)
-    }
-
     /// Every family, type, help text, series and value is what the hand-written exposition
     /// printed (`tests/golden/metrics.prom`, captured before prometheus-client). Only the order
     /// of series inside a family may differ, and the figures that are floating point (a
@@ -776,21 +761,10 @@ mod tests {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");
         let golden = std::fs::read_to_string(path).unwrap();
-        let (got_comments, got) = lines(&text);
-        let (want_comments, want) = lines(&golden);
-        assert_eq!(got_comments, want_comments, "{text}");
-        assert_eq!(
-            got.keys().collect::<Vec<_>>(),
-            want.keys().collect::<Vec<_>>(),
-            "{text}"
-        );
-        for (series, value) in want {
-            let ours = got[series];
-            let float = ["_sum", "_rtt_seconds", "_loss_ratio", "_bytes_per_second"]
+        zonemesh_common::metrics::assert_same_exposition(&text, &golden, |series| {
+            ["_sum", "_rtt_seconds", "_loss_ratio", "_bytes_per_second"]
                 .iter()
-                .any(|f| series.contains(f));
-            let same = float && ours.parse::<f64>().ok() == value.parse::<f64>().ok();
-            assert!(ours == value || same, "{series}: {ours}, was {value}");
-        }
+                .any(|f| series.contains(f))
+        });
     }
 }
