@@ -83,6 +83,9 @@ pub async fn bench(seconds: u32) -> Result<()> {
     Ok(())
 }
 
+/// The heading from which `docs/ACCURACY.md` is written by hand: `accuracy --out` keeps it.
+pub const KEPT_SECTION: &str = "## Window quantiles";
+
 /// Runs the demo cluster and returns the accuracy report (Markdown).
 pub async fn accuracy() -> Result<String> {
     let exe = std::env::current_exe()?;
