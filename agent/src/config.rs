@@ -8,6 +8,8 @@ use clap::Parser;
 use zonemesh_common::flags::{LogFormat, parse_duration};
 use zonemesh_domain::{NodeName, ZoneName};
 
+use crate::Error;
+
 /// Environment variables, one constant per name.
 pub mod env {
     /// `--node`.
@@ -166,7 +168,12 @@ pub enum SocketBuffer {
     Bytes(usize),
 }
 
-fn parse_buffer(value: &str) -> Result<SocketBuffer, String> {
+/// A `--socket-buffer` value (clap names the flag in its message).
+fn parse_buffer(value: &str) -> Result<SocketBuffer, Error> {
+    let bad = |problem| Error::SocketBuffer {
+        value: value.to_owned(),
+        problem,
+    };
     if value == "auto" {
         return Ok(SocketBuffer::Auto);
     }
@@ -179,10 +186,10 @@ fn parse_buffer(value: &str) -> Result<SocketBuffer, String> {
     };
     let n: usize = number
         .parse()
-        .map_err(|_| format!("{value:?} is not a size (use auto, 4194304, 512KiB or 4MiB)"))?;
+        .map_err(|_| bad("not a size (use auto, 4194304, 512KiB or 4MiB)"))?;
     let bytes = n.saturating_mul(scale);
     if !(4096..=1 << 30).contains(&bytes) {
-        return Err(format!("{value:?} is not between 4KiB and 1024MiB"));
+        return Err(bad("not between 4KiB and 1024MiB"));
     }
     Ok(SocketBuffer::Bytes(bytes))
 }
@@ -224,23 +231,30 @@ pub struct Config {
     pub labels: crate::discover::Labels,
 }
 
+/// The error of a flag's bad value.
+fn flag(flag: &'static str, reason: impl Into<String>) -> Error {
+    Error::Flag {
+        flag,
+        reason: reason.into(),
+    }
+}
+
 impl Cli {
     /// Checks what clap cannot; every error names its flag.
-    pub fn config(&self) -> Result<Config, String> {
-        let node = NodeName::parse("--node", self.node.clone()).map_err(|e| e.to_string())?;
-        let zone = ZoneName::parse_optional("--zone", self.zone.clone().unwrap_or_default())
-            .map_err(|e| e.to_string())?;
-        let region = ZoneName::parse_optional("--region", self.region.clone().unwrap_or_default())
-            .map_err(|e| e.to_string())?;
+    pub fn config(&self) -> Result<Config, Error> {
+        let node = NodeName::parse("--node", self.node.clone())?;
+        let zone = ZoneName::parse_optional("--zone", self.zone.clone().unwrap_or_default())?;
+        let region = ZoneName::parse_optional("--region", self.region.clone().unwrap_or_default())?;
         let mut addresses = Vec::new();
         for a in &self.address {
             let ip: IpAddr = a
                 .trim()
                 .parse()
-                .map_err(|_| format!("--address: {a:?} is not an IP address"))?;
+                .map_err(|_| flag("--address", format!("{a:?} is not an IP address")))?;
             if ip.is_unspecified() || ip.is_multicast() {
-                return Err(format!(
-                    "--address: {ip} cannot be probed (give this node's own unicast address)"
+                return Err(flag(
+                    "--address",
+                    format!("{ip} cannot be probed (give this node's own unicast address)"),
                 ));
             }
             if !addresses.contains(&ip) {
@@ -248,32 +262,41 @@ impl Cli {
             }
         }
         if addresses.is_empty() {
-            return Err("--address: at least one address is needed".into());
+            return Err(flag("--address", "at least one address is needed"));
         }
         let url = &self.aggregator;
         let rest = url
             .strip_prefix("http://")
             .or_else(|| url.strip_prefix("https://"))
-            .ok_or_else(|| format!("--aggregator: {url:?} must start with http:// or https://"))?;
+            .ok_or_else(|| {
+                flag(
+                    "--aggregator",
+                    format!("{url:?} must start with http:// or https://"),
+                )
+            })?;
         let authority = rest.trim_end_matches('/');
         if authority.is_empty() || authority.contains('/') {
-            return Err(format!(
-                "--aggregator: {url:?} must be scheme://host:port without a path"
+            return Err(flag(
+                "--aggregator",
+                format!("{url:?} must be scheme://host:port without a path"),
             ));
         }
         tonic::transport::Endpoint::from_shared(url.clone())
-            .map_err(|e| format!("--aggregator: {url:?}: {e}"))?;
+            .map_err(|e| flag("--aggregator", format!("{url:?}: {e}")))?;
         let tls = self.tls.client_tls(url)?;
         if self.probe_port == 0 {
-            return Err("--probe-port: 0 is not a port peers can reach".into());
+            return Err(flag("--probe-port", "0 is not a port peers can reach"));
         }
         if self.buffer_reports == 0 {
-            return Err("--buffer-reports: must be at least 1".into());
+            return Err(flag("--buffer-reports", "must be at least 1"));
         }
         if self.reconnect_min.is_zero() || self.reconnect_min > self.reconnect_max {
-            return Err(format!(
-                "--reconnect-min: {:?} must be above 0 and at most --reconnect-max {:?}",
-                self.reconnect_min, self.reconnect_max
+            return Err(flag(
+                "--reconnect-min",
+                format!(
+                    "{:?} must be above 0 and at most --reconnect-max {:?}",
+                    self.reconnect_min, self.reconnect_max
+                ),
             ));
         }
         if self.metrics_listen.port() != 0
@@ -281,24 +304,25 @@ impl Cli {
             && (self.metrics_listen.ip().is_unspecified()
                 || addresses.contains(&self.metrics_listen.ip()))
         {
-            return Err(format!(
-                "--metrics-listen: {} uses --probe-port {}",
-                self.metrics_listen, self.probe_port
+            return Err(flag(
+                "--metrics-listen",
+                format!(
+                    "{} uses --probe-port {}",
+                    self.metrics_listen, self.probe_port
+                ),
             ));
         }
         let pod_zone = (
-            ZoneName::parse_optional("--pod-zone", self.pod_zone.clone().unwrap_or_default())
-                .map_err(|e| e.to_string())?,
-            ZoneName::parse_optional("--pod-region", self.pod_region.clone().unwrap_or_default())
-                .map_err(|e| e.to_string())?,
+            ZoneName::parse_optional("--pod-zone", self.pod_zone.clone().unwrap_or_default())?,
+            ZoneName::parse_optional("--pod-region", self.pod_region.clone().unwrap_or_default())?,
         );
         let kube_api = self.kube_api()?;
-        for (flag, label) in [
+        for (name, label) in [
             ("--zone-label", &self.zone_label),
             ("--region-label", &self.region_label),
         ] {
             if label.trim().is_empty() || label.contains(char::is_whitespace) {
-                return Err(format!("{flag}: {label:?} is not a label key"));
+                return Err(flag(name, format!("{label:?} is not a label key")));
             }
         }
         Ok(Config {
@@ -329,7 +353,7 @@ impl Cli {
     /// The API server to read the Node object from: `--kube-api`, else the in-cluster address.
     /// Token and CA are read here, so that a missing file is a startup error naming its flag
     /// (an absent token outside a cluster is fine: `kubectl proxy` needs none).
-    fn kube_api(&self) -> Result<Option<crate::discover::KubeApi>, String> {
+    fn kube_api(&self) -> Result<Option<crate::discover::KubeApi>, Error> {
         let url = match self.kube_api.as_deref() {
             Some("none") => return Ok(None),
             Some(url) => url.to_owned(),
@@ -343,27 +367,32 @@ impl Cli {
             },
         };
         if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(format!(
-                "--kube-api: {url:?} must start with https:// or http://"
+            return Err(flag(
+                "--kube-api",
+                format!("{url:?} must start with https:// or http://"),
             ));
         }
         let token = match std::fs::read_to_string(&self.kube_token_file) {
             Ok(t) => Some(t.trim().to_owned()),
             Err(_) if self.kube_token_file.as_os_str() == SERVICE_ACCOUNT_TOKEN => None,
-            Err(e) => {
-                return Err(format!(
-                    "--kube-token-file {}: {e}",
-                    self.kube_token_file.display()
-                ));
+            Err(source) => {
+                return Err(Error::FlagFile {
+                    flag: "--kube-token-file",
+                    path: self.kube_token_file.clone(),
+                    source,
+                    note: String::new(),
+                });
             }
         };
         let ca_pem = if url.starts_with("https://") {
-            Some(std::fs::read(&self.kube_ca_file).map_err(|e| {
-                format!(
-                    "--kube-ca-file {}: {e} (needed for {url})",
-                    self.kube_ca_file.display()
-                )
-            })?)
+            Some(
+                std::fs::read(&self.kube_ca_file).map_err(|source| Error::FlagFile {
+                    flag: "--kube-ca-file",
+                    path: self.kube_ca_file.clone(),
+                    source,
+                    note: format!(" (needed for {url})"),
+                })?,
+            )
         } else {
             None
         };
@@ -381,6 +410,7 @@ mod tests {
         Cli::try_parse_from(all)
             .map_err(|e| e.to_string())?
             .config()
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -445,8 +475,18 @@ mod tests {
 
     #[test]
     fn buffer_sizes_take_units() {
-        assert_eq!(parse_buffer("4MiB"), Ok(SocketBuffer::Bytes(4 << 20)));
-        assert_eq!(parse_buffer("512KiB"), Ok(SocketBuffer::Bytes(512 << 10)));
-        assert!(parse_buffer("4GB").is_err());
+        assert_eq!(parse_buffer("4MiB").unwrap(), SocketBuffer::Bytes(4 << 20));
+        assert_eq!(
+            parse_buffer("512KiB").unwrap(),
+            SocketBuffer::Bytes(512 << 10)
+        );
+        assert_eq!(
+            parse_buffer("4GB").unwrap_err().to_string(),
+            "\"4GB\" is not a size (use auto, 4194304, 512KiB or 4MiB)"
+        );
+        assert_eq!(
+            parse_buffer("2KiB").unwrap_err().to_string(),
+            "\"2KiB\" is not between 4KiB and 1024MiB"
+        );
     }
 }

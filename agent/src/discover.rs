@@ -16,6 +16,8 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use zonemesh_domain::ZoneName;
 
+use crate::Error;
+
 /// Where the zone came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -65,14 +67,21 @@ pub struct Labels {
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `metadata.labels` of node `node`, read from the API server.
-pub async fn node_labels(api: &KubeApi, node: &str) -> Result<BTreeMap<String, String>, String> {
+pub async fn node_labels(api: &KubeApi, node: &str) -> Result<BTreeMap<String, String>, Error> {
     let body = tokio::time::timeout(TIMEOUT, get(api, &format!("/api/v1/nodes/{node}")))
         .await
-        .map_err(|_| format!("{}: no answer within {TIMEOUT:?}", api.url))??;
+        .map_err(|_| Error::KubeTimeout {
+            url: api.url.clone(),
+            after: TIMEOUT,
+        })??;
+    let answer = |reason: String| Error::KubeAnswer {
+        node: node.to_owned(),
+        reason,
+    };
     let value: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| format!("node {node}: the answer is not JSON: {e}"))?;
+        .map_err(|e| answer(format!("the answer is not JSON: {e}")))?;
     if value.get("kind").and_then(|k| k.as_str()) != Some("Node") {
-        return Err(format!("node {node}: the answer is not a Node object"));
+        return Err(answer("the answer is not a Node object".into()));
     }
     Ok(value
         .pointer("/metadata/labels")
@@ -85,19 +94,28 @@ pub async fn node_labels(api: &KubeApi, node: &str) -> Result<BTreeMap<String, S
         .unwrap_or_default())
 }
 
-async fn get(api: &KubeApi, path: &str) -> Result<Vec<u8>, String> {
+async fn get(api: &KubeApi, path: &str) -> Result<Vec<u8>, Error> {
+    let url = || api.url.clone();
+    let address = |reason: String| Error::KubeAddress { url: url(), reason };
     let uri: hyper::Uri = format!("{}{path}", api.url.trim_end_matches('/'))
         .parse()
-        .map_err(|e| format!("{}: not a URL: {e}", api.url))?;
+        .map_err(|e| address(format!("not a URL: {e}")))?;
     let host = uri
         .host()
-        .ok_or_else(|| format!("{}: no host", api.url))?
+        .ok_or_else(|| address("no host".into()))?
         .to_owned();
     let https = uri.scheme_str() == Some("https");
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let io = |what| {
+        move |source| Error::KubeIo {
+            url: url(),
+            what,
+            source,
+        }
+    };
     let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
-        .map_err(|e| format!("{}: {e}", api.url))?;
+        .map_err(io(""))?;
     let mut request = hyper::Request::get(uri.path())
         .header(hyper::header::HOST, format!("{host}:{port}"))
         .header(hyper::header::ACCEPT, "application/json");
@@ -106,39 +124,29 @@ async fn get(api: &KubeApi, path: &str) -> Result<Vec<u8>, String> {
     }
     let request = request
         .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| Error::KubeRequest { url: url(), source })?;
+    let http = |source| Error::KubeHttp { url: url(), source };
     let response = if https {
-        let ca = api
-            .ca_pem
-            .as_deref()
-            .ok_or_else(|| format!("{}: https needs the cluster's CA certificate", api.url))?;
-        let connector = tls_connector(ca)?;
+        let ca = api.ca_pem.as_deref().ok_or_else(|| Error::KubeCa {
+            url: url(),
+            reason: "https needs the cluster's CA certificate".into(),
+        })?;
+        let connector = tls_connector(&api.url, ca)?;
         let name = rustls_pki_types::ServerName::try_from(host.clone())
-            .map_err(|e| format!("{host}: {e}"))?;
-        let tls = connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("{}: TLS: {e}", api.url))?;
-        send(TokioIo::new(tls), request).await?
+            .map_err(|e| address(format!("{host}: {e}")))?;
+        let tls = connector.connect(name, tcp).await.map_err(io("TLS: "))?;
+        send(TokioIo::new(tls), request).await.map_err(http)?
     } else {
-        send(TokioIo::new(tcp), request).await?
+        send(TokioIo::new(tcp), request).await.map_err(http)?
     };
     let (parts, body) = response.into_parts();
-    let bytes = body
-        .collect()
-        .await
-        .map_err(|e| format!("{}: {e}", api.url))?
-        .to_bytes();
+    let bytes = body.collect().await.map_err(http)?.to_bytes();
     if !parts.status.is_success() {
-        return Err(format!(
-            "{}{path}: {} {}",
-            api.url,
-            parts.status,
-            String::from_utf8_lossy(&bytes)
-                .chars()
-                .take(200)
-                .collect::<String>()
-        ));
+        return Err(Error::KubeStatus {
+            url: format!("{}{path}", api.url),
+            status: parts.status,
+            body: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+        });
     }
     Ok(bytes.to_vec())
 }
@@ -146,40 +154,38 @@ async fn get(api: &KubeApi, path: &str) -> Result<Vec<u8>, String> {
 async fn send<T>(
     io: TokioIo<T>,
     request: hyper::Request<Empty<Bytes>>,
-) -> Result<hyper::Response<hyper::body::Incoming>, String>
+) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
     tokio::spawn(connection);
-    sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())
+    sender.send_request(request).await
 }
 
-fn tls_connector(ca_pem: &[u8]) -> Result<tokio_rustls::TlsConnector, String> {
+/// A TLS connector to the API server `url` trusting the cluster's CA (PEM).
+fn tls_connector(url: &str, ca_pem: &[u8]) -> Result<tokio_rustls::TlsConnector, Error> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
+    let bad = |reason: String| Error::KubeCa {
+        url: url.to_owned(),
+        reason,
+    };
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        let cert = cert.map_err(|e| format!("CA certificate: {e}"))?;
+        let cert = cert.map_err(|e| bad(format!("CA certificate: {e}")))?;
         roots
             .add(cert)
-            .map_err(|e| format!("CA certificate: {e}"))?;
+            .map_err(|e| bad(format!("CA certificate: {e}")))?;
     }
     if roots.is_empty() {
-        return Err("CA file holds no certificate".into());
+        return Err(bad("CA file holds no certificate".into()));
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let config = rustls::ClientConfig::builder_with_provider(zonemesh_tls::provider())
+        .with_safe_default_protocol_versions()
+        .map_err(zonemesh_tls::Error::Config)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 

@@ -44,20 +44,29 @@ fn can_open(ty: Type, ip: IpAddr) -> io::Result<()> {
 
 /// Picks the RTT method for `choice`: `auto` tries an ICMP datagram socket, then a raw one, then
 /// falls back to TCP. An explicit choice that cannot work here is an error naming `--icmp`.
-pub fn choose_mode(choice: IcmpChoice, ours: IpAddr) -> Result<IcmpMode, String> {
+pub fn choose_mode(choice: IcmpChoice, ours: IpAddr) -> Result<IcmpMode, crate::Error> {
     let dgram = || can_open(Type::DGRAM, ours);
     let raw = || can_open(Type::RAW, ours);
+    let refused = |mode, socket, needs| {
+        move |source| crate::Error::Icmp {
+            mode,
+            socket,
+            needs,
+            source,
+        }
+    };
     match choice {
         IcmpChoice::Tcp => Ok(IcmpMode::Tcp),
-        IcmpChoice::Dgram => dgram().map(|()| IcmpMode::Dgram).map_err(|e| {
-            format!(
-                "--icmp dgram: cannot open an ICMP datagram socket ({e}); this needs the \
-                 process's group in net.ipv4.ping_group_range"
-            )
-        }),
-        IcmpChoice::Raw => raw().map(|()| IcmpMode::Raw).map_err(|e| {
-            format!("--icmp raw: cannot open a raw ICMP socket ({e}); this needs CAP_NET_RAW")
-        }),
+        IcmpChoice::Dgram => dgram().map(|()| IcmpMode::Dgram).map_err(refused(
+            "dgram",
+            "an ICMP datagram socket",
+            "the process's group in net.ipv4.ping_group_range",
+        )),
+        IcmpChoice::Raw => raw().map(|()| IcmpMode::Raw).map_err(refused(
+            "raw",
+            "a raw ICMP socket",
+            "CAP_NET_RAW",
+        )),
         IcmpChoice::Auto => Ok(if dgram().is_ok() {
             IcmpMode::Dgram
         } else if raw().is_ok() {

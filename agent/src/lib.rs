@@ -25,6 +25,9 @@
 
 pub mod config;
 pub mod discover;
+mod error;
+
+pub use error::Error;
 pub mod icmp;
 pub mod metrics;
 pub mod outbox;
@@ -361,14 +364,17 @@ async fn serve_metrics(listener: std::net::TcpListener, metrics: Arc<Metrics>) {
     let app = axum::Router::new()
         .route(
             "/metrics",
-            get(move || {
-                let metrics = metrics.clone();
-                async move {
-                    (
-                        [("content-type", "text/plain; version=0.0.4")],
-                        metrics.render(),
-                    )
-                }
+            get(move |headers: axum::http::HeaderMap| {
+                let accept = headers.get_all(axum::http::header::ACCEPT);
+                let accept = accept.iter().map(|v| v.to_str().ok());
+                let exposition = zonemesh_common::metrics::exposition(metrics.registry(), accept);
+                // Encoding into a String fails only on a value the format cannot hold.
+                let status = match exposition {
+                    Ok(_) => axum::http::StatusCode::OK,
+                    Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                let (content_type, text) = exposition.unwrap_or(("text/plain", String::new()));
+                async move { (status, [("content-type", content_type)], text) }
             }),
         )
         .route("/healthz", get(|| async { "ok\n" }));

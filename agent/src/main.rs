@@ -19,10 +19,12 @@ fn fail(message: &str) -> ! {
 
 fn main() {
     let cli: Cli = parse_or_exit();
-    let mut config = cli.config().unwrap_or_else(|e| usage_error(PROGRAM, &e));
+    let mut config = cli
+        .config()
+        .unwrap_or_else(|e| usage_error(PROGRAM, &e.to_string()));
     init_logging(PROGRAM, cli.log_format, &cli.log);
     let mode = icmp::choose_mode(config.icmp, config.addresses[0])
-        .unwrap_or_else(|e| usage_error(PROGRAM, &e));
+        .unwrap_or_else(|e| usage_error(PROGRAM, &e.to_string()));
     tracing::info!(mode = mode.as_str(), choice = ?config.icmp, "RTT and loss method");
     let responders =
         tcp::bind_responder(&config.addresses, config.probe_port, config.socket_buffer)

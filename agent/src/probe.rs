@@ -41,29 +41,31 @@ pub struct Target {
 
 impl Target {
     /// The target of a plan entry, probing the first address of a family this node has.
-    pub fn from_wire(wire: &v1::ProbeTarget, ours: &[IpAddr]) -> Result<Self, String> {
+    pub fn from_wire(wire: &v1::ProbeTarget, ours: &[IpAddr]) -> Result<Self, crate::Error> {
         let node = &wire.node;
+        let bad = |reason: String| crate::Error::Target {
+            node: node.clone(),
+            reason,
+        };
         let mut parsed = Vec::new();
         for a in &wire.addresses {
             parsed.push(
                 a.parse::<IpAddr>()
-                    .map_err(|_| format!("target {node}: address {a:?} is not an IP address"))?,
+                    .map_err(|_| bad(format!("address {a:?} is not an IP address")))?,
             );
         }
         let address = parsed
             .iter()
             .copied()
             .find(|a| ours.iter().any(|o| o.is_ipv4() == a.is_ipv4()))
-            .ok_or_else(|| {
-                format!("target {node}: no address of a family this node has ({parsed:?})")
-            })?;
+            .ok_or_else(|| bad(format!("no address of a family this node has ({parsed:?})")))?;
         let port = u16::try_from(wire.probe_port)
             .ok()
             .filter(|p| *p != 0)
-            .ok_or_else(|| format!("target {node}: probe_port {} is invalid", wire.probe_port))?;
+            .ok_or_else(|| bad(format!("probe_port {} is invalid", wire.probe_port)))?;
         if wire.interval_ms == 0 || wire.train_size == 0 || wire.timeout_ms == 0 {
-            return Err(format!(
-                "target {node}: interval_ms, train_size and timeout_ms must be above 0"
+            return Err(bad(
+                "interval_ms, train_size and timeout_ms must be above 0".into(),
             ));
         }
         Ok(Self {

@@ -10,6 +10,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use zonemesh_proto::v1::{self, agent_message, aggregator_message};
 
+use crate::Error;
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Removed};
 
@@ -103,7 +104,7 @@ async fn connection(
     instructions: &mpsc::UnboundedSender<Instruction>,
     flush: &mut watch::Receiver<bool>,
     attempt: &mut u32,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let channel = zonemesh_tls::connect(&config.url, &config.tls, Duration::from_secs(5)).await?;
     let mut client = v1::ingest_client::IngestClient::new(channel);
     let (tx, rx) = mpsc::channel::<v1::AgentMessage>(MAX_IN_FLIGHT + 2);
@@ -112,27 +113,36 @@ async fn connection(
         async move {
             tx.send(v1::AgentMessage { kind: Some(kind) })
                 .await
-                .map_err(|_| "stream closed".to_string())
+                .map_err(|_| Error::Stream("stream closed"))
         }
     };
     send(&tx, agent_message::Kind::Hello(config.hello.clone())).await?;
     let mut inbound = client
         .connect(ReceiverStream::new(rx))
         .await
-        .map_err(|s| format!("Ingest.Connect: {}", s.message()))?
+        .map_err(|status| Error::Rpc {
+            what: "Ingest.Connect: ",
+            status,
+        })?
         .into_inner();
 
     let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.next())
         .await
-        .map_err(|_| "no answer to Hello".to_string())?
-        .ok_or("stream ended before the answer to Hello")?
-        .map_err(|s| format!("Hello: {} ({:?})", s.message(), s.code()))?;
+        .map_err(|_| Error::Stream("no answer to Hello"))?
+        .ok_or(Error::Stream("stream ended before the answer to Hello"))?
+        .map_err(|status| Error::Rpc {
+            what: "Hello: ",
+            status,
+        })?;
     let applied = match first.kind {
         Some(aggregator_message::Kind::Ack(ack)) => ack.sequence,
         Some(aggregator_message::Kind::Error(e)) => {
-            return Err(format!("Hello refused: {} (field {})", e.message, e.field));
+            return Err(Error::HelloRefused {
+                message: e.message,
+                field: e.field,
+            });
         }
-        other => return Err(format!("expected an Ack of the Hello, got {other:?}")),
+        other => return Err(Error::HelloAnswer(format!("{other:?}"))),
     };
     {
         let mut outbox = shared.outbox.lock().expect("outbox lock");
@@ -172,8 +182,8 @@ async fn connection(
         tokio::select! {
             message = inbound.next() => match message {
                 Some(Ok(m)) => handle(m, shared, instructions),
-                Some(Err(s)) => return Err(format!("{} ({:?})", s.message(), s.code())),
-                None => return Err("the aggregator ended the stream".into()),
+                Some(Err(status)) => return Err(Error::Rpc { what: "", status }),
+                None => return Err(Error::Stream("the aggregator ended the stream")),
             },
             () = shared.queued.notified() => {}
             _ = flush.changed() => {}

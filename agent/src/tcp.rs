@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use zonemesh_proto::v1;
 
+use crate::Error;
 use crate::config::SocketBuffer;
 use crate::probe::{Outcome, Prober, Target};
 
@@ -226,9 +227,9 @@ pub async fn measure(
     test: &Test,
     source: Option<IpAddr>,
     buffer: SocketBuffer,
-) -> Result<v1::Throughput, String> {
+) -> Result<v1::Throughput, Error> {
     if test.duration.is_zero() {
-        return Err("duration_ms is 0".into());
+        return Err(Error::ThroughputDuration);
     }
     let deadline = Instant::now() + test.warmup + test.duration;
     let mut streams = tokio::task::JoinSet::new();
@@ -238,12 +239,12 @@ pub async fn measure(
     }
     let (mut bytes, mut micros) = (0u64, 0u64);
     while let Some(result) = streams.join_next().await {
-        let (b, us) = result.map_err(|e| format!("stream task: {e}"))??;
+        let (b, us) = result??;
         bytes += b;
         micros = micros.max(us);
     }
     if micros == 0 {
-        return Err("nothing arrived after the warm-up".into());
+        return Err(Error::ThroughputNothing);
     }
     Ok(v1::Throughput {
         throughput_bps: bytes as f64 * 8.0 / (micros as f64 / 1e6),
@@ -259,19 +260,27 @@ async fn one_stream(
     source: Option<IpAddr>,
     buffer: SocketBuffer,
     deadline: Instant,
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64), Error> {
     let peer = test.peer;
-    let socket = socket_for(peer, source, buffer).map_err(|e| format!("socket: {e}"))?;
+    let socket = socket_for(peer, source, buffer).map_err(Error::ThroughputSocket)?;
     let mut stream = tokio::time::timeout(Duration::from_secs(3), socket.connect(peer))
         .await
-        .map_err(|_| format!("connect to {peer} timed out"))?
-        .map_err(|e| format!("connect to {peer}: {e}"))?;
+        .map_err(|_| Error::ThroughputConnectTimeout { peer })?
+        .map_err(|source| Error::ThroughputIo {
+            peer,
+            what: "connect to",
+            source,
+        })?;
     let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
     let mut header = [0u8; HEADER_LEN];
     header[..4].copy_from_slice(MAGIC);
     header[4..8].copy_from_slice(&ms(test.warmup).to_be_bytes());
     header[8..12].copy_from_slice(&ms(test.duration).to_be_bytes());
-    let io_err = |e: io::Error| format!("transfer to {peer}: {e}");
+    let io_err = |source: io::Error| Error::ThroughputIo {
+        peer,
+        what: "transfer to",
+        source,
+    };
     stream.write_all(&header).await.map_err(io_err)?;
     let chunk = vec![0u8; CHUNK];
     while Instant::now() < deadline {
@@ -286,7 +295,7 @@ async fn one_stream(
     let mut answer = [0u8; ANSWER_LEN];
     tokio::time::timeout(Duration::from_secs(15), stream.read_exact(&mut answer))
         .await
-        .map_err(|_| format!("{peer} did not answer with its figures"))?
+        .map_err(|_| Error::ThroughputNoAnswer { peer })?
         .map_err(io_err)?;
     let bytes = u64::from_be_bytes(answer[..8].try_into().expect("8 bytes"));
     let micros = u64::from_be_bytes(answer[8..].try_into().expect("8 bytes"));

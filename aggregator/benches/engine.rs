@@ -48,7 +48,6 @@ fn sample(src: &NodeName, dst: &NodeName, rtt: f64, t: i64, with_tput: bool) -> 
             mean: m(rtt),
             jitter: m(2.0),
         }),
-        histogram: None,
         throughput: with_tput.then(|| ThroughputSample {
             rate: Bps::parse("x", 8e9).unwrap(),
             bytes: 1_000_000_000,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use zonemesh_lab::scenario::{self, FAST_AGGREGATOR_FLAGS};
 use zonemesh_lab::stack::{Fill, Stack, StackOptions, wait_full};
 use zonemesh_lab::{Lab, LabSpec};
@@ -75,20 +76,55 @@ fn describe(spec: &LabSpec, lab: bool) {
     }
 }
 
-fn progress(f: &Fill) {
-    println!(
-        "  agents connected {}/{} · nodes ready {}/{} · RTT measured {}/{} paths in zones · throughput {}/{} · zone links {}/{}",
-        f.connected,
-        f.nodes,
-        f.ready,
-        f.nodes,
-        f.rtt_measured,
-        f.rtt_total,
-        f.throughput_measured,
-        f.rtt_total,
-        f.zone_links,
-        f.zone_links_total
-    );
+/// How far the matrix has filled, as it fills: on a terminal one line updated in place (cut to
+/// the terminal's width), elsewhere a plain line at each change (to `plain`).
+#[derive(Debug)]
+struct FillProgress<W: std::io::Write> {
+    bar: ProgressBar,
+    plain: W,
+}
+
+impl FillProgress<std::io::Stdout> {
+    /// On standard output: hidden when it is not a terminal (or TERM is dumb).
+    fn new() -> Self {
+        let progress = Self::on(ProgressDrawTarget::stdout(), std::io::stdout());
+        if !progress.bar.is_hidden() {
+            progress.bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        progress
+    }
+}
+
+impl<W: std::io::Write> FillProgress<W> {
+    /// Draws on `target` unless it is hidden; then writes plain lines to `plain`.
+    fn on(target: ProgressDrawTarget, plain: W) -> Self {
+        let bar = ProgressBar::with_draw_target(None, target);
+        if !bar.is_hidden() {
+            bar.set_style(
+                ProgressStyle::with_template("  {spinner} {wide_msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+        }
+        Self { bar, plain }
+    }
+
+    fn show(&mut self, f: &Fill) {
+        if self.bar.is_hidden() {
+            let _ = writeln!(self.plain, "  {f}");
+        } else {
+            self.bar.set_message(f.to_string());
+        }
+    }
+
+    /// Removes the line in place, leaving `last` as a plain line.
+    fn finish(&mut self, last: Option<&Fill>) {
+        if !self.bar.is_hidden() {
+            self.bar.finish_and_clear();
+            if let Some(f) = last {
+                let _ = writeln!(self.plain, "  {f}");
+            }
+        }
+    }
 }
 
 /// Runs the demo.
@@ -145,10 +181,12 @@ pub async fn run(options: Options) -> Result<()> {
     let mut topology = stack.topology().await?;
     println!("Measuring until the matrix is full (throughput tests run two at a time)…");
     let started = std::time::Instant::now();
+    let mut progress = FillProgress::new();
     let filled = tokio::select! {
-        f = wait_full(&mut topology, &spec, FILL_TIMEOUT, progress) => Some(f),
+        f = wait_full(&mut topology, &spec, FILL_TIMEOUT, |f| progress.show(f)) => Some(f),
         _ = tokio::signal::ctrl_c() => None,
     };
+    progress.finish(filled.as_ref().and_then(|f| f.as_ref().ok()));
     match filled {
         None => {
             println!("Interrupted; removing the lab.");
@@ -236,4 +274,117 @@ pub async fn run(options: Options) -> Result<()> {
     }
     println!("Done.");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A terminal that records what is done to it.
+    #[derive(Debug, Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl Recorder {
+        fn push(&self, op: String) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(op);
+            Ok(())
+        }
+        fn ops(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl indicatif::TermLike for Recorder {
+        fn width(&self) -> u16 {
+            200
+        }
+        fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+            self.push(format!("up {n}"))
+        }
+        fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+            self.push(format!("down {n}"))
+        }
+        fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+            self.push(format!("right {n}"))
+        }
+        fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+            self.push(format!("left {n}"))
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.push(format!("line {s}"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.push(format!("str {s}"))
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            self.push("clear".into())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn fills() -> [Fill; 3] {
+        let fill = |rtt_seen, connected| Fill {
+            rtt_seen,
+            rtt_total: 6,
+            connected,
+            nodes: 3,
+            ..Fill::default()
+        };
+        [fill(0, 1), fill(2, 3), fill(6, 3)]
+    }
+
+    /// On a terminal the progress is one line redrawn in place: no new line while it fills, the
+    /// latest figures on it, and the last reading left as one plain line at the end.
+    #[test]
+    fn on_a_terminal_progress_is_one_line_redrawn_in_place() {
+        let terminal = Recorder::default();
+        let target = ProgressDrawTarget::term_like(Box::new(terminal.clone()));
+        let mut progress = FillProgress::on(target, Vec::new());
+        for f in &fills() {
+            progress.show(f);
+        }
+        let ops = terminal.ops();
+        assert!(
+            !ops.iter().any(|op| op.starts_with("line ")),
+            "a new line on the terminal: {ops:?}"
+        );
+        let drawn: Vec<&String> = ops
+            .iter()
+            .filter(|op| op.starts_with("str ") && op.contains("agents connected"))
+            .collect();
+        assert!(
+            drawn.len() == fills().len() && drawn.last().unwrap().contains("RTT 6/6"),
+            "{ops:?}"
+        );
+        assert!(
+            ops.iter().any(|op| op == "clear"),
+            "never redrawn in place: {ops:?}"
+        );
+        assert!(progress.plain.is_empty(), "plain lines on a terminal");
+        let last = fills()[2];
+        progress.finish(Some(&last));
+        assert_eq!(
+            String::from_utf8(progress.plain).unwrap(),
+            format!("  {last}\n")
+        );
+    }
+
+    /// Elsewhere (a pipe, a file, a dumb terminal), one plain line per reading.
+    #[test]
+    fn elsewhere_progress_is_plain_lines() {
+        let mut progress = FillProgress::on(ProgressDrawTarget::hidden(), Vec::new());
+        for f in &fills() {
+            progress.show(f);
+        }
+        progress.finish(Some(&fills()[2]));
+        let text = String::from_utf8(progress.plain).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].contains("agents connected 1/3"), "{text}");
+        assert!(lines[2].contains("RTT 6/6"), "{text}");
+        assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
+    }
 }

@@ -1,9 +1,10 @@
 //! `zonemesh nodes|zones|path|matrix|rank|place|tiers`: the Topology API from a terminal or a
 //! script; `zonemesh publish` (see [`crate::tiers`]).
 //!
-//! Tables fit the terminal and are coloured only on a terminal (never with `NO_COLOR`);
-//! `--output json` prints the same JSON as the aggregator's web API. Anything that waits shows a
-//! spinner on standard error, on a terminal only. The exit status says what went wrong
+//! Tables fit the terminal and are coloured only on a terminal that supports colour, never with
+//! `NO_COLOR`, unless `--color always` (anstream decides, with `CLICOLOR` and `CLICOLOR_FORCE`
+//! too); `--output json` prints the same JSON as the aggregator's web API. Anything that waits
+//! shows a spinner on standard error, on a terminal only. The exit status says what went wrong
 //! ([`exit`]).
 
 use std::io::IsTerminal as _;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::Value;
+use serde::Serialize;
 use tonic::transport::Channel;
 use zonemesh_common::flags::parse_duration;
 use zonemesh_proto::json;
@@ -94,7 +95,8 @@ pub enum Output {
 /// When to colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
-    /// On a terminal, unless NO_COLOR is set.
+    /// On a terminal that supports colour, unless NO_COLOR is set (or CLICOLOR=0; CLICOLOR_FORCE
+    /// forces it).
     Auto,
     /// Always.
     Always,
@@ -213,35 +215,52 @@ pub enum Policy {
     Any,
 }
 
-/// A spinner on standard error while `work` runs, after a short delay and on a terminal only.
+/// A spinner on standard error while `work` runs, after a short delay and on a terminal only
+/// (indicatif hides it elsewhere).
 async fn with_progress<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
-    if !std::io::stderr().is_terminal() {
+    let spinner =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if spinner.is_hidden() {
         return work.await;
     }
-    let label = what.to_owned();
-    let spinner = tokio::spawn(async move {
+    spinner.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {wide_msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    spinner.set_message(format!("{what}…"));
+    let shown = spinner.clone();
+    // Only for what takes a while: a quick answer leaves no trace.
+    let delay = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-        for i in 0.. {
-            eprint!("\r{} {label}…", frames[i % frames.len()]);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        shown.enable_steady_tick(Duration::from_millis(100));
     });
     let out = work.await;
-    spinner.abort();
-    let _ = spinner.await;
-    eprint!("\r\x1b[2K");
+    delay.abort();
+    spinner.finish_and_clear();
     out
+}
+
+/// Sets where colour goes for the whole process (`--color`, then anstream's rules for `auto`:
+/// a terminal that supports colour, `NO_COLOR`, `CLICOLOR`, `CLICOLOR_FORCE`); whether stdout
+/// gets colour.
+pub fn color_stdout(choice: ColorChoice) -> bool {
+    let choice = match choice {
+        ColorChoice::Auto => anstream::ColorChoice::Auto,
+        ColorChoice::Always => anstream::ColorChoice::Always,
+        ColorChoice::Never => anstream::ColorChoice::Never,
+    };
+    choice.write_global();
+    let color = anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never;
+    // comfy-table colours through crossterm, which drops colour under NO_COLOR by itself: the
+    // decision is made above (`--color always` beats NO_COLOR, as the convention allows).
+    crossterm::style::force_color_output(color);
+    color
 }
 
 impl Connection {
     fn style(&self) -> Style {
         let terminal = std::io::stdout().is_terminal();
-        let color = match self.color {
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-            ColorChoice::Auto => terminal && std::env::var_os("NO_COLOR").is_none(),
-        };
+        let color = color_stdout(self.color);
         let width = if terminal {
             terminal_size::terminal_size().map_or(100, |(w, _)| usize::from(w.0))
         } else {
@@ -286,7 +305,7 @@ impl Connection {
         let tls = self
             .tls
             .client_tls(&self.aggregator)
-            .map_err(|e| Failure::new(exit::USAGE, e))?;
+            .map_err(|e| Failure::new(exit::USAGE, e.to_string()))?;
         let header = self.authorization()?;
         let channel = with_progress(
             &format!("connecting to {}", self.aggregator),
@@ -314,14 +333,24 @@ impl Connection {
     }
 }
 
-fn print(connection: &Connection, value: Value, table: impl FnOnce(&Style) -> String) {
+fn print(connection: &Connection, value: impl Serialize, table: impl FnOnce(&Style) -> String) {
     match connection.output {
+        // Serializing a wire answer to a String cannot fail: no maps with non-string keys.
         Output::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+            serde_json::to_string_pretty(&value).unwrap_or_default()
         ),
-        Output::Yaml => print!("{}", zonemesh_publish::yaml::documents([&value])),
-        Output::Table => print!("{}", table(&connection.style())),
+        Output::Yaml => {
+            let value = serde_json::to_value(&value).unwrap_or_default();
+            print!("{}", zonemesh_publish::yaml::documents([&value]));
+        }
+        Output::Table => {
+            // The style first: it sets anstream's global choice (`--color`), which the stream
+            // reads when it is made. Through anstream, escapes are stripped when colour is off,
+            // whatever made them.
+            let text = table(&connection.style());
+            anstream::print!("{text}");
+        }
     }
 }
 
@@ -392,7 +421,7 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                 }
                 page_token = page.next_page_token;
             }
-            print(connection, json::nodes(&answer), |s| {
+            print(connection, json::AsJson(&answer), |s| {
                 render::nodes(&answer, s)
             });
         }
@@ -415,13 +444,13 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                 }
                 page_token = page.next_page_token;
             }
-            print(connection, json::zones(&answer), |s| {
+            print(connection, json::AsJson(&answer), |s| {
                 render::zones(&answer, s)
             });
         }
         Query::Path { src, dst } => {
             let answer = call!("GetPath", get_path, v1::GetPathRequest { src, dst });
-            print(connection, json::path(&answer), |_| render::path(&answer));
+            print(connection, json::AsJson(&answer), |_| render::path(&answer));
         }
         Query::Matrix {
             zone,
@@ -463,7 +492,7 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                 }
                 page_token = page.next_page_token;
             }
-            print(connection, json::matrix(&answer), |s| {
+            print(connection, json::AsJson(&answer), |s| {
                 render::matrix(&answer, s)
             });
         }
@@ -484,7 +513,7 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                     ..Default::default()
                 }
             );
-            print(connection, json::rank(&answer), |s| {
+            print(connection, json::AsJson(&answer), |s| {
                 render::ranking(&answer, s)
             });
         }
@@ -508,13 +537,13 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                     ..Default::default()
                 }
             );
-            print(connection, json::place(&answer), |_| {
+            print(connection, json::AsJson(&answer), |_| {
                 render::placement(&answer)
             });
         }
         Query::Tiers => {
             let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
-            print(connection, json::tiers(&answer), |_| {
+            print(connection, json::AsJson(&answer), |_| {
                 crate::tiers::tree(&answer, now_ms())
             });
         }

@@ -40,7 +40,7 @@ fn provenance(p: i32) -> &'static str {
     }
 }
 
-/// How output looks: colour (only on a terminal, never with `NO_COLOR`) and the width to fit.
+/// How output looks: colour (see [`crate::query::ColorChoice`]) and the width to fit.
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
     /// ANSI colours on.
@@ -57,45 +57,53 @@ impl Style {
             width: usize::MAX,
         }
     }
-
-    fn paint(&self, text: &str, code: Option<&str>) -> String {
-        match code {
-            Some(code) if self.color => format!("\x1b[{code}m{text}\x1b[0m"),
-            _ => text.to_owned(),
-        }
-    }
 }
 
-/// ANSI colour of a node state.
-fn state_color(s: &str) -> Option<&'static str> {
+/// The colour of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paint {
+    /// All is well (READY).
+    Good,
+    /// Look at it (STALE, a zone not all ready, a stale figure).
+    Warn,
+    /// Something is wrong (DOWN, loss of 1 % or more).
+    Bad,
+    /// Not measured: estimated.
+    Dim,
+}
+
+/// The colour of a node state.
+fn state_paint(s: &str) -> Option<Paint> {
     match s {
-        "READY" => Some("32"),
-        "STALE" => Some("33"),
-        "DOWN" => Some("31"),
+        "READY" => Some(Paint::Good),
+        "STALE" => Some(Paint::Warn),
+        "DOWN" => Some(Paint::Bad),
         _ => None,
     }
 }
 
-/// Lines of cells, each column padded to its widest cell, cut to `style.width` (the widest column loses characters first, marked with
-/// "…"), with the header bold and cell `(row, column)` in the colour `color` gives it.
-fn styled_table(
-    rows: &[Vec<String>],
-    style: &Style,
-    color: impl Fn(usize, usize) -> Option<&'static str>,
-) -> String {
+/// Columns a text takes on a terminal: wide glyphs (CJK, most emoji) take two, combining marks
+/// none.
+pub fn width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// The width of each column: its widest cell, then, while the line (two spaces of margin and two
+/// between columns) is wider than `fit`, the widest column loses one, down to 6 at least.
+/// (Our own policy: comfy-table's dynamic arrangement wraps or shares the room otherwise.)
+fn column_widths(rows: &[Vec<String>], fit: usize) -> Vec<usize> {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widths: Vec<usize> = (0..columns)
         .map(|c| {
             rows.iter()
                 .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
+                .map(|s| width(s))
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    // Two spaces of margin and two between columns.
     let total = |w: &[usize]| 2 + w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
-    while total(&widths) > style.width {
+    while total(&widths) > fit {
         let Some((widest, w)) = widths.iter().copied().enumerate().max_by_key(|(_, w)| *w) else {
             break;
         };
@@ -104,28 +112,57 @@ fn styled_table(
         }
         widths[widest] = w - 1;
     }
-    let mut out = String::new();
-    for (r, row) in rows.iter().enumerate() {
-        let mut line = String::from("  ");
-        for (c, cell) in row.iter().enumerate() {
-            let fitted: String = if cell.chars().count() > widths[c] {
-                cell.chars()
-                    .take(widths[c].saturating_sub(1))
-                    .chain(['…'])
-                    .collect()
-            } else {
-                cell.clone()
-            };
-            let pad = widths[c] - fitted.chars().count();
-            let code = if r == 0 { Some("1") } else { color(r, c) };
-            line += &style.paint(&fitted, code);
-            if c + 1 < row.len() {
-                line += &" ".repeat(pad + 2);
-            }
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
+    widths
+}
+
+/// Lines of cells with comfy-table: each column padded to its width ([`column_widths`]), a cell
+/// too wide cut and marked with "…", the first row (the header) bold, and cell `(row, column)`
+/// of the others in the colour `paint` gives it (when `style.color`).
+fn styled_table(
+    rows: &[Vec<String>],
+    style: &Style,
+    paint: impl Fn(usize, usize) -> Option<Paint>,
+) -> String {
+    use comfy_table::{Attribute, Cell, Color, ColumnConstraint, Row, Table, Width, presets};
+    let widths = column_widths(rows, style.width);
+    let mut table = Table::new();
+    table
+        .load_preset(presets::NOTHING)
+        .set_truncation_indicator("…")
+        // Cut inside words, by width, rather than wrap at spaces.
+        .set_delimiter('\0')
+        // Colour is decided by --color and the terminal, not by comfy-table.
+        .force_no_tty();
+    table.style_text_only();
+    if style.color {
+        table.enforce_styling();
     }
-    out
+    for (r, cells) in rows.iter().enumerate() {
+        let mut row = Row::from(cells.iter().enumerate().map(|(c, text)| {
+            let cell = Cell::new(text);
+            if r == 0 {
+                return cell.add_attribute(Attribute::Bold);
+            }
+            match paint(r, c) {
+                Some(Paint::Good) => cell.fg(Color::DarkGreen),
+                Some(Paint::Warn) => cell.fg(Color::DarkYellow),
+                Some(Paint::Bad) => cell.fg(Color::DarkRed),
+                Some(Paint::Dim) => cell.add_attribute(Attribute::Dim),
+                None => cell,
+            }
+        }));
+        row.max_height(1);
+        table.add_row(row);
+    }
+    for (column, w) in table.column_iter_mut().zip(&widths) {
+        let w = u16::try_from(*w).unwrap_or(u16::MAX);
+        column
+            .set_padding((2, 0))
+            .set_constraint(ColumnConstraint::Absolute(Width::Fixed(
+                w.saturating_add(2),
+            )));
+    }
+    table.trim_fmt() + "\n"
 }
 
 /// The nodes whose own fault a zone link's figures leave out: "—" for none, at most three names.
@@ -151,11 +188,16 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
     ]];
     for link in &answer.links {
         let f = link.figures.unwrap_or_default();
+        let latency = f.latency_provenance != v1::Provenance::Unknown as i32;
         rows.push(vec![
             link.src_zone.clone(),
             link.dst_zone.clone(),
             f.rtt.map_or("—".into(), |r| micros(r.p50_us)),
-            percent(f.loss_ratio),
+            if latency {
+                percent(f.loss_ratio)
+            } else {
+                "—".into()
+            },
             rate(f.throughput_bps),
             link.measured_paths.to_string(),
             provenance(f.latency_provenance).into(),
@@ -192,7 +234,7 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
             .map(|z| z.ready_nodes < z.nodes)
             .collect();
         out = styled_table(&zones, style, |r, c| {
-            (c == 3 && not_all_ready[r - 1]).then_some("33")
+            (c == 3 && not_all_ready[r - 1]).then_some(Paint::Warn)
         }) + "\n"
             + &out;
     }
@@ -216,25 +258,38 @@ pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
         if !n.reason.is_empty() {
             st = n.reason.clone();
         }
+        // Figures only where paths were measured or estimated; "~" when all were estimated.
+        let figure = |text: String| match (n.paths_measured, n.paths_estimated) {
+            (0, 0) => "—".to_owned(),
+            (0, _) => format!("~{text}"),
+            _ => text,
+        };
         rows.push(vec![
             (i + 1).to_string(),
             n.node.clone(),
             n.zone.clone(),
             format!("{:.3}", n.score),
-            micros(n.rtt_p50_us),
-            percent(n.loss_ratio),
+            figure(micros(n.rtt_p50_us)),
+            figure(percent(n.loss_ratio)),
             rate(n.throughput_bps),
             st,
         ]);
     }
     let states: Vec<&str> = answer.nodes.iter().map(|n| state(n.state)).collect();
-    styled_table(&rows, style, |r, c| {
-        if c == 7 {
-            state_color(states[r - 1])
-        } else {
-            None
-        }
-    })
+    let estimated: Vec<bool> = answer
+        .nodes
+        .iter()
+        .map(|n| n.paths_measured == 0 && n.paths_estimated > 0)
+        .collect();
+    let mut out = styled_table(&rows, style, |r, c| match c {
+        7 => state_paint(states[r - 1]),
+        4 | 5 if estimated[r - 1] => Some(Paint::Dim),
+        _ => None,
+    });
+    if estimated.contains(&true) {
+        out += "  ~ estimated from the zone roll-ups (no path to the peers measured)\n";
+    }
+    out
 }
 
 /// A `ListNodes` answer.
@@ -286,14 +341,19 @@ pub fn nodes(answer: &v1::ListNodesResponse, style: &Style) -> String {
     let states: Vec<&str> = answer.nodes.iter().map(|n| state(n.state)).collect();
     styled_table(&rows, style, |r, c| {
         if c == 2 {
-            state_color(states[r - 1])
+            state_paint(states[r - 1])
         } else {
             None
         }
     })
 }
 
-/// A `GetPath` answer.
+/// Where the estimates of a path come from.
+const ROLL_UP: &str = "estimated from the zone-to-zone roll-up";
+
+/// A `GetPath` answer. Measured figures in full; an estimate only with what it has (the zone
+/// roll-up's RTT percentiles, loss and throughput), labelled as such; nothing for what is
+/// unknown, never a zero that was not measured.
 pub fn path(answer: &v1::GetPathResponse) -> String {
     let mut out = format!("  {} → {}\n", answer.src, answer.dst);
     let Some(f) = answer.figures else {
@@ -301,44 +361,82 @@ pub fn path(answer: &v1::GetPathResponse) -> String {
         return out;
     };
     let age = |ms: i64| format!("{:.1} s ago", ms as f64 / 1000.0);
-    match f.rtt {
-        Some(r) if r.samples > 0 || r.p50_us > 0.0 => {
+    let percentiles = |r: &v1::RttStats| {
+        format!(
+            "p50 {}  p90 {}  p99 {}",
+            micros(r.p50_us),
+            micros(r.p90_us),
+            micros(r.p99_us)
+        )
+    };
+    match v1::Provenance::try_from(f.latency_provenance) {
+        Ok(v1::Provenance::Measured) => {
+            match f.rtt {
+                Some(r) if r.samples > 0 => {
+                    let _ = writeln!(
+                        out,
+                        "  RTT        {}  (min {}, max {}, jitter {})",
+                        percentiles(&r),
+                        micros(r.min_us),
+                        micros(r.max_us),
+                        micros(r.jitter_us)
+                    );
+                }
+                _ => out += "  RTT        — (no reply)\n",
+            }
             let _ = writeln!(
                 out,
-                "  RTT        p50 {}  p90 {}  p99 {}  (min {}, max {}, jitter {})",
-                micros(r.p50_us),
-                micros(r.p90_us),
-                micros(r.p99_us),
-                micros(r.min_us),
-                micros(r.max_us),
-                micros(r.jitter_us)
+                "  loss       {} (95 % upper bound {}), {} of {} probes answered",
+                percent(f.loss_ratio),
+                percent(f.loss_upper_95_ratio),
+                f.probes_received,
+                f.probes_sent
+            );
+            let _ = writeln!(
+                out,
+                "  latency    measured, {}{}",
+                age(f.latency_age_ms),
+                if f.stale { ", STALE" } else { "" }
             );
         }
-        _ => out += "  RTT        —\n",
+        Ok(v1::Provenance::Estimated) => {
+            match f.rtt {
+                Some(r) if r.p50_us > 0.0 => {
+                    let _ = writeln!(out, "  RTT        {}  ({ROLL_UP})", percentiles(&r));
+                }
+                _ => out += "  RTT        —\n",
+            }
+            let _ = writeln!(out, "  loss       {} ({ROLL_UP})", percent(f.loss_ratio));
+            let _ = writeln!(
+                out,
+                "  latency    not measured on this path; the roll-up's oldest figure is from {}",
+                age(f.latency_age_ms)
+            );
+        }
+        _ => {
+            out += "  RTT        —\n  loss       —\n";
+            out += "  latency    unknown: not measured, and no measured path between the zones\n";
+        }
     }
-    let _ = writeln!(
-        out,
-        "  loss       {} (95 % upper bound {}), {} of {} probes answered",
-        percent(f.loss_ratio),
-        percent(f.loss_upper_95_ratio),
-        f.probes_received,
-        f.probes_sent
-    );
-    let _ = writeln!(
-        out,
-        "  latency    {}, {}{}",
-        provenance(f.latency_provenance),
-        age(f.latency_age_ms),
-        if f.stale { ", STALE" } else { "" }
-    );
-    let _ = writeln!(
-        out,
-        "  throughput {} (smoothed {}), {}, {}",
-        rate(f.throughput_bps),
-        rate(f.throughput_smoothed_bps),
-        provenance(f.throughput_provenance),
-        age(f.throughput_age_ms)
-    );
+    match v1::Provenance::try_from(f.throughput_provenance) {
+        Ok(v1::Provenance::Measured) => {
+            let _ = writeln!(
+                out,
+                "  throughput {} (smoothed {}), measured, {}",
+                rate(f.throughput_bps),
+                rate(f.throughput_smoothed_bps),
+                age(f.throughput_age_ms)
+            );
+        }
+        Ok(v1::Provenance::Estimated) => {
+            let _ = writeln!(
+                out,
+                "  throughput {} ({ROLL_UP})",
+                rate(f.throughput_smoothed_bps)
+            );
+        }
+        _ => out += "  throughput — (not measured)\n",
+    }
     out
 }
 
@@ -352,7 +450,7 @@ pub fn matrix(answer: &v1::GetMatrixResponse, style: &Style) -> String {
         _ => micros(v),
     };
     // Every cell as text (and its colour) first, so that the columns are sized from them.
-    let mut cells: Vec<Vec<(String, Option<&'static str>)>> = Vec::with_capacity(n);
+    let mut cells: Vec<Vec<(String, Option<Paint>)>> = Vec::with_capacity(n);
     for i in 0..n {
         let mut row = Vec::with_capacity(n);
         for j in 0..n {
@@ -361,14 +459,14 @@ pub fn matrix(answer: &v1::GetMatrixResponse, style: &Style) -> String {
             let (text, c) = match p {
                 _ if i == j => ("·".to_owned(), None),
                 v1::Provenance::Unknown => ("—".to_owned(), None),
-                v1::Provenance::Estimated => (format!("~{}", value(cell.value)), Some("2")),
+                v1::Provenance::Estimated => (format!("~{}", value(cell.value)), Some(Paint::Dim)),
                 v1::Provenance::Measured => {
                     let bad = metric == v1::Metric::LossRatio && cell.value >= 0.01;
-                    (value(cell.value), bad.then_some("31"))
+                    (value(cell.value), bad.then_some(Paint::Bad))
                 }
             };
             row.push(if cell.stale {
-                (format!("{text}!"), Some("33"))
+                (format!("{text}!"), Some(Paint::Warn))
             } else {
                 (text, c)
             });
@@ -379,15 +477,15 @@ pub fn matrix(answer: &v1::GetMatrixResponse, style: &Style) -> String {
     let label_width = answer
         .nodes
         .iter()
-        .map(|s| s.chars().count())
-        .chain([CORNER.chars().count()])
+        .map(|s| width(s))
+        .chain([width(CORNER)])
         .max()
         .unwrap_or(0);
     let cell_width = answer
         .nodes
         .iter()
-        .map(|s| s.chars().count())
-        .chain(cells.iter().flatten().map(|(t, _)| t.chars().count()))
+        .map(|s| width(s))
+        .chain(cells.iter().flatten().map(|(t, _)| width(t)))
         .max()
         .unwrap_or(1);
     let fit = style.width.saturating_sub(2 + label_width) / (cell_width + 2);
@@ -479,6 +577,161 @@ mod tests {
         assert_eq!(percent(0.0512), "5.12 %");
     }
 
+    fn node(name: &str, zone: &str, state: v1::NodeState, reason: &str) -> v1::Node {
+        v1::Node {
+            name: name.into(),
+            zone: zone.into(),
+            addresses: vec!["10.0.0.1".into(), "fd00::1".into()],
+            state: state as i32,
+            connected: state != v1::NodeState::Down,
+            zone_rtt_p50_us: 85.5,
+            zone_loss_ratio: 0.001,
+            zone_throughput_bps: 9.4e9,
+            zone_paths_measured: u32::from(state == v1::NodeState::Ready) * 2,
+            state_reason: reason.into(),
+            ..Default::default()
+        }
+    }
+
+    fn figures(p: v1::Provenance, p50_us: f64) -> v1::PathFigures {
+        v1::PathFigures {
+            latency_provenance: p as i32,
+            rtt: Some(v1::RttStats {
+                samples: 100,
+                p50_us,
+                ..Default::default()
+            }),
+            loss_ratio: 0.0125,
+            throughput_bps: 2.5e8,
+            ..Default::default()
+        }
+    }
+
+    /// Each table as it printed before comfy-table, plain (the demo, a pipe) and cut to 60
+    /// columns (a narrow terminal): `(name, style, text)`.
+    fn tables() -> Vec<(String, String)> {
+        let node_list = v1::ListNodesResponse {
+            nodes: vec![
+                node("a1", "zone-a", v1::NodeState::Ready, ""),
+                node(
+                    "a2",
+                    "zone-a",
+                    v1::NodeState::Stale,
+                    "its measurements are stale",
+                ),
+                node("b1", "zone-b", v1::NodeState::Down, "its agent is gone"),
+            ],
+            ..Default::default()
+        };
+        let zone_list = v1::ListZonesResponse {
+            zones: vec![
+                v1::Zone {
+                    name: "zone-a".into(),
+                    region: "eu-west".into(),
+                    nodes: 2,
+                    ready_nodes: 1,
+                },
+                v1::Zone {
+                    name: "zone-b".into(),
+                    region: String::new(),
+                    nodes: 1,
+                    ready_nodes: 0,
+                },
+            ],
+            links: vec![
+                v1::ZoneLink {
+                    src_zone: "zone-a".into(),
+                    dst_zone: "zone-b".into(),
+                    figures: Some(figures(v1::Provenance::Measured, 2_150.0)),
+                    measured_paths: 2,
+                    nodes_left_out: Vec::new(),
+                },
+                v1::ZoneLink {
+                    src_zone: "zone-b".into(),
+                    dst_zone: "zone-a".into(),
+                    figures: None,
+                    measured_paths: 0,
+                    nodes_left_out: Vec::new(),
+                },
+            ],
+            ..Default::default()
+        };
+        let rank = v1::RankNodesResponse {
+            nodes: vec![
+                v1::RankedNode {
+                    node: "a1".into(),
+                    zone: "zone-a".into(),
+                    score: 0.98765,
+                    state: v1::NodeState::Ready as i32,
+                    rtt_p50_us: 52.5,
+                    loss_ratio: 0.0,
+                    throughput_bps: 9.41e9,
+                    paths_measured: 2,
+                    ..Default::default()
+                },
+                v1::RankedNode {
+                    node: "b1".into(),
+                    zone: "zone-b".into(),
+                    score: 0.0,
+                    state: v1::NodeState::Down as i32,
+                    reason: "DOWN: its agent is gone".into(),
+                    ..Default::default()
+                },
+            ],
+        };
+        let cell = |value, p: v1::Provenance, stale| v1::MatrixCell {
+            value,
+            provenance: p as i32,
+            age_ms: 0,
+            stale,
+        };
+        let cells = v1::GetMatrixResponse {
+            metric: v1::Metric::LossRatio as i32,
+            nodes: vec!["a1".into(), "a2".into(), "b1-long-name".into()],
+            cells: vec![
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.0, v1::Provenance::Measured, false),
+                cell(0.02, v1::Provenance::Estimated, false),
+                cell(0.05, v1::Provenance::Measured, false),
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.001, v1::Provenance::Measured, true),
+                cell(0.0, v1::Provenance::Unknown, false),
+                cell(0.0, v1::Provenance::Unknown, false),
+            ],
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        for (style_name, style) in [
+            ("plain", Style::plain()),
+            (
+                "narrow",
+                Style {
+                    color: false,
+                    width: 60,
+                },
+            ),
+        ] {
+            out.push((format!("nodes-{style_name}"), nodes(&node_list, &style)));
+            out.push((format!("zones-{style_name}"), zones(&zone_list, &style)));
+            out.push((format!("rank-{style_name}"), ranking(&rank, &style)));
+            out.push((format!("matrix-{style_name}"), matrix(&cells, &style)));
+        }
+        out
+    }
+
+    /// (Two changes on purpose, in the golden files too: a ranked node without figures and a zone
+    /// link without figures show "—" where they showed a measured-looking "0 µs" and "0.00 %".)
+    #[test]
+    fn tables_print_as_they_did() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        for (name, text) in tables() {
+            let path = dir.join(format!("{name}.txt"));
+            let want = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text, want, "{name}:\n{text}");
+        }
+    }
+
     #[test]
     fn zone_links_say_whose_fault_they_leave_out() {
         let link = |src: &str, dst: &str, left_out: &[&str]| v1::ZoneLink {
@@ -532,10 +785,157 @@ mod tests {
             color: true,
             width: 100,
         };
-        let t = styled_table(&rows, &colored, |r, c| (r == 1 && c == 1).then_some("31"));
+        let t = styled_table(&rows, &colored, |r, c| {
+            (r == 1 && c == 1).then_some(Paint::Bad)
+        });
+        // Dark red (crossterm's 256-colour escape) and bold, around the text only: without the
+        // escapes the layout is the plain one.
         assert!(
-            t.contains("\x1b[31md\x1b[0m") && t.contains("\x1b[1ma\x1b[0m"),
+            t.contains("\x1b[38;5;1md\x1b[") && t.contains("\x1b[1ma\x1b["),
             "{t:?}"
         );
+        let plain = styled_table(&rows, &Style::plain(), |_, _| None);
+        assert_eq!(anstream::adapter::strip_str(&t).to_string(), plain);
+    }
+
+    #[test]
+    fn a_ranking_marks_estimated_figures() {
+        let ranked = |node: &str, measured, estimated| v1::RankedNode {
+            node: node.into(),
+            zone: "zone-a".into(),
+            score: 0.5,
+            state: v1::NodeState::Ready as i32,
+            rtt_p50_us: 2_150.0,
+            loss_ratio: 0.01,
+            throughput_bps: 1e9,
+            paths_measured: measured,
+            paths_estimated: estimated,
+            ..Default::default()
+        };
+        let answer = v1::RankNodesResponse {
+            nodes: vec![ranked("a1", 2, 1), ranked("a2", 0, 3), ranked("a3", 0, 0)],
+        };
+        let t = ranking(&answer, &Style::plain());
+        assert_eq!(
+            t,
+            "  #  node  zone    score  RTT p50   loss     throughput   state\n\
+             \x20 1  a1    zone-a  0.500  2.15 ms   1.00 %   1.00 Gbit/s  READY\n\
+             \x20 2  a2    zone-a  0.500  ~2.15 ms  ~1.00 %  1.00 Gbit/s  READY\n\
+             \x20 3  a3    zone-a  0.500  —         —        1.00 Gbit/s  READY\n\
+             \x20 ~ estimated from the zone roll-ups (no path to the peers measured)\n"
+        );
+    }
+
+    #[test]
+    fn wide_glyphs_take_two_columns() {
+        let rows = [
+            vec!["zone".to_owned(), "nodes".into()],
+            vec!["東京".into(), "3".into()],
+            vec!["osaka".into(), "12".into()],
+            vec!["e\u{301}te\u{301}".into(), "1".into()],
+        ];
+        let t = styled_table(&rows, &Style::plain(), |_, _| None);
+        // 東京 takes four columns and the combining accents none: the second column lines up.
+        assert_eq!(
+            t, "  zone   nodes\n  東京   3\n  osaka  12\n  e\u{301}te\u{301}    1\n",
+            "{t}"
+        );
+        // Cut by width to fit 14 columns: 東京 (4) and the "…" fit in the 6 left, a third glyph
+        // would not.
+        let narrow = Style {
+            color: false,
+            width: 14,
+        };
+        let long = [vec!["node".to_owned(), "東京東京東京東京".into()]];
+        let t = styled_table(&long, &narrow, |_, _| None);
+        assert_eq!(t, "  node  東京…\n", "{t:?}");
+        for line in t.lines() {
+            assert!(width(line) <= 14, "{line:?}");
+        }
+    }
+
+    fn path_answer(figures: v1::PathFigures) -> v1::GetPathResponse {
+        v1::GetPathResponse {
+            src: "a3".into(),
+            dst: "b2".into(),
+            figures: Some(figures),
+        }
+    }
+
+    #[test]
+    fn a_measured_path_shows_every_figure() {
+        let f = v1::PathFigures {
+            latency_provenance: v1::Provenance::Measured as i32,
+            latency_age_ms: 1_500,
+            rtt: Some(v1::RttStats {
+                samples: 200,
+                min_us: 80.0,
+                p50_us: 100.0,
+                p90_us: 120.0,
+                p99_us: 150.0,
+                max_us: 300.0,
+                mean_us: 105.0,
+                jitter_us: 4.0,
+            }),
+            loss_ratio: 0.01,
+            loss_upper_95_ratio: 0.03,
+            probes_sent: 200,
+            probes_received: 198,
+            throughput_provenance: v1::Provenance::Measured as i32,
+            throughput_age_ms: 60_000,
+            throughput_bps: 9.4e9,
+            throughput_smoothed_bps: 9.3e9,
+            ..Default::default()
+        };
+        let t = path(&path_answer(f));
+        assert_eq!(
+            t,
+            "  a3 → b2\n\
+             \x20 RTT        p50 100 µs  p90 120 µs  p99 150 µs  (min 80 µs, max 300 µs, jitter 4 µs)\n\
+             \x20 loss       1.00 % (95 % upper bound 3.00 %), 198 of 200 probes answered\n\
+             \x20 latency    measured, 1.5 s ago\n\
+             \x20 throughput 9.40 Gbit/s (smoothed 9.30 Gbit/s), measured, 60.0 s ago\n"
+        );
+    }
+
+    /// `zonemesh path a3 b2` on an estimated path printed "min 0 µs, max 0 µs, jitter 0 µs …
+    /// 0 of 0 probes answered": an estimate shows what it has, labelled, and no zeros.
+    #[test]
+    fn an_estimated_path_shows_only_what_the_estimate_has() {
+        let f = v1::PathFigures {
+            latency_provenance: v1::Provenance::Estimated as i32,
+            latency_age_ms: 3_000,
+            rtt: Some(v1::RttStats {
+                p50_us: 2_150.0,
+                p90_us: 2_300.0,
+                p99_us: 2_600.0,
+                ..Default::default()
+            }),
+            loss_ratio: 0.0125,
+            loss_upper_95_ratio: 0.0125,
+            throughput_provenance: v1::Provenance::Estimated as i32,
+            throughput_bps: 2.5e8,
+            throughput_smoothed_bps: 2.5e8,
+            ..Default::default()
+        };
+        let t = path(&path_answer(f));
+        assert_eq!(
+            t,
+            "  a3 → b2\n\
+             \x20 RTT        p50 2.15 ms  p90 2.30 ms  p99 2.60 ms  (estimated from the zone-to-zone roll-up)\n\
+             \x20 loss       1.25 % (estimated from the zone-to-zone roll-up)\n\
+             \x20 latency    not measured on this path; the roll-up's oldest figure is from 3.0 s ago\n\
+             \x20 throughput 250.0 Mbit/s (estimated from the zone-to-zone roll-up)\n"
+        );
+        for zero in ["0 µs", "0 of 0", "upper bound", "smoothed"] {
+            assert!(!t.contains(zero), "{zero:?} in {t}");
+        }
+        let unknown = path(&path_answer(v1::PathFigures::default()));
+        assert!(
+            unknown.contains("RTT        —\n  loss       —\n  latency    unknown"),
+            "{unknown}"
+        );
+        assert!(unknown.contains("throughput — (not measured)"), "{unknown}");
+        assert!(!unknown.contains("0.00 %"), "{unknown}");
     }
 }

@@ -202,7 +202,7 @@ impl Publish {
             },
         }
         .checked()
-        .map_err(|e| usage(e.replace("--publish-", "--")))
+        .map_err(|e| usage(e.to_string().replace("--publish-", "--")))
     }
 }
 

@@ -2,36 +2,77 @@
 
 use std::time::Duration;
 
-/// Parses a duration such as `250ms`, `10s`, `5m` or `1h` (a bare number is seconds).
-pub fn parse_duration(value: &str) -> Result<Duration, String> {
-    let value = value.trim();
-    let split = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(value.len());
-    let (number, unit) = value.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{value:?} is not a duration (use 250ms, 10s, 5m or 1h)"))?;
-    let seconds = match unit {
-        "ms" => number / 1000.0,
-        "" | "s" => number,
-        "m" => number * 60.0,
-        "h" => number * 3600.0,
-        _ => {
-            return Err(format!(
-                "{value:?}: unknown unit {unit:?} (use ms, s, m or h)"
-            ));
-        }
+/// Why a flag's value is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Neither a number of seconds nor a duration humantime reads.
+    #[error(
+        "{value:?} is not a duration ({reason}; use e.g. 250ms, 10s, 1.5s, 5m, 1h30m, or a number of seconds)"
+    )]
+    Invalid {
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Longer than a year (or too large to hold).
+    #[error("{value:?} is out of range (at most 365 days)")]
+    OutOfRange {
+        /// The value given.
+        value: String,
+    },
+}
+
+/// The longest duration a flag takes.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
+/// Parses a flag's duration: what `humantime` reads (`250ms`, `1.5s`, `5m`, `1h 30m`, `2days`),
+/// or a bare number of seconds (`10`, `1.5`), which humantime refuses but zonemesh's flags have
+/// always taken. At most 365 days.
+///
+/// (The front end is ours because humantime has no bare-seconds form and no ceiling; it also
+/// reads `.5s` as `0.5s`, as the flags did before humantime, which wants a digit first.)
+pub fn parse_duration(value: &str) -> Result<Duration, DurationError> {
+    let trimmed = value.trim();
+    let invalid = |reason: String| DurationError::Invalid {
+        value: value.to_owned(),
+        reason,
     };
-    if !seconds.is_finite() || !(0.0..=365.0 * 86_400.0).contains(&seconds) {
-        return Err(format!("{value:?} is out of range"));
+    let bare = !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let duration = if bare {
+        let seconds: f64 = trimmed
+            .parse()
+            .map_err(|_| invalid("not a number".into()))?;
+        Duration::try_from_secs_f64(seconds).map_err(|_| DurationError::OutOfRange {
+            value: value.to_owned(),
+        })?
+    } else {
+        let leading = if trimmed.starts_with('.') { "0" } else { "" };
+        humantime::parse_duration(&format!("{leading}{trimmed}"))
+            .map_err(|e| invalid(e.to_string()))?
+    };
+    if duration > MAX_DURATION {
+        return Err(DurationError::OutOfRange {
+            value: value.to_owned(),
+        });
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(duration)
+}
+
+/// Why a flag's value is not a rate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateError {
+    /// Not a number with an optional decimal suffix.
+    #[error("{0:?} is not a rate (use 100M, 2.5G, 800k or 0, in bit/s)")]
+    Invalid(String),
+    /// Negative, or too large to hold.
+    #[error("{0:?} is out of range")]
+    OutOfRange(String),
 }
 
 /// Parses a rate in bit/s such as `100M`, `2.5G`, `800k` or `0` (a bare number is bit/s; the
 /// suffixes are decimal, as network rates are).
-pub fn parse_bps(value: &str) -> Result<f64, String> {
+pub fn parse_bps(value: &str) -> Result<f64, RateError> {
     let value = value.trim();
     let (number, scale) = match value.chars().last() {
         Some('k' | 'K') => (&value[..value.len() - 1], 1e3),
@@ -42,10 +83,10 @@ pub fn parse_bps(value: &str) -> Result<f64, String> {
     };
     let n: f64 = number
         .parse()
-        .map_err(|_| format!("{value:?} is not a rate (use 100M, 2.5G, 800k or 0, in bit/s)"))?;
+        .map_err(|_| RateError::Invalid(value.to_owned()))?;
     let bps = n * scale;
     if !bps.is_finite() || bps < 0.0 {
-        return Err(format!("{value:?} is out of range"));
+        return Err(RateError::OutOfRange(value.to_owned()));
     }
     Ok(bps)
 }
@@ -104,15 +145,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        for bad in ["", "s", "10x", "-1s", "1e400s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
+    fn durations_parse_with_units_or_as_bare_seconds() {
+        let ms = Duration::from_millis;
+        for (text, want) in [
+            ("250ms", ms(250)),
+            ("10", ms(10_000)),
+            ("1.5", ms(1_500)),
+            (".5", ms(500)),
+            ("1.5s", ms(1_500)),
+            (".5s", ms(500)),
+            (" 10s ", ms(10_000)),
+            ("0ms", ms(0)),
+            ("5m", ms(300_000)),
+            ("1h", ms(3_600_000)),
+            ("1.5h", ms(5_400_000)),
+            ("1h30m", ms(5_400_000)),
+            ("1h 30m", ms(5_400_000)),
+            ("250us", Duration::from_micros(250)),
+            ("0.25ms", Duration::from_micros(250)),
+            ("2days", ms(2 * 86_400_000)),
+            ("365d", ms(365 * 86_400_000)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text:?}");
         }
+    }
+
+    #[test]
+    fn bad_durations_say_what_is_wrong() {
+        for bad in [
+            "",
+            "s",
+            "10x",
+            "-1s",
+            "1e400s",
+            "1e30",
+            "1.2.3",
+            "ten seconds",
+            "5 parsecs",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(matches!(e, DurationError::Invalid { .. }), "{bad:?}: {e}");
+            assert!(e.to_string().contains("use e.g. 250ms"), "{e}");
+        }
+        for long in ["366d", "400d", "31622400", "9999999999999999999999"] {
+            assert_eq!(
+                parse_duration(long),
+                Err(DurationError::OutOfRange { value: long.into() }),
+                "{long:?}"
+            );
+        }
+        assert_eq!(
+            parse_duration("10x").unwrap_err().to_string(),
+            "\"10x\" is not a duration (unknown time unit \"x\", supported units: ns, us/µs, ms, \
+             sec, min, hours, days, weeks, months, years (and few variations); use e.g. 250ms, \
+             10s, 1.5s, 5m, 1h30m, or a number of seconds)"
+        );
     }
 
     #[test]
@@ -120,8 +207,19 @@ mod tests {
         assert_eq!(parse_bps("100M").unwrap(), 100e6);
         assert_eq!(parse_bps("2.5G").unwrap(), 2.5e9);
         assert_eq!(parse_bps("0").unwrap(), 0.0);
-        for bad in ["", "M", "-1M", "fast", "1e400"] {
-            assert!(parse_bps(bad).is_err(), "{bad:?}");
+        for bad in ["", "M", "fast"] {
+            assert_eq!(
+                parse_bps(bad),
+                Err(RateError::Invalid(bad.into())),
+                "{bad:?}"
+            );
+        }
+        for bad in ["-1M", "1e400"] {
+            assert_eq!(
+                parse_bps(bad),
+                Err(RateError::OutOfRange(bad.into())),
+                "{bad:?}"
+            );
         }
     }
 }

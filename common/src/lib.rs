@@ -1,6 +1,6 @@
 //! What the zonemesh binaries (`zonemesh-aggregator`, `zonemesh-agent`, `zonemesh`, the lab and
 //! the fleet simulator) share: flag values and exit statuses ([`flags`]), logging, and the
-//! Prometheus text exposition ([`prom`]).
+//! Prometheus exposition of the aggregator and the agent ([`metrics`]).
 //!
 //! ```
 //! use std::time::Duration;
@@ -10,4 +10,4 @@
 //! ```
 
 pub mod flags;
-pub mod prom;
+pub mod metrics;

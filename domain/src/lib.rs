@@ -46,8 +46,8 @@ pub use query::{
     MatrixQuery, Metric, NodesQuery, Page, PlaceQuery, RankQuery, Weights, ZonePolicy, ZonesQuery,
 };
 pub use report::{
-    Hello, IcmpMode, MAX_ADDRESSES, MAX_HISTOGRAM_BYTES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES,
-    PathSample, Report, Rtt, ThroughputSample,
+    Hello, IcmpMode, MAX_ADDRESSES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, PathSample, Report,
+    Rtt, ThroughputSample,
 };
 pub use tiers::{
     Cut, CutFigures, GroupLink, PairFigure, TierGroup, TierThresholds, TierZone, Tiers, ZonePair,

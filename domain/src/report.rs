@@ -6,8 +6,6 @@ use crate::{Bps, FieldError, LossRatio, Micros, NodeName, UnixMs, ZoneName};
 
 /// Most path summaries one report may carry.
 pub const MAX_PATHS_PER_REPORT: usize = 16_384;
-/// Largest serialised RTT histogram one path summary may carry.
-pub const MAX_HISTOGRAM_BYTES: usize = 64 * 1024;
 /// Most addresses one node may advertise.
 pub const MAX_ADDRESSES: usize = 16;
 /// Longest agent version string.
@@ -183,8 +181,6 @@ pub struct PathSample {
     pub received: u64,
     /// RTT statistics; present exactly when `received > 0`.
     pub rtt: Option<Rtt>,
-    /// Serialised HdrHistogram (V2) of the window's RTTs in ns, if the agent sent it.
-    pub histogram: Option<Vec<u8>>,
     /// A throughput test that ended in the window.
     pub throughput: Option<ThroughputSample>,
     /// How the probes were sent (`None` when the agent did not say).

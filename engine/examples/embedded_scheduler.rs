@@ -61,7 +61,6 @@ fn sample(
             }
             .checked()?,
         ),
-        histogram: None,
         throughput: None,
         method: Some(IcmpMode::Raw),
     })

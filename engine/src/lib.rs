@@ -54,7 +54,6 @@
 //!             sent: 10,
 //!             received: 10,
 //!             rtt: Some(stats.checked()?),
-//!             histogram: None,
 //!             throughput: None,
 //!             method: Some(IcmpMode::Raw),
 //!         });

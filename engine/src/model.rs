@@ -92,7 +92,6 @@
 //!             sent: 100,
 //!             received: if bad { 95 } else { 100 },
 //!             rtt: Some(rtt.checked()?),
-//!             histogram: None,
 //!             throughput: None,
 //!             method: Some(IcmpMode::Raw),
 //!         });
@@ -898,7 +897,6 @@ pub fn topology_of(paths: &[MeasuredPath], now: UnixMs) -> Result<Topology, Erro
             sent: p.sent,
             received: p.received.min(p.sent),
             rtt: (p.received > 0).then_some(rtt),
-            histogram: None,
             throughput: None,
             method: Some(IcmpMode::Raw),
         });

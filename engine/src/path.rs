@@ -412,7 +412,6 @@ mod tests {
                 mean: m(p50),
                 jitter: m(1.0),
             }),
-            histogram: None,
             throughput: None,
             method: None,
         }

@@ -47,7 +47,6 @@ pub fn sample(src: &str, dst: &str, rtt_us: f64, lost: u64, tput: Option<f64>) -
             mean: m(rtt_us),
             jitter: m(1.0),
         }),
-        histogram: None,
         throughput: tput.map(|bps| ThroughputSample {
             rate: Bps::parse("x", bps).unwrap(),
             bytes: (bps / 8.0) as u64,

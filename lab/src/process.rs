@@ -301,18 +301,32 @@ impl Agent {
 
 /// GET `path` from `addr` over plain HTTP/1.1; returns the body of a 200 answer.
 pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
+    http_get_with(addr, path, &[]).map(|(_, body)| body)
+}
+
+/// GET `path` from `addr` with more `headers` (name, value); the status line and headers of a
+/// 200 answer (as sent), and its body.
+pub fn http_get_with(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(String, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
     )?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;
     let (head, body) = text.split_once("\r\n\r\n").context("HTTP answer")?;
     anyhow::ensure!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
-    Ok(body.to_owned())
+    Ok((head.to_owned(), body.to_owned()))
 }
 
 /// The value of the sample `series` (a metric's name with its labels, as written, e.g.

@@ -224,21 +224,13 @@ fn check_name(what: &str, name: &str) -> Result<(), SpecError> {
     }
 }
 
-/// Parses a duration such as `4ms`, `250us`, `1.5ms` or `2s`.
+/// Parses a duration such as `4ms`, `250us`, `1.5ms` or `2s` (humantime's syntax); a bare
+/// number is refused, since a link's delay has no obvious unit.
 pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
-    let (number, scale) = if let Some(n) = s.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else {
+    if s.parse::<f64>().is_ok() {
         return err(format!("{s:?}: give a unit (us, ms or s)"));
-    };
-    match number.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * scale)),
-        _ => err(format!("{s:?} is not a duration")),
     }
+    humantime::parse_duration(s).or_else(|e| err(format!("{s:?} is not a duration: {e}")))
 }
 
 /// Parses a rate such as `100mbit`, `1gbit` or `500kbit`.

@@ -2,7 +2,7 @@
 //! schedulers on the host reach it), one agent in every node's namespace, reaching the
 //! aggregator through the lab's control address.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -180,6 +180,11 @@ pub struct Fill {
     pub rtt_total: usize,
     /// Directed pairs inside zones with a measured throughput.
     pub throughput_measured: usize,
+    /// Directed pairs inside zones whose RTT any reading so far found measured (never goes back:
+    /// a figure that ages out or is withheld under a throughput test still counts).
+    pub rtt_seen: usize,
+    /// Directed pairs inside zones whose throughput any reading so far found measured.
+    pub throughput_seen: usize,
     /// Directed zone pairs with figures (measured or estimated).
     pub zone_links: usize,
     /// Directed zone pairs.
@@ -190,6 +195,28 @@ pub struct Fill {
     pub ready: usize,
     /// Nodes.
     pub nodes: usize,
+}
+
+impl std::fmt::Display for Fill {
+    /// One line for a person: the pairs measured so far (counts that never go back), and the
+    /// agents and nodes as they are now.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "agents connected {}/{} · nodes ready {}/{} · paths in zones measured: RTT {}/{}, \
+             throughput {}/{} · zone links {}/{}",
+            self.connected,
+            self.nodes,
+            self.ready,
+            self.nodes,
+            self.rtt_seen,
+            self.rtt_total,
+            self.throughput_seen,
+            self.rtt_total,
+            self.zone_links,
+            self.zone_links_total
+        )
+    }
 }
 
 impl Fill {
@@ -204,10 +231,51 @@ impl Fill {
     }
 }
 
+/// The directed pairs inside zones that readings found measured: RTT, throughput.
+#[derive(Debug, Default)]
+struct Seen([BTreeSet<(String, String)>; 2]);
+
+impl Seen {
+    /// Adds the pairs (off the diagonal) that the matrix `m` shows measured to the set `which`
+    /// (0: RTT, 1: throughput); how many it shows measured now.
+    fn add(&mut self, which: usize, m: &v1::GetMatrixResponse) -> usize {
+        let k = m.nodes.len();
+        let measured: Vec<usize> = (0..k * k)
+            .filter(|i| i / k != i % k)
+            .filter(|i| {
+                m.cells
+                    .get(*i)
+                    .is_some_and(|c| c.provenance == v1::Provenance::Measured as i32)
+            })
+            .collect();
+        let now = measured.len();
+        self.0[which].extend(
+            measured
+                .into_iter()
+                .map(|i| (m.nodes[i / k].clone(), m.nodes[i % k].clone())),
+        );
+        now
+    }
+
+    /// Pairs found measured so far: RTT, throughput.
+    fn counts(&self) -> (usize, usize) {
+        (self.0[0].len(), self.0[1].len())
+    }
+}
+
 /// Reads how far the matrix of the cluster `spec` has filled.
 pub async fn fill(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
     spec: &LabSpec,
+) -> Result<Fill> {
+    read_fill(topology, spec, &mut Seen::default()).await
+}
+
+/// [`fill`], adding the pairs measured now to `seen`.
+async fn read_fill(
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    spec: &LabSpec,
+    seen: &mut Seen,
 ) -> Result<Fill> {
     let mut f = Fill {
         nodes: spec.all_nodes().count(),
@@ -216,10 +284,10 @@ pub async fn fill(
     for zone in &spec.zones {
         let n = zone.nodes.len();
         f.rtt_total += n * (n - 1);
-        for (metric, count) in [
-            (v1::Metric::RttP50Us, &mut f.rtt_measured),
-            (v1::Metric::ThroughputBps, &mut f.throughput_measured),
-        ] {
+        for (which, metric) in [v1::Metric::RttP50Us, v1::Metric::ThroughputBps]
+            .into_iter()
+            .enumerate()
+        {
             let m = topology
                 .get_matrix(v1::GetMatrixRequest {
                     metric: metric as i32,
@@ -229,13 +297,11 @@ pub async fn fill(
                 })
                 .await?
                 .into_inner();
-            let k = m.nodes.len();
-            *count += (0..k * k)
-                .filter(|i| i / k != i % k)
-                .filter(|i| m.cells[*i].provenance == v1::Provenance::Measured as i32)
-                .count();
+            let now = seen.add(which, &m);
+            *[&mut f.rtt_measured, &mut f.throughput_measured][which] += now;
         }
     }
+    (f.rtt_seen, f.throughput_seen) = seen.counts();
     let zones = topology
         .list_zones(v1::ListZonesRequest::default())
         .await?
@@ -275,9 +341,10 @@ pub async fn wait_full(
 ) -> Result<Fill> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = None;
+    let mut seen = Seen::default();
     loop {
         // Until every agent has said hello, the aggregator does not know every node: not yet.
-        let f = match fill(topology, spec).await {
+        let f = match read_fill(topology, spec, &mut seen).await {
             Ok(f) => f,
             Err(e) if tokio::time::Instant::now() < deadline => {
                 tracing_free_note(&e);
@@ -339,5 +406,54 @@ pub async fn wait_quiet(aggregator: &Aggregator, quiet: Duration, timeout: Durat
             tokio::time::Instant::now() < deadline,
             "throughput tests still being granted after {timeout:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3-node zone's matrix with the directed pairs `measured` (by cell index) measured.
+    fn matrix(measured: &[usize]) -> v1::GetMatrixResponse {
+        let cell = |i| v1::MatrixCell {
+            provenance: if measured.contains(&i) {
+                v1::Provenance::Measured
+            } else {
+                v1::Provenance::Unknown
+            } as i32,
+            ..Default::default()
+        };
+        v1::GetMatrixResponse {
+            nodes: vec!["a1".into(), "a2".into(), "a3".into()],
+            cells: (0..9).map(cell).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Throughput tests are redone and a figure ages out: the aggregator then shows fewer pairs
+    /// measured than before ("throughput 12/18" fell back to "8/18"), but the demo's count of
+    /// pairs measured so far never goes back.
+    #[test]
+    fn counts_of_pairs_measured_never_go_back() {
+        let mut seen = Seen::default();
+        // Cells 0, 4 and 8 are the diagonal: never counted.
+        let readings: [&[usize]; 5] = [&[1, 2], &[0, 1, 2, 3, 5], &[1], &[], &[1, 2, 3, 5, 6, 7]];
+        let (mut now, mut shown) = (Vec::new(), Vec::new());
+        for r in readings {
+            now.push(seen.add(1, &matrix(r)));
+            shown.push(seen.counts().1);
+        }
+        assert_eq!(now, [2, 4, 1, 0, 6], "what the aggregator shows goes back");
+        assert_eq!(shown, [2, 4, 4, 4, 6], "what the demo shows does not");
+        assert_eq!(seen.counts().0, 0, "RTT pairs are counted apart");
+        let line = Fill {
+            rtt_seen: 6,
+            rtt_total: 6,
+            throughput_measured: 2,
+            throughput_seen: 4,
+            ..Fill::default()
+        }
+        .to_string();
+        assert!(line.contains("RTT 6/6, throughput 4/6"), "{line}");
     }
 }

@@ -8,13 +8,12 @@ use std::net::IpAddr;
 
 use zonemesh_domain::{
     Assignment, Bps, Cut, CutFigures, FieldError, GroupLink, Hello, IcmpMode, MAX_ADDRESSES,
-    MAX_HISTOGRAM_BYTES, MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_PATHS_PER_REPORT,
-    MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery, Metric, Micros, NodeName, NodeState,
-    NodeView, Nodes, NodesQuery, Page, PairFigure, PathAnswer, PathFigures, PathSample,
-    PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode, Ranking,
-    Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample, TierGroup, TierThresholds,
-    TierZone, Tiers, UnixMs, Weights, ZoneLink, ZoneName, ZonePair, ZonePolicy, ZoneView, Zones,
-    ZonesQuery, node_names,
+    MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES,
+    Matrix, MatrixCell, MatrixQuery, Metric, Micros, NodeName, NodeState, NodeView, Nodes,
+    NodesQuery, Page, PairFigure, PathAnswer, PathFigures, PathSample, PlaceAnswer, PlaceQuery,
+    ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode, Ranking, Report, Rtt, RttSummary,
+    ThroughputGrant, ThroughputSample, TierGroup, TierThresholds, TierZone, Tiers, UnixMs, Weights,
+    ZoneLink, ZoneName, ZonePair, ZonePolicy, ZoneView, Zones, ZonesQuery, node_names,
 };
 
 use crate::v1;
@@ -188,16 +187,6 @@ impl TryFrom<v1::PathSummary> for PathSample {
                 Some(rtt)
             }
         };
-        if wire.rtt_histogram.len() > MAX_HISTOGRAM_BYTES {
-            return Err(FieldError::new(
-                "rtt_histogram",
-                format!(
-                    "{} bytes, at most {MAX_HISTOGRAM_BYTES} allowed",
-                    wire.rtt_histogram.len()
-                ),
-            ));
-        }
-        let histogram = (!wire.rtt_histogram.is_empty()).then_some(wire.rtt_histogram);
         let throughput = wire
             .throughput
             .map(ThroughputSample::try_from)
@@ -215,7 +204,6 @@ impl TryFrom<v1::PathSummary> for PathSample {
             sent: wire.probes_sent,
             received: wire.probes_received,
             rtt,
-            histogram,
             throughput,
             method,
         })
@@ -306,7 +294,6 @@ impl From<PathSample> for v1::PathSummary {
             probes_sent: value.sent,
             probes_received: value.received,
             rtt: value.rtt.map(Into::into),
-            rtt_histogram: value.histogram.unwrap_or_default(),
             throughput: value.throughput.map(Into::into),
             method: value.method.map_or(0, |m| v1::IcmpMode::from(m) as i32),
         }

@@ -2,7 +2,7 @@
 //! `--output json`: field names as in the proto, enums by their short names (`READY`,
 //! `MEASURED`, `RTT_P50_US`), durations and figures in the proto's units.
 
-use serde_json::{Value, json};
+use serde::{Serialize, Serializer};
 
 use crate::v1;
 
@@ -47,120 +47,273 @@ pub fn parse_metric(name: &str) -> Option<v1::Metric> {
     }
 }
 
-fn rtt(r: &v1::RttStats) -> Value {
-    json!({
-        "samples": r.samples, "min_us": r.min_us, "p50_us": r.p50_us, "p90_us": r.p90_us,
-        "p99_us": r.p99_us, "max_us": r.max_us, "mean_us": r.mean_us, "jitter_us": r.jitter_us,
-    })
+/// A Topology answer as JSON: `serde_json::to_string(&AsJson(&answer))`. The shapes are the
+/// `*Json` mirrors below, derived with serde (`remote`: they name the fields of the generated
+/// wire types that the JSON shows, in the JSON's order, which is alphabetical as it has always
+/// been). Every answer type of the Topology service implements `Serialize` through it.
+#[derive(Debug, Clone, Copy)]
+pub struct AsJson<'a, T>(pub &'a T);
+
+macro_rules! as_json {
+    ($($wire:ty => $mirror:ty),+ $(,)?) => {$(
+        impl Serialize for AsJson<'_, $wire> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                <$mirror>::serialize(self.0, s)
+            }
+        }
+    )+};
+}
+
+as_json! {
+    v1::ListNodesResponse => ListNodesJson,
+    v1::ListZonesResponse => ListZonesJson,
+    v1::GetPathResponse => GetPathJson,
+    v1::RankNodesResponse => RankNodesJson,
+    v1::PlaceResponse => PlaceJson,
+    v1::GetTiersResponse => TiersJson,
+}
+
+impl Serialize for AsJson<'_, v1::GetMatrixResponse> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        MatrixJson::from(self.0).serialize(s)
+    }
+}
+
+fn state_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state(*v))
+}
+
+fn provenance_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(provenance(*v))
+}
+
+fn metric_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(metric(*v))
+}
+
+/// Serializes a list of wire messages through their mirror.
+macro_rules! list_with {
+    ($name:ident, $wire:ty, $mirror:literal) => {
+        fn $name<S: Serializer>(items: &[$wire], s: S) -> Result<S::Ok, S::Error> {
+            #[derive(Serialize)]
+            struct Item<'a>(#[serde(with = $mirror)] &'a $wire);
+            s.collect_seq(items.iter().map(Item))
+        }
+    };
+}
+
+list_with!(node_list, v1::Node, "NodeJson");
+list_with!(zone_list, v1::Zone, "ZoneJson");
+list_with!(link_list, v1::ZoneLink, "ZoneLinkJson");
+list_with!(ranked_list, v1::RankedNode, "RankedNodeJson");
+list_with!(assignment_list, v1::Assignment, "AssignmentJson");
+
+fn opt_figures<S: Serializer>(f: &Option<v1::PathFigures>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Figures<'a>(#[serde(with = "PathFiguresJson")] &'a v1::PathFigures);
+    f.as_ref().map(Figures).serialize(s)
+}
+
+fn opt_rtt<S: Serializer>(r: &Option<v1::RttStats>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Rtt<'a>(#[serde(with = "RttJson")] &'a v1::RttStats);
+    r.as_ref().map(Rtt).serialize(s)
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::RttStats")]
+struct RttJson {
+    jitter_us: f64,
+    max_us: f64,
+    mean_us: f64,
+    min_us: f64,
+    p50_us: f64,
+    p90_us: f64,
+    p99_us: f64,
+    samples: u64,
 }
 
 /// A path's (or a roll-up's) figures.
-pub fn figures(f: &v1::PathFigures) -> Value {
-    json!({
-        "latency_provenance": provenance(f.latency_provenance),
-        "latency_age_ms": f.latency_age_ms,
-        "rtt": f.rtt.as_ref().map(rtt),
-        "loss_ratio": f.loss_ratio,
-        "loss_upper_95_ratio": f.loss_upper_95_ratio,
-        "probes_sent": f.probes_sent,
-        "probes_received": f.probes_received,
-        "throughput_provenance": provenance(f.throughput_provenance),
-        "throughput_age_ms": f.throughput_age_ms,
-        "throughput_bps": f.throughput_bps,
-        "throughput_smoothed_bps": f.throughput_smoothed_bps,
-        "stale": f.stale,
-        "probes_sent_total": f.probes_sent_total,
-        "probes_received_total": f.probes_received_total,
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::PathFigures")]
+struct PathFiguresJson {
+    latency_age_ms: i64,
+    #[serde(serialize_with = "provenance_name")]
+    latency_provenance: i32,
+    loss_ratio: f64,
+    loss_upper_95_ratio: f64,
+    probes_received: u64,
+    probes_received_total: u64,
+    probes_sent: u64,
+    probes_sent_total: u64,
+    #[serde(serialize_with = "opt_rtt")]
+    rtt: Option<v1::RttStats>,
+    stale: bool,
+    throughput_age_ms: i64,
+    throughput_bps: f64,
+    #[serde(serialize_with = "provenance_name")]
+    throughput_provenance: i32,
+    throughput_smoothed_bps: f64,
 }
 
-/// One node.
-pub fn node(n: &v1::Node) -> Value {
-    json!({
-        "name": n.name, "zone": n.zone, "region": n.region, "addresses": n.addresses,
-        "state": state(n.state), "state_reason": n.state_reason, "connected": n.connected,
-        "last_seen_unix_ms": n.last_seen_unix_ms, "agent_version": n.agent_version,
-        "probe_port": n.probe_port,
-        "zone_rtt_p50_us": n.zone_rtt_p50_us, "zone_loss_ratio": n.zone_loss_ratio,
-        "zone_throughput_bps": n.zone_throughput_bps,
-        "zone_paths_measured": n.zone_paths_measured,
-    })
+/// One node (its ICMP mode is not shown).
+#[derive(Serialize)]
+#[serde(remote = "v1::Node")]
+struct NodeJson {
+    addresses: Vec<String>,
+    agent_version: String,
+    connected: bool,
+    last_seen_unix_ms: i64,
+    name: String,
+    probe_port: u32,
+    region: String,
+    #[serde(serialize_with = "state_name")]
+    state: i32,
+    state_reason: String,
+    zone: String,
+    zone_loss_ratio: f64,
+    zone_paths_measured: u32,
+    zone_rtt_p50_us: f64,
+    zone_throughput_bps: f64,
 }
 
 /// `ListNodes`.
-pub fn nodes(r: &v1::ListNodesResponse) -> Value {
-    json!({ "nodes": r.nodes.iter().map(node).collect::<Vec<_>>() })
+#[derive(Serialize)]
+#[serde(remote = "v1::ListNodesResponse")]
+struct ListNodesJson {
+    #[serde(serialize_with = "node_list")]
+    nodes: Vec<v1::Node>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::Zone")]
+struct ZoneJson {
+    name: String,
+    nodes: u32,
+    ready_nodes: u32,
+    region: String,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::ZoneLink")]
+struct ZoneLinkJson {
+    dst_zone: String,
+    #[serde(serialize_with = "opt_figures")]
+    figures: Option<v1::PathFigures>,
+    measured_paths: u32,
+    nodes_left_out: Vec<String>,
+    src_zone: String,
 }
 
 /// `ListZones`.
-pub fn zones(r: &v1::ListZonesResponse) -> Value {
-    json!({
-        "zones": r.zones.iter().map(|z| json!({
-            "name": z.name, "region": z.region, "nodes": z.nodes, "ready_nodes": z.ready_nodes,
-        })).collect::<Vec<_>>(),
-        "links": r.links.iter().map(|l| json!({
-            "src_zone": l.src_zone, "dst_zone": l.dst_zone,
-            "figures": l.figures.as_ref().map(figures), "measured_paths": l.measured_paths,
-            "nodes_left_out": l.nodes_left_out,
-        })).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::ListZonesResponse")]
+struct ListZonesJson {
+    #[serde(serialize_with = "link_list")]
+    links: Vec<v1::ZoneLink>,
+    #[serde(serialize_with = "zone_list")]
+    zones: Vec<v1::Zone>,
 }
 
 /// `GetPath`.
-pub fn path(r: &v1::GetPathResponse) -> Value {
-    json!({ "src": r.src, "dst": r.dst, "figures": r.figures.as_ref().map(figures) })
+#[derive(Serialize)]
+#[serde(remote = "v1::GetPathResponse")]
+struct GetPathJson {
+    dst: String,
+    #[serde(serialize_with = "opt_figures")]
+    figures: Option<v1::PathFigures>,
+    src: String,
 }
 
-/// `GetMatrix`: the cells row by row (`cells[i][j]` is the path `nodes[i] → nodes[j]`).
-pub fn matrix(r: &v1::GetMatrixResponse) -> Value {
-    let n = r.nodes.len();
-    let rows: Vec<Value> = (0..n)
-        .map(|i| {
-            Value::Array(
-                r.cells
-                    .iter()
-                    .skip(i * n)
-                    .take(n)
-                    .map(|c| {
-                        json!({
-                            "value": c.value, "provenance": provenance(c.provenance),
-                            "age_ms": c.age_ms, "stale": c.stale,
-                        })
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
-    json!({ "metric": metric(r.metric), "nodes": r.nodes, "cells": rows })
+#[derive(Serialize)]
+#[serde(remote = "v1::MatrixCell")]
+struct MatrixCellJson {
+    age_ms: i64,
+    #[serde(serialize_with = "provenance_name")]
+    provenance: i32,
+    stale: bool,
+    value: f64,
+}
+
+list_with!(cell_list, v1::MatrixCell, "MatrixCellJson");
+
+#[derive(Serialize)]
+struct MatrixRow<'a>(#[serde(serialize_with = "cell_list")] &'a [v1::MatrixCell]);
+
+/// `GetMatrix`: the cells row by row (`cells[i][j]` is the path `nodes[i] → nodes[j]`; an
+/// answer with fewer cells than nodes² has short rows).
+#[derive(Serialize)]
+struct MatrixJson<'a> {
+    cells: Vec<MatrixRow<'a>>,
+    #[serde(serialize_with = "metric_name")]
+    metric: i32,
+    nodes: &'a [String],
+}
+
+impl<'a> From<&'a v1::GetMatrixResponse> for MatrixJson<'a> {
+    fn from(r: &'a v1::GetMatrixResponse) -> Self {
+        let n = r.nodes.len();
+        let row = |i: usize| {
+            let rest = r.cells.get(i * n..).unwrap_or_default();
+            MatrixRow(&rest[..n.min(rest.len())])
+        };
+        Self {
+            cells: (0..n).map(row).collect(),
+            metric: r.metric,
+            nodes: &r.nodes,
+        }
+    }
+}
+
+/// One ranked node (its oldest figure's age is not shown).
+#[derive(Serialize)]
+#[serde(remote = "v1::RankedNode")]
+struct RankedNodeJson {
+    loss_ratio: f64,
+    node: String,
+    paths_estimated: u32,
+    paths_measured: u32,
+    reason: String,
+    rtt_p50_us: f64,
+    score: f64,
+    #[serde(serialize_with = "state_name")]
+    state: i32,
+    throughput_bps: f64,
+    zone: String,
 }
 
 /// `RankNodes`.
-pub fn rank(r: &v1::RankNodesResponse) -> Value {
-    json!({
-        "nodes": r.nodes.iter().map(|n| json!({
-            "node": n.node, "zone": n.zone, "score": n.score, "state": state(n.state),
-            "reason": n.reason, "rtt_p50_us": n.rtt_p50_us, "loss_ratio": n.loss_ratio,
-            "throughput_bps": n.throughput_bps, "paths_measured": n.paths_measured,
-            "paths_estimated": n.paths_estimated,
-        })).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::RankNodesResponse")]
+struct RankNodesJson {
+    #[serde(serialize_with = "ranked_list")]
+    nodes: Vec<v1::RankedNode>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::Assignment")]
+struct AssignmentJson {
+    node: String,
+    workers: u32,
+    zone: String,
 }
 
 /// `Place`.
-pub fn place(r: &v1::PlaceResponse) -> Value {
-    json!({
-        "assignments": r.assignments.iter().map(|a| json!({
-            "node": a.node, "zone": a.zone, "workers": a.workers,
-        })).collect::<Vec<_>>(),
-        "zones": r.zones,
-        "worst_rtt_us": r.worst_rtt_us,
-        "worst_loss_ratio": r.worst_loss_ratio,
-        "bottleneck_throughput_bps": r.bottleneck_throughput_bps,
-        "latency_provenance": provenance(r.latency_provenance),
-        "throughput_provenance": provenance(r.throughput_provenance),
-        "oldest_age_ms": r.oldest_age_ms,
-        "explanation": r.explanation,
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::PlaceResponse")]
+struct PlaceJson {
+    #[serde(serialize_with = "assignment_list")]
+    assignments: Vec<v1::Assignment>,
+    bottleneck_throughput_bps: f64,
+    explanation: String,
+    #[serde(serialize_with = "provenance_name")]
+    latency_provenance: i32,
+    oldest_age_ms: i64,
+    #[serde(serialize_with = "provenance_name")]
+    throughput_provenance: i32,
+    worst_loss_ratio: f64,
+    worst_rtt_us: f64,
+    zones: Vec<String>,
 }
 
 /// `TIER_CUT_RTT` → `RTT`.
@@ -174,47 +327,117 @@ pub fn tier_cut(c: i32) -> &'static str {
     }
 }
 
-fn pair_figure(p: &v1::ZonePairFigure) -> Value {
-    json!({ "zone_a": p.zone_a, "zone_b": p.zone_b, "value": p.value })
+fn tier_cut_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(tier_cut(*v))
 }
 
-fn cut_figures(c: &v1::CutFigures) -> Value {
-    json!({
-        "worst_rtt": c.worst_rtt.as_ref().map(pair_figure),
-        "lowest_throughput": c.lowest_throughput.as_ref().map(pair_figure),
-        "unmeasured_pairs": c.unmeasured_pairs,
-        "stale_pairs": c.stale_pairs,
-    })
+/// Serializes an optional wire message through its mirror.
+macro_rules! option_with {
+    ($name:ident, $wire:ty, $mirror:literal) => {
+        fn $name<S: Serializer>(item: &Option<$wire>, s: S) -> Result<S::Ok, S::Error> {
+            #[derive(Serialize)]
+            struct Item<'a>(#[serde(with = $mirror)] &'a $wire);
+            item.as_ref().map(Item).serialize(s)
+        }
+    };
+}
+
+option_with!(opt_pair_figure, v1::ZonePairFigure, "ZonePairFigureJson");
+option_with!(opt_cut, v1::CutFigures, "CutFiguresJson");
+option_with!(opt_thresholds, v1::TierThresholds, "TierThresholdsJson");
+option_with!(opt_group_link, v1::TierGroupLink, "TierGroupLinkJson");
+list_with!(tier_zone_list, v1::TierZone, "TierZoneJson");
+list_with!(tier_group_list, v1::TierGroup, "TierGroupJson");
+list_with!(tier_pair_list, v1::TierZonePair, "TierZonePairJson");
+
+#[derive(Serialize)]
+#[serde(remote = "v1::ZonePairFigure")]
+struct ZonePairFigureJson {
+    value: f64,
+    zone_a: String,
+    zone_b: String,
+}
+
+/// The figures behind a cut.
+#[derive(Serialize)]
+#[serde(remote = "v1::CutFigures")]
+struct CutFiguresJson {
+    #[serde(serialize_with = "opt_pair_figure")]
+    lowest_throughput: Option<v1::ZonePairFigure>,
+    stale_pairs: u32,
+    unmeasured_pairs: u32,
+    #[serde(serialize_with = "opt_pair_figure")]
+    worst_rtt: Option<v1::ZonePairFigure>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierThresholds")]
+struct TierThresholdsJson {
+    join_rtt_us: f64,
+    join_throughput_bps: f64,
+    leave_rtt_us: f64,
+    leave_throughput_bps: f64,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierZone")]
+struct TierZoneJson {
+    fresh: bool,
+    group: String,
+    name: String,
+    nodes: Vec<String>,
+    region: String,
+    rtt_us: f64,
+    throughput_bps: f64,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierGroupLink")]
+struct TierGroupLinkJson {
+    #[serde(serialize_with = "tier_cut_name")]
+    cut: i32,
+    #[serde(serialize_with = "opt_cut")]
+    figures: Option<v1::CutFigures>,
+    group: String,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierGroup")]
+struct TierGroupJson {
+    held: bool,
+    #[serde(serialize_with = "opt_cut")]
+    inside: Option<v1::CutFigures>,
+    name: String,
+    #[serde(serialize_with = "opt_group_link")]
+    nearest: Option<v1::TierGroupLink>,
+    zones: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::TierZonePair")]
+struct TierZonePairJson {
+    fresh: bool,
+    rtt_us: f64,
+    throughput_bps: f64,
+    zone_a: String,
+    zone_b: String,
 }
 
 /// `GetTiers`.
-pub fn tiers(r: &v1::GetTiersResponse) -> Value {
-    json!({
-        "computed_at_unix_ms": r.computed_at_unix_ms,
-        "thresholds": r.thresholds.as_ref().map(|t| json!({
-            "join_rtt_us": t.join_rtt_us, "leave_rtt_us": t.leave_rtt_us,
-            "join_throughput_bps": t.join_throughput_bps,
-            "leave_throughput_bps": t.leave_throughput_bps,
-        })),
-        "zones": r.zones.iter().map(|z| json!({
-            "name": z.name, "group": z.group, "region": z.region, "nodes": z.nodes,
-            "fresh": z.fresh,
-            "rtt_us": z.rtt_us, "throughput_bps": z.throughput_bps,
-        })).collect::<Vec<_>>(),
-        "groups": r.groups.iter().map(|g| json!({
-            "name": g.name, "zones": g.zones,
-            "inside": g.inside.as_ref().map(cut_figures), "held": g.held,
-            "nearest": g.nearest.as_ref().map(|l| json!({
-                "group": l.group, "figures": l.figures.as_ref().map(cut_figures),
-                "cut": tier_cut(l.cut),
-            })),
-        })).collect::<Vec<_>>(),
-        "cluster": r.cluster.as_ref().map(cut_figures),
-        "pairs": r.pairs.iter().map(|p| json!({
-            "zone_a": p.zone_a, "zone_b": p.zone_b, "rtt_us": p.rtt_us,
-            "throughput_bps": p.throughput_bps, "fresh": p.fresh,
-        })).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+#[serde(remote = "v1::GetTiersResponse")]
+struct TiersJson {
+    #[serde(serialize_with = "opt_cut")]
+    cluster: Option<v1::CutFigures>,
+    computed_at_unix_ms: i64,
+    #[serde(serialize_with = "tier_group_list")]
+    groups: Vec<v1::TierGroup>,
+    #[serde(serialize_with = "tier_pair_list")]
+    pairs: Vec<v1::TierZonePair>,
+    #[serde(serialize_with = "opt_thresholds")]
+    thresholds: Option<v1::TierThresholds>,
+    #[serde(serialize_with = "tier_zone_list")]
+    zones: Vec<v1::TierZone>,
 }
 
 #[cfg(test)]
@@ -240,7 +463,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let v = matrix(&m);
+        let v = serde_json::to_value(AsJson(&m)).unwrap();
         assert_eq!(v["metric"], "LOSS_RATIO");
         assert_eq!(v["cells"][0][1]["value"], 0.1);
         assert_eq!(v["cells"][0][1]["provenance"], "MEASURED");
@@ -253,5 +476,331 @@ mod tests {
         assert_eq!(parse_metric("loss"), Some(v1::Metric::LossRatio));
         assert_eq!(parse_metric("throughput"), Some(v1::Metric::ThroughputBps));
         assert_eq!(parse_metric("jitter"), None);
+    }
+}
+
+/// The JSON of representative answers, as the web page and `zonemesh --output json` read it,
+/// compared byte for byte with the files in `proto/tests/json/` (captured before the views
+/// were derived with serde).
+#[cfg(test)]
+mod golden {
+    use super::*;
+
+    fn rtt() -> v1::RttStats {
+        v1::RttStats {
+            samples: 1_999,
+            min_us: 40.25,
+            p50_us: 52.5,
+            p90_us: 70.0,
+            p99_us: 90.125,
+            max_us: 1_234_567.5,
+            mean_us: 55.000_001,
+            jitter_us: 0.1,
+        }
+    }
+
+    fn measured() -> v1::PathFigures {
+        v1::PathFigures {
+            latency_provenance: v1::Provenance::Measured as i32,
+            latency_age_ms: 1_500,
+            rtt: Some(rtt()),
+            loss_ratio: 0.012_5,
+            loss_upper_95_ratio: 0.031,
+            probes_sent: 400,
+            probes_received: 395,
+            throughput_provenance: v1::Provenance::Measured as i32,
+            throughput_age_ms: 61_000,
+            throughput_bps: 9.41e9,
+            throughput_smoothed_bps: 9.2e9,
+            stale: false,
+            probes_sent_total: 18_446_744_073_709_551_615,
+            probes_received_total: 12_000_000_000,
+        }
+    }
+
+    fn estimated() -> v1::PathFigures {
+        v1::PathFigures {
+            latency_provenance: v1::Provenance::Estimated as i32,
+            latency_age_ms: -3,
+            rtt: None,
+            loss_ratio: 0.0,
+            loss_upper_95_ratio: 1.0,
+            throughput_provenance: 17, // not a Provenance: UNKNOWN
+            stale: true,
+            ..Default::default()
+        }
+    }
+
+    fn node(name: &str, state: i32, region: &str) -> v1::Node {
+        v1::Node {
+            name: name.into(),
+            zone: "zone-a".into(),
+            region: region.into(),
+            addresses: vec!["10.0.0.1".into(), "fd00::1".into()],
+            state,
+            last_seen_unix_ms: 1_733_300_000_123,
+            agent_version: "0.1.0".into(),
+            icmp_mode: v1::IcmpMode::Raw as i32,
+            probe_port: 7402,
+            zone_rtt_p50_us: 85.5,
+            zone_loss_ratio: 0.0,
+            zone_throughput_bps: 1e9,
+            zone_paths_measured: 2,
+            connected: state == v1::NodeState::Ready as i32,
+            state_reason: if state == v1::NodeState::Ready as i32 {
+                String::new()
+            } else {
+                "no report for 12 s \"late\" \\ ü 東京".into()
+            },
+        }
+    }
+
+    fn cases() -> Vec<(&'static str, String)> {
+        let nodes = v1::ListNodesResponse {
+            nodes: vec![
+                node("a1", v1::NodeState::Ready as i32, "eu-west"),
+                node("a2", v1::NodeState::Stale as i32, ""),
+                node("a3", v1::NodeState::Down as i32, ""),
+                node("a4", 99, ""),
+            ],
+            ..Default::default()
+        };
+        let zones = v1::ListZonesResponse {
+            zones: vec![
+                v1::Zone {
+                    name: "zone-a".into(),
+                    region: "eu-west".into(),
+                    nodes: 3,
+                    ready_nodes: 2,
+                },
+                v1::Zone {
+                    name: "zone-b".into(),
+                    region: String::new(),
+                    nodes: 1,
+                    ready_nodes: 1,
+                },
+            ],
+            links: vec![
+                v1::ZoneLink {
+                    src_zone: "zone-a".into(),
+                    dst_zone: "zone-b".into(),
+                    figures: Some(measured()),
+                    measured_paths: 6,
+                    nodes_left_out: vec!["a2".into()],
+                },
+                v1::ZoneLink {
+                    src_zone: "zone-b".into(),
+                    dst_zone: "zone-a".into(),
+                    figures: Some(estimated()),
+                    measured_paths: 0,
+                    nodes_left_out: Vec::new(),
+                },
+                v1::ZoneLink {
+                    src_zone: "zone-b".into(),
+                    dst_zone: "zone-c".into(),
+                    figures: None,
+                    measured_paths: 0,
+                    nodes_left_out: Vec::new(),
+                },
+            ],
+            ..Default::default()
+        };
+        let cell = |value, p: v1::Provenance, age_ms, stale| v1::MatrixCell {
+            value,
+            provenance: p as i32,
+            age_ms,
+            stale,
+        };
+        let matrix = v1::GetMatrixResponse {
+            metric: v1::Metric::RttP99Us as i32,
+            nodes: vec!["a1".into(), "a2".into(), "b1".into()],
+            cells: vec![
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+                cell(101.5, v1::Provenance::Measured, 1_200, false),
+                cell(2_000.0, v1::Provenance::Estimated, 30_000, true),
+                cell(99.0, v1::Provenance::Measured, 900, false),
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+                cell(1e-7, v1::Provenance::Measured, 1, false),
+                cell(2_001.25, v1::Provenance::Measured, 5, false),
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+                cell(0.0, v1::Provenance::Unknown, 0, false),
+            ],
+            ..Default::default()
+        };
+        // A short answer (fewer cells than nodes²) keeps its short rows.
+        let ragged = v1::GetMatrixResponse {
+            metric: 42,
+            nodes: vec!["a1".into(), "a2".into()],
+            cells: vec![cell(3.0, v1::Provenance::Measured, 7, false)],
+            ..Default::default()
+        };
+        let rank = v1::RankNodesResponse {
+            nodes: vec![
+                v1::RankedNode {
+                    node: "a1".into(),
+                    zone: "zone-a".into(),
+                    score: 0.987_654_321,
+                    state: v1::NodeState::Ready as i32,
+                    reason: String::new(),
+                    rtt_p50_us: 52.5,
+                    loss_ratio: 0.0,
+                    throughput_bps: 9.41e9,
+                    paths_measured: 3,
+                    paths_estimated: 1,
+                    oldest_age_ms: 4_000,
+                },
+                v1::RankedNode {
+                    node: "b1".into(),
+                    zone: "zone-b".into(),
+                    score: -1.0,
+                    state: v1::NodeState::Down as i32,
+                    reason: "DOWN: agent gone".into(),
+                    ..Default::default()
+                },
+            ],
+        };
+        let place = v1::PlaceResponse {
+            assignments: vec![
+                v1::Assignment {
+                    node: "a1".into(),
+                    zone: "zone-a".into(),
+                    workers: 2,
+                },
+                v1::Assignment {
+                    node: "a2".into(),
+                    zone: "zone-a".into(),
+                    workers: 1,
+                },
+            ],
+            zones: vec!["zone-a".into()],
+            worst_rtt_us: 101.5,
+            worst_loss_ratio: 0.001,
+            bottleneck_throughput_bps: 9.2e9,
+            latency_provenance: v1::Provenance::Measured as i32,
+            throughput_provenance: v1::Provenance::Estimated as i32,
+            oldest_age_ms: 12_345,
+            explanation: "one zone holds all 3 workers".into(),
+        };
+        vec![
+            ("nodes", pretty(AsJson(&nodes))),
+            (
+                "nodes_empty",
+                pretty(AsJson(&v1::ListNodesResponse::default())),
+            ),
+            ("zones", pretty(AsJson(&zones))),
+            (
+                "path_measured",
+                pretty(AsJson(&v1::GetPathResponse {
+                    src: "a1".into(),
+                    dst: "b1".into(),
+                    figures: Some(measured()),
+                })),
+            ),
+            (
+                "path_estimated",
+                pretty(AsJson(&v1::GetPathResponse {
+                    src: "a3".into(),
+                    dst: "b2".into(),
+                    figures: Some(estimated()),
+                })),
+            ),
+            (
+                "path_none",
+                pretty(AsJson(&v1::GetPathResponse {
+                    src: "a3".into(),
+                    dst: "b2".into(),
+                    figures: None,
+                })),
+            ),
+            ("matrix", pretty(AsJson(&matrix))),
+            ("matrix_ragged", pretty(AsJson(&ragged))),
+            ("rank", pretty(AsJson(&rank))),
+            ("place", pretty(AsJson(&place))),
+            ("place_empty", pretty(AsJson(&v1::PlaceResponse::default()))),
+            ("tiers", pretty(AsJson(&tier_answer()))),
+            (
+                "tiers_empty",
+                pretty(AsJson(&v1::GetTiersResponse::default())),
+            ),
+        ]
+    }
+
+    /// Pretty JSON as `zonemesh --output json` prints it (the web API sends the same compact).
+    fn tier_answer() -> v1::GetTiersResponse {
+        let figure = |a: &str, b: &str, value| v1::ZonePairFigure {
+            zone_a: a.into(),
+            zone_b: b.into(),
+            value,
+        };
+        let cut = |rtt, unmeasured| v1::CutFigures {
+            worst_rtt: Some(figure("zone-a", "zone-b", rtt)),
+            lowest_throughput: Some(figure("zone-a", "zone-b", 9.4e9)),
+            unmeasured_pairs: unmeasured,
+            stale_pairs: 1,
+        };
+        v1::GetTiersResponse {
+            computed_at_unix_ms: 1_733_000_000_000,
+            thresholds: Some(v1::TierThresholds {
+                join_rtt_us: 500.0,
+                leave_rtt_us: 750.5,
+                join_throughput_bps: 5e9,
+                leave_throughput_bps: 4e9,
+            }),
+            zones: vec![
+                v1::TierZone {
+                    name: "zone-a".into(),
+                    group: "group-1".into(),
+                    nodes: vec!["a1".into(), "a2".into()],
+                    fresh: true,
+                    rtt_us: 85.5,
+                    throughput_bps: 9.4e9,
+                    region: "eu-west".into(),
+                },
+                v1::TierZone {
+                    name: "zone-c".into(),
+                    group: "group-2".into(),
+                    ..Default::default()
+                },
+            ],
+            groups: vec![
+                v1::TierGroup {
+                    name: "group-1".into(),
+                    zones: vec!["zone-a".into(), "zone-b".into()],
+                    inside: Some(cut(420.0, 0)),
+                    held: true,
+                    nearest: Some(v1::TierGroupLink {
+                        group: "group-2".into(),
+                        figures: Some(v1::CutFigures::default()),
+                        cut: v1::TierCut::Unmeasured as i32,
+                    }),
+                },
+                v1::TierGroup {
+                    name: "group-2".into(),
+                    zones: vec!["zone-c".into()],
+                    ..Default::default()
+                },
+            ],
+            cluster: Some(cut(2_150.0, 2)),
+            pairs: vec![v1::TierZonePair {
+                zone_a: "zone-a".into(),
+                zone_b: "zone-b".into(),
+                rtt_us: 420.0,
+                throughput_bps: 9.4e9,
+                fresh: true,
+            }],
+        }
+    }
+
+    fn pretty(view: impl serde::Serialize) -> String {
+        serde_json::to_string_pretty(&view).unwrap() + "\n"
+    }
+    #[test]
+    fn the_json_is_what_it_was() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/json");
+        for (name, text) in cases() {
+            let path = dir.join(format!("{name}.json"));
+            let want = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text, want, "{name}: the JSON changed");
+        }
     }
 }

@@ -27,7 +27,6 @@ fn summary() -> v1::PathSummary {
         probes_sent: 10,
         probes_received: 9,
         rtt: Some(rtt()),
-        rtt_histogram: vec![1, 2, 3],
         throughput: Some(v1::Throughput {
             throughput_bps: 8_000_000.0,
             bytes: 1_000_000,
@@ -352,9 +351,6 @@ fn bad_path_summaries_are_refused_with_the_field_name() {
         ("paths[0].rtt.jitter_us", |s| {
             s.rtt.as_mut().unwrap().jitter_us = f64::NAN
         }),
-        ("paths[0].rtt_histogram", |s| {
-            s.rtt_histogram = vec![0; zonemesh_domain::MAX_HISTOGRAM_BYTES + 1]
-        }),
         ("paths[0].throughput.throughput_bps", |s| {
             s.throughput.as_mut().unwrap().throughput_bps = f64::NAN
         }),
@@ -661,4 +657,22 @@ fn bad_tiers_are_refused_with_the_field_name() {
         let err = zonemesh_domain::Tiers::try_from(t).unwrap_err();
         assert_eq!(err.field(), field, "{err}");
     }
+}
+
+/// Field 8 of `PathSummary` (`rtt_histogram`, reserved) from an agent of an older build: the
+/// summary still decodes, the bytes are skipped, and the domain sample is what it would be
+/// without them.
+#[test]
+fn a_summary_with_the_reserved_histogram_field_still_decodes() {
+    let plain = summary().encode_to_vec();
+    // Field 8, wire type 2 (length-delimited), three bytes.
+    let mut old = plain.clone();
+    old.extend_from_slice(&[8 << 3 | 2, 3, 1, 2, 3]);
+    let decoded = v1::PathSummary::decode(old.as_slice()).expect("decodes");
+    assert_eq!(decoded, summary());
+    assert_eq!(
+        PathSample::try_from(decoded.clone()).unwrap(),
+        PathSample::try_from(summary()).unwrap()
+    );
+    assert_eq!(decoded.encode_to_vec(), plain, "the old bytes are not kept");
 }

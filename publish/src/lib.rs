@@ -51,6 +51,8 @@ pub mod run;
 pub mod writer;
 pub mod yaml;
 
-pub use metrics::PublishMetrics;
-pub use objects::{Desired, Kind, KueueVersion, Object, Scheduler, Settings, desired};
+pub use metrics::{PublishMetrics, Verb};
+pub use objects::{
+    Desired, Kind, KueueVersion, Object, Scheduler, Settings, SettingsError, desired,
+};
 pub use writer::{PublishError, Round, Writer};

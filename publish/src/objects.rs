@@ -76,16 +76,14 @@ impl Scheduler {
     }
 
     /// Parses a `--publish` list (`volcano,kueue,diktyo`); the error names the bad entry.
-    pub fn parse_list(value: &str) -> Result<Vec<Scheduler>, String> {
+    pub fn parse_list(value: &str) -> Result<Vec<Scheduler>, SettingsError> {
         let mut out = Vec::new();
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let s = match item {
                 "volcano" => Scheduler::Volcano,
                 "kueue" => Scheduler::Kueue,
                 "diktyo" => Scheduler::Diktyo,
-                other => {
-                    return Err(format!("{other:?} is none of volcano, kueue, diktyo"));
-                }
+                other => return Err(SettingsError::UnknownScheduler(other.to_owned())),
             };
             if !out.contains(&s) {
                 out.push(s);
@@ -94,6 +92,25 @@ impl Scheduler {
         out.sort();
         Ok(out)
     }
+}
+
+/// Settings the publisher cannot use; the message names the `--publish…` flag (or the entry).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// An entry of a `--publish` list that names no scheduler zonemesh publishes for.
+    #[error("{0:?} is none of volcano, kueue, diktyo")]
+    UnknownScheduler(String),
+    /// A name that is not a DNS-1123 subdomain.
+    #[error(
+        "--publish-name: {0:?} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
+    )]
+    Name(String),
+    /// A namespace that is not a DNS-1123 label.
+    #[error("--publish-namespace: {0:?} is not a DNS-1123 label")]
+    Namespace(String),
+    /// A weights entry name that is empty or too long.
+    #[error("--publish-weights-name: {0:?} must be 1 to 253 characters")]
+    WeightsName(String),
 }
 
 /// Kueue's API version of `Topology`.
@@ -146,24 +163,15 @@ impl Default for Settings {
 impl Settings {
     /// Checks the names: `name` a DNS-1123 subdomain, `namespace` a DNS-1123 label,
     /// `weights_name` not empty. The error names the flag.
-    pub fn checked(self) -> Result<Self, String> {
+    pub fn checked(self) -> Result<Self, SettingsError> {
         if !crate::names::is_dns1123_subdomain(&self.name) {
-            return Err(format!(
-                "--publish-name: {:?} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')",
-                self.name
-            ));
+            return Err(SettingsError::Name(self.name));
         }
         if !crate::names::is_dns1123_label(&self.namespace) {
-            return Err(format!(
-                "--publish-namespace: {:?} is not a DNS-1123 label",
-                self.namespace
-            ));
+            return Err(SettingsError::Namespace(self.namespace));
         }
         if self.weights_name.is_empty() || self.weights_name.len() > 253 {
-            return Err(format!(
-                "--publish-weights-name: {:?} must be 1 to 253 characters",
-                self.weights_name
-            ));
+            return Err(SettingsError::WeightsName(self.weights_name));
         }
         Ok(self)
     }
@@ -619,10 +627,13 @@ mod tests {
             Scheduler::parse_list("kueue, volcano,kueue").unwrap(),
             [Scheduler::Volcano, Scheduler::Kueue]
         );
-        assert!(
-            Scheduler::parse_list("volcano,slurm")
-                .unwrap_err()
-                .contains("slurm")
+        assert_eq!(
+            Scheduler::parse_list("volcano,slurm").unwrap_err(),
+            SettingsError::UnknownScheduler("slurm".into())
+        );
+        assert_eq!(
+            Scheduler::parse_list("slurm").unwrap_err().to_string(),
+            "\"slurm\" is none of volcano, kueue, diktyo"
         );
         assert!(Scheduler::parse_list("").unwrap().is_empty());
     }

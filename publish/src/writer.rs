@@ -36,7 +36,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use zonemesh_domain::UnixMs;
 
-use crate::metrics::PublishMetrics;
+use crate::metrics::{PublishMetrics, Verb};
 use crate::objects::{
     Desired, Kind, MANAGED_BY, NODE_LABEL_PREFIX, Object, Settings, VOLCANO_SOURCE_LABEL,
     ZONE_LABEL,
@@ -292,7 +292,7 @@ impl Writer {
                             .await
                         {
                             Ok(_) => {
-                                self.metrics.wrote("update");
+                                self.metrics.wrote(Verb::Update);
                                 tracing::info!(kind = kind.kind(), name = %object.name, "updated");
                                 round.updated.push(object.name.clone());
                             }
@@ -308,7 +308,7 @@ impl Writer {
                         let body = dynamic(object, &ar)?;
                         match api.create(&PostParams::default(), &body).await {
                             Ok(_) => {
-                                self.metrics.wrote("create");
+                                self.metrics.wrote(Verb::Create);
                                 tracing::info!(kind = kind.kind(), name = %object.name, "created");
                                 round.created.push(object.name.clone());
                             }
@@ -331,7 +331,7 @@ impl Writer {
                 };
                 match api.delete(&name, &dp).await {
                     Ok(_) => {
-                        self.metrics.wrote("delete");
+                        self.metrics.wrote(Verb::Delete);
                         tracing::info!(kind = kind.kind(), %name, "deleted: no longer derived");
                         round.deleted.push(name);
                     }
@@ -395,7 +395,7 @@ impl Writer {
             let pp = PatchParams::apply(FIELD_MANAGER);
             match api.patch(&name, &pp, &Patch::Apply(&patch)).await {
                 Ok(_) => {
-                    self.metrics.wrote("label");
+                    self.metrics.wrote(Verb::Label);
                     round.labelled.push(name);
                 }
                 Err(e) if code(&e) == Some(409) => {

@@ -1,6 +1,10 @@
 //! A small YAML writer for JSON values (`zonemesh publish --dry-run -o yaml`): block style,
 //! every string double-quoted (a JSON string is a valid YAML double-quoted scalar, so no value
 //! can be mistaken for a number, a boolean or null), plain keys where they are safe.
+//!
+//! (Kept by hand: serde_yaml, the crate everyone used, is no longer maintained, and this output
+//! needs no parser, only a writer of a few dozen lines whose output the CLI test reads back with
+//! PyYAML.)
 
 use serde_json::Value;
 

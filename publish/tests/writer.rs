@@ -12,7 +12,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use zonemesh_domain::{NodeName, TierGroup, TierZone, Tiers, UnixMs, ZoneName, ZonePair};
 use zonemesh_publish::{
-    Desired, PublishMetrics, Scheduler, Settings, Writer, desired, objects::Kind,
+    Desired, PublishMetrics, Scheduler, Settings, Verb, Writer, desired, objects::Kind,
 };
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -270,9 +270,9 @@ async fn missing_objects_are_created_changed_ones_replaced_and_stale_owned_ones_
     assert_eq!(round.deleted, ["zonemesh-zone-gone"]);
     assert_eq!(
         (
-            metrics.writes("create"),
-            metrics.writes("update"),
-            metrics.writes("delete")
+            metrics.writes(Verb::Create),
+            metrics.writes(Verb::Update),
+            metrics.writes(Verb::Delete)
         ),
         (2, 1, 1)
     );
@@ -304,7 +304,7 @@ async fn nothing_changed_means_no_write_only_the_lists() {
     let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
     assert_eq!(round.unwrap(), Default::default());
     assert_eq!(
-        metrics.writes("create") + metrics.writes("update") + metrics.writes("delete"),
+        metrics.writes(Verb::Create) + metrics.writes(Verb::Update) + metrics.writes(Verb::Delete),
         0
     );
 }
@@ -529,7 +529,7 @@ async fn node_labels_are_applied_only_where_they_differ() {
     ];
     let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
     assert_eq!(round.unwrap().labelled, ["a2", "x9"]);
-    assert_eq!(metrics.writes("label"), 2);
+    assert_eq!(metrics.writes(Verb::Label), 2);
 }
 
 #[tokio::test]

@@ -231,17 +231,13 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
         figures.api.push((what, bytes, ms));
     }
 
-    let browser = Browser::start(tools, dir.path())?;
-    browser.call("POST", "/timeouts", Some(json!({ "script": 120_000 })))?;
+    let browser = Browser::start(tools, dir.path()).await?;
+    browser.set_script_timeout(Duration::from_secs(120)).await?;
     let mut loads = Vec::new();
     for _ in 0..REPEAT {
-        browser.goto("about:blank")?;
-        browser.goto(&format!("http://{http}/#metric=rtt"))?;
-        let at = browser.call(
-            "POST",
-            "/execute/async",
-            Some(json!({ "script": TIME_LOAD, "args": [] })),
-        )?;
+        browser.goto("about:blank").await?;
+        browser.goto(&format!("http://{http}/#metric=rtt")).await?;
+        let at = browser.script_async(TIME_LOAD, vec![]).await?;
         loads.push(at["ms"].as_f64().with_context(|| format!("load: {at}"))?);
         figures.zone_cells = at["cells"].as_u64().unwrap_or(0);
     }
@@ -252,10 +248,12 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
         figures.zone_cells
     );
     // Measurements only: the page's own refresh every few seconds would land in some of them.
-    browser.script(
-        "document.getElementById('auto-refresh').checked = false;",
-        json!([]),
-    )?;
+    browser
+        .script(
+            "document.getElementById('auto-refresh').checked = false;",
+            json!([]),
+        )
+        .await?;
 
     // The views, from the zone view each time; (nodes shown, ms), or None where not measured.
     let two = (zones >= 2).then(|| format!("#zone={z0}&zone2={z1}&metric=rtt"));
@@ -266,7 +264,7 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
         (View::Every, every),
     ] {
         if view == View::Every {
-            figures.heap_mib = heap_mib(&browser)?;
+            figures.heap_mib = heap_mib(&browser).await?;
         }
         let Some(hash) = hash else {
             figures.views.push(None);
@@ -275,11 +273,7 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
         let mut times = Vec::new();
         let mut shown = 0;
         for _ in 0..REPEAT {
-            let at = browser.call(
-                "POST",
-                "/execute/async",
-                Some(json!({ "script": TIME_VIEW, "args": [hash] })),
-            )?;
+            let at = browser.script_async(TIME_VIEW, vec![json!(hash)]).await?;
             if let Some(e) = at["error"].as_str() {
                 bail!("{}: the page says {e}", view.label());
             }
@@ -294,9 +288,9 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
         figures.views.push(Some((shown, median(times))));
     }
     if nodes <= ALL_NODES_UP_TO {
-        figures.heap_all_mib = Some(heap_mib(&browser)?);
+        figures.heap_all_mib = Some(heap_mib(&browser).await?);
     }
-    drop(browser);
+    browser.close().await?;
 
     control.stop();
     tokio::time::timeout(Duration::from_secs(60), simulator)
@@ -311,11 +305,13 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
 
 /// The page's JavaScript heap in use, MiB, after a garbage collection (Chromium runs with
 /// `--expose-gc`).
-fn heap_mib(browser: &Browser) -> Result<f64> {
-    let bytes = browser.script(
-        "if (!window.gc) return null; window.gc(); return performance.memory.usedJSHeapSize;",
-        json!([]),
-    )?;
+async fn heap_mib(browser: &Browser) -> Result<f64> {
+    let bytes = browser
+        .script(
+            "if (!window.gc) return null; window.gc(); return performance.memory.usedJSHeapSize;",
+            json!([]),
+        )
+        .await?;
     let bytes = bytes
         .as_f64()
         .context("no window.gc: Chromium did not take --js-flags=--expose-gc")?;

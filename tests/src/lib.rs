@@ -10,7 +10,8 @@ use anyhow::{Result, bail};
 pub mod pki;
 pub mod webdriver;
 pub use zonemesh_lab::process::{
-    Agent, AgentTotals, Aggregator, Process, field, http_get, http_post, sample, unique,
+    Agent, AgentTotals, Aggregator, Process, field, http_get, http_get_with, http_post, sample,
+    unique,
 };
 
 /// Path of a workspace binary, built (once per test process) so that it is never older than the

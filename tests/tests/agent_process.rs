@@ -186,22 +186,52 @@ async fn three_agents_fill_the_matrix_agree_with_ping_and_survive_an_aggregator_
     let acked_before = agents[0].metric("zonemesh_agent_reports_acknowledged_total")?;
     ensure!(acked_before > 0.0, "n1 had reports acknowledged");
     aggregator.kill();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let aggregator = start_aggregator(&flags, dir.path())?;
+    // The agents notice, and each holds a report the dead aggregator never acknowledged.
     for a in &agents {
         wait_for(
+            &format!(
+                "{} to lose the aggregator with a report unacknowledged",
+                a.node
+            ),
+            Duration::from_secs(20),
+            || async {
+                let cut_off = a.metric("zonemesh_agent_connected").ok()? == 0.0
+                    && a.metric("zonemesh_agent_buffered_reports").ok()? >= 1.0;
+                cut_off.then_some(())
+            },
+        )
+        .await?;
+    }
+    let aggregator = start_aggregator(&flags, dir.path())?;
+    let mut acked_after_restart = Vec::new();
+    for a in &agents {
+        let acked = wait_for(
             &format!("{} to reconnect", a.node),
             Duration::from_secs(20),
             || async {
                 let reconnected = a.metric("zonemesh_agent_reconnects_total").ok()? >= 1.0
                     && a.metric("zonemesh_agent_connected").ok()? == 1.0
                     && a.metric("zonemesh_agent_buffered_reports").ok()? == 0.0;
-                reconnected.then_some(())
+                let acked = a.metric("zonemesh_agent_reports_acknowledged_total").ok()?;
+                reconnected.then_some(acked)
+            },
+        )
+        .await?;
+        acked_after_restart.push(acked);
+    }
+    // Each agent then reports a fresh window over its new stream, acknowledged by the new
+    // aggregator, before it is stopped.
+    for (a, before) in agents.iter().zip(acked_after_restart) {
+        wait_for(
+            &format!("{} to have a new window acknowledged", a.node),
+            Duration::from_secs(20),
+            || async {
+                let acked = a.metric("zonemesh_agent_reports_acknowledged_total").ok()?;
+                (acked > before).then_some(())
             },
         )
         .await?;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
 
     // Every agent stops cleanly (flushing its last window); what each one had acknowledged is
     // exactly what the aggregator holds: nothing missing, nothing applied twice.

@@ -40,6 +40,7 @@ fn json(out: &Output) -> Result<Value> {
 }
 
 /// zone-a: a1, a2, a3 (100 µs apart; a3 loses 20 % toward a1), zone-b: b1, b2; 2 ms between.
+/// a3 never reports b2: that path is estimated from the zone roll-up.
 async fn cluster(dir: &std::path::Path, extra: &[&str]) -> Result<(Aggregator, Vec<FakeAgent>)> {
     let mut args = vec!["--in-memory"];
     args.extend(extra);
@@ -56,7 +57,7 @@ async fn cluster(dir: &std::path::Path, extra: &[&str]) -> Result<(Aggregator, V
         let mut agent = FakeAgent::connect(&aggregator, node, zone).await?;
         let paths: Vec<(&str, f64, u64, f64)> = nodes
             .iter()
-            .filter(|(peer, _)| *peer != node)
+            .filter(|(peer, _)| *peer != node && (node, *peer) != ("a3", "b2"))
             .map(|(peer, peer_zone)| {
                 let rtt = if *peer_zone == zone { 100.0 } else { 2_000.0 };
                 let lost = if node == "a3" && *peer == "a1" { 20 } else { 0 };
@@ -96,7 +97,8 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
     ensure!(table.contains("a1") && table.contains("READY"), "{table}");
     ensure!(!table.contains('\x1b'), "colour in a pipe: {table:?}");
     let colored = ok(&zonemesh(&url, &["nodes", "--color", "always"])?)?;
-    ensure!(colored.contains("\x1b[32mREADY\x1b[0m"), "{colored:?}");
+    // Dark green (crossterm's 256-colour escape, through comfy-table) around the state only.
+    ensure!(colored.contains("\x1b[38;5;2mREADY\x1b["), "{colored:?}");
     let only_b = json(&zonemesh(
         &url,
         &["nodes", "--zone", "zone-b", "-o", "json"],
@@ -124,6 +126,23 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
     ensure!(path["figures"]["latency_provenance"] == "MEASURED");
     let text = ok(&zonemesh(&url, &["path", "a3", "a1"])?)?;
     ensure!(text.contains("20.00 %"), "{text}");
+
+    // path: a3 → b2 was never measured. It shows the zone roll-up's figures, labelled as an
+    // estimate, and none of the measured-only figures as zeros ("min 0 µs, max 0 µs, jitter
+    // 0 µs … 0 of 0 probes answered" before).
+    let path = json(&zonemesh(&url, &["path", "a3", "b2", "-o", "json"])?)?;
+    ensure!(
+        path["figures"]["latency_provenance"] == "ESTIMATED",
+        "{path}"
+    );
+    let text = ok(&zonemesh(&url, &["path", "a3", "b2"])?)?;
+    ensure!(
+        text.contains("p50 2.00 ms") && text.contains("estimated from the zone-to-zone roll-up"),
+        "{text}"
+    );
+    for zero in ["0 µs", "0 of 0", "min ", "jitter", "probes answered"] {
+        ensure!(!text.contains(zero), "{zero:?} in the estimate:\n{text}");
+    }
 
     // matrix: zone-a's loss, a3 → a1 at 20 %; cut to a narrow terminal, it says so.
     let matrix = json(&zonemesh(

@@ -372,8 +372,7 @@ fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_us
             .find_map(|l| l.trim().strip_prefix("value: --publish="))
             .with_context(|| format!("{component}: no --publish= in its kustomization"))?;
         ensure!(
-            zonemesh_publish::Scheduler::parse_list(flag)
-                .map_err(anyhow::Error::msg)?
+            zonemesh_publish::Scheduler::parse_list(flag)?
                 .iter()
                 .map(|s| s.as_str())
                 .collect::<Vec<_>>()

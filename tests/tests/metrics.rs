@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
-use zonemesh_tests::{FakeAgent, http_get, start_aggregator, tool_available, wait_for};
+use zonemesh_tests::{
+    FakeAgent, http_get, http_get_with, start_aggregator, tool_available, wait_for,
+};
 
 /// Runs `program args…` with `input` on its standard input; its output.
 fn run_with_stdin(program: &str, args: &[&str], input: &str) -> Result<std::process::Output> {
@@ -29,18 +31,25 @@ fn run_with_stdin(program: &str, args: &[&str], input: &str) -> Result<std::proc
     Ok(child.wait_with_output()?)
 }
 
-/// The exposition parsed by `prometheus_client.parser`: family name → (type, samples).
-fn parse(text: &str) -> Result<BTreeMap<String, (String, Vec<Value>)>> {
+/// The exposition parsed by `prometheus_client.parser` (the Prometheus text format) or, with
+/// `openmetrics`, by `prometheus_client.openmetrics.parser`: family name → (type, samples).
+fn parse(text: &str, openmetrics: bool) -> Result<BTreeMap<String, (String, Vec<Value>)>> {
+    let parser = if openmetrics {
+        "prometheus_client.openmetrics.parser"
+    } else {
+        "prometheus_client.parser"
+    };
+    let script = SCRIPT.replace("PARSER", parser);
     const SCRIPT: &str = r#"
 import json, sys
-from prometheus_client.parser import text_string_to_metric_families
+from PARSER import text_string_to_metric_families
 out = {}
 for family in text_string_to_metric_families(sys.stdin.read()):
     out[family.name] = [family.type, [
         {"name": s.name, "labels": s.labels, "value": s.value} for s in family.samples]]
 json.dump(out, sys.stdout)
 "#;
-    let out = run_with_stdin("python3", &["-c", SCRIPT], text)?;
+    let out = run_with_stdin("python3", &["-c", &script], text)?;
     ensure!(
         out.status.success(),
         "prometheus_client could not parse /metrics: {}",
@@ -103,7 +112,7 @@ async fn zone_metrics_parse_lint_clean_and_carry_the_reported_figures() -> Resul
         },
     )
     .await?;
-    let families = parse(&text)?;
+    let families = parse(&text, false)?;
 
     let a_to_b = [("src_zone", "zone-a"), ("dst_zone", "zone-b")];
     let with = |extra: (&'static str, &'static str)| {
@@ -172,7 +181,52 @@ async fn zone_metrics_parse_lint_clean_and_carry_the_reported_figures() -> Resul
         ensure!(out.status.success(), "promtool check metrics:\n{said}");
     }
     the_dashboard_queries_what_is_exported(&text)?;
+
+    // A scraper that asks for OpenMetrics (Prometheus does, first) gets it, with the same
+    // families and figures; one that does not ask (curl, promtool, the parser above) got 0.0.4.
+    let (content_type, open) = get_with_accept(
+        aggregator.http,
+        "/metrics",
+        "application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.3",
+    )?;
+    ensure!(
+        content_type.starts_with("application/openmetrics-text; version=1.0.0"),
+        "{content_type}"
+    );
+    ensure!(open.ends_with("# EOF\n"), "{open}");
+    let (plain_type, _) = get_with_accept(aggregator.http, "/metrics", "*/*")?;
+    ensure!(
+        plain_type == "text/plain; version=0.0.4; charset=utf-8",
+        "{plain_type}"
+    );
+    let open_families = parse(&open, true)?;
+    let types = |f: &BTreeMap<String, (String, Vec<Value>)>| {
+        f.iter()
+            .map(|(name, (kind, _))| (name.clone(), kind.clone()))
+            .collect::<Vec<_>>()
+    };
+    ensure!(types(&open_families) == types(&families), "{open}");
+    ensure!(sample(&open_families, "zonemesh_reports_total", &[])? == 3.0);
+    let open_loss = sample(&open_families, "zonemesh_zone_loss_ratio", &a_to_b)?;
+    ensure!(
+        open_loss == loss,
+        "OpenMetrics loss {open_loss}, text {loss}"
+    );
     Ok(())
+}
+
+/// GETs `path` with an `Accept` header: the content type and the body.
+fn get_with_accept(
+    addr: std::net::SocketAddr,
+    path: &str,
+    accept: &str,
+) -> Result<(String, String)> {
+    let (head, body) = http_get_with(addr, path, &[("Accept", accept)])?;
+    let content_type = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-type: "))
+        .context("content-type")?;
+    Ok((content_type.to_owned(), body))
 }
 
 /// Every expression of the Grafana dashboard (`deploy/monitoring`) names only metrics this

@@ -1,5 +1,5 @@
 //! The aggregator's web page (`GET /`, on the JSON API under `/api/`), driven in headless Chromium
-//! through chromedriver's W3C WebDriver API: what the page shows is checked against what the
+//! through chromedriver's W3C WebDriver API (with fantoccini): what the page shows is checked against what the
 //! agents reported — the summary, the zone heatmap, a zone's node matrix, the tooltips, the
 //! ranking and placement panels, a DOWN node's mark, a link that reopens a view — and the bearer
 //! token form of an aggregator that needs credentials.
@@ -101,12 +101,12 @@ async fn the_page_shows_what_the_agents_reported() -> Result<()> {
     })
     .await?;
 
-    let browser = Browser::start(&tools, dir.path())?;
+    let browser = Browser::start(&tools, dir.path()).await?;
     let checked = check_page(&browser, http).await;
     if let Err(e) = &checked {
         eprintln!("{e:#}\naggregator log:\n{}", aggregator.log());
     }
-    let saved = browser.screenshot().and_then(|png| -> Result<()> {
+    let saved = browser.screenshot().await.and_then(|png| -> Result<()> {
         let path = std::env::temp_dir().join(format!("zonemesh-web-{}.png", std::process::id()));
         std::fs::write(&path, &png)?;
         eprintln!("screenshot of the page: {}", path.display());
@@ -116,6 +116,7 @@ async fn the_page_shows_what_the_agents_reported() -> Result<()> {
         }
         Ok(())
     });
+    browser.close().await?;
     checked?;
     saved?;
     drop(agents);
@@ -143,7 +144,7 @@ const SELECTED_ZONES: &str = "const t = document.getElementById('zone-table');
 
 async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     let base = format!("http://{http}/");
-    b.goto(&base)?;
+    b.goto(&base).await?;
 
     // The summary: zones, nodes, and nodes by state.
     let summary = b
@@ -163,19 +164,22 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     // 100 µs inside zone-a.
     let ab = r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-b"]"#;
     let rtt: f64 = b
-        .attribute(ab, "data-value")?
+        .attribute(ab, "data-value")
+        .await?
         .context("data-value of zone-a → zone-b")?
         .parse()?;
     ensure!((rtt - 2000.0).abs() < 1.0, "zone-a → zone-b: {rtt} µs");
-    ensure!(b.attribute(ab, "data-provenance")?.as_deref() == Some("MEASURED"));
-    ensure!(b.attribute(ab, "data-measured-paths")?.as_deref() == Some("9"));
-    let text = b.text(ab)?;
+    ensure!(b.attribute(ab, "data-provenance").await?.as_deref() == Some("MEASURED"));
+    ensure!(b.attribute(ab, "data-measured-paths").await?.as_deref() == Some("9"));
+    let text = b.text(ab).await?;
     ensure!(text == "2.00 ms", "zone-a → zone-b shows {text:?}");
-    let text = b.text(r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-a"]"#)?;
+    let text = b
+        .text(r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-a"]"#)
+        .await?;
     ensure!(text == "100 \u{b5}s", "zone-a → zone-a shows {text:?}");
 
     // Hovering the cell shows its figures.
-    b.hover(ab)?;
+    b.hover(ab).await?;
     let tip = b
         .until_text("#tooltip", "the zone cell's tooltip", |t| {
             t.contains("zone-a \u{2192} zone-b")
@@ -187,8 +191,9 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
 
     // Loss, and zone-a's node matrix: a2's paths lose 20 %, the others nothing. The view is in
     // the URL.
-    b.click(r#"#metric option[value="loss"]"#)?;
-    b.click(r#"#zone-heatmap th[scope="row"] .zone-btn[data-zone="zone-a"]"#)?;
+    b.click(r#"#metric option[value="loss"]"#).await?;
+    b.click(r#"#zone-heatmap th[scope="row"] .zone-btn[data-zone="zone-a"]"#)
+        .await?;
     let nodes = b
         .until(
             "zone-a's loss matrix",
@@ -205,10 +210,12 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
         ("a1", "a3", 0.0),
         ("a3", "a1", 0.0),
     ] {
-        let cell = b.script(
-            "return window.zonemesh.cellAt(arguments[0], arguments[1]);",
-            json!([src, dst]),
-        )?;
+        let cell = b
+            .script(
+                "return window.zonemesh.cellAt(arguments[0], arguments[1]);",
+                json!([src, dst]),
+            )
+            .await?;
         let value = cell["value"].as_f64().context("cell value")?;
         ensure!(
             (value - loss).abs() < 1e-6
@@ -217,11 +224,11 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
             "{src} → {dst}: {cell}"
         );
     }
-    let url = b.url()?;
+    let url = b.url().await?;
     ensure!(url.ends_with("#zone=zone-a&metric=loss"), "{url}");
 
     // Hovering a2 → a3 on the canvas shows the path's figures, fetched from /api/path.
-    b.hover_cell("a2", "a3")?;
+    b.hover_cell("a2", "a3").await?;
     let tip = b
         .until_text(
             "#tooltip",
@@ -234,7 +241,8 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     }
 
     // zone-b: b3 is marked DOWN; b2 → b1 (never reported) is estimated, b1 → b2 measured.
-    b.click(r#"#zone-heatmap th[scope="row"] .zone-btn[data-zone="zone-b"]"#)?;
+    b.click(r#"#zone-heatmap th[scope="row"] .zone-btn[data-zone="zone-b"]"#)
+        .await?;
     b.until(
         "zone-b's matrix",
         MATRIX_LOADED,
@@ -242,16 +250,18 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     )
     .await?;
     // The zone heatmap marks the chosen zone, and only it.
-    let marked = b.script(SELECTED_ZONES, json!([]))?;
+    let marked = b.script(SELECTED_ZONES, json!([])).await?;
     ensure!(
         marked == json!({"cells": ["zone-b>zone-b"], "buttons": ["zone-b", "zone-b"]}),
         "zone-b chosen, the zone heatmap marks {marked}"
     );
-    let mark = b.script("return window.zonemesh.nodeMark('b3');", json!([]))?;
+    let mark = b
+        .script("return window.zonemesh.nodeMark('b3');", json!([]))
+        .await?;
     ensure!(mark == "DOWN", "b3 is marked {mark}");
     let flag = r#"#node-flags [data-node="b3"]"#;
-    ensure!(b.attribute(flag, "data-state")?.as_deref() == Some("DOWN"));
-    let text = b.text(flag)?;
+    ensure!(b.attribute(flag, "data-state").await?.as_deref() == Some("DOWN"));
+    let text = b.text(flag).await?;
     ensure!(
         text.contains("b3") && text.contains("DOWN: its agent is gone"),
         "the flag says why: {text:?}"
@@ -262,17 +272,18 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
             json!([src, dst]),
         )
     };
-    let estimated = cell("b2", "b1")?;
+    let estimated = cell("b2", "b1").await?;
     ensure!(
         estimated["provenance"] == "ESTIMATED",
         "b2 → b1: {estimated}"
     );
-    let measured = cell("b1", "b2")?;
+    let measured = cell("b1", "b2").await?;
     ensure!(measured["provenance"] == "MEASURED", "b1 → b2: {measured}");
 
     // A link opens the same view: both zones, loss.
-    b.goto("about:blank")?;
-    b.goto(&format!("{base}#zone=zone-a&zone2=zone-b&metric=loss"))?;
+    b.goto("about:blank").await?;
+    b.goto(&format!("{base}#zone=zone-a&zone2=zone-b&metric=loss"))
+        .await?;
     let nodes = b
         .until(
             "the two zones' matrix opened from a link",
@@ -284,9 +295,11 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
         nodes == json!(["a1", "a2", "a3", "b1", "b2", "b3"]),
         "{nodes}"
     );
-    let metric = b.script("return document.getElementById('metric').value;", json!([]))?;
+    let metric = b
+        .script("return document.getElementById('metric').value;", json!([]))
+        .await?;
     ensure!(metric == "loss", "the metric selector shows {metric}");
-    let marked = b.script(SELECTED_ZONES, json!([]))?;
+    let marked = b.script(SELECTED_ZONES, json!([])).await?;
     ensure!(
         marked
             == json!({"cells": ["zone-a>zone-b"], "buttons": ["zone-a", "zone-a", "zone-b", "zone-b"]}),
@@ -294,7 +307,9 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     );
 
     // The auto-refresh (every 10 s) keeps the view.
-    let before = b.script("return window.zonemesh.state.updatedAt;", json!([]))?;
+    let before = b
+        .script("return window.zonemesh.state.updatedAt;", json!([]))
+        .await?;
     let view = b
         .until(
             "an auto-refresh",
@@ -318,9 +333,9 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     );
 
     // Ranking zone-a: the lossy a2 last.
-    b.click(r#"#rank-zone option[value="zone-a"]"#)?;
-    b.clear_and_type("#rank-limit", "10")?;
-    b.click("#rank-button")?;
+    b.click(r#"#rank-zone option[value="zone-a"]"#).await?;
+    b.clear_and_type("#rank-limit", "10").await?;
+    b.click("#rank-button").await?;
     let ranked = b
         .until(
             "the ranking",
@@ -333,7 +348,7 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
         ranked.len() == 3 && ranked[2] == "a2",
         "ranking of zone-a: {ranked:?}"
     );
-    let row = b.text(r#"#rank-table tbody tr[data-node="a2"]"#)?;
+    let row = b.text(r#"#rank-table tbody tr[data-node="a2"]"#).await?;
     ensure!(
         row.contains("zone-a") && row.contains("READY") && row.contains("20.0 %"),
         "a2's row: {row:?}"
@@ -341,10 +356,11 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
 
     // Placing 3 workers in one zone: zone-a's nodes (zone-b has two READY). 4 cannot be in one
     // zone: the 409 and its message are shown in the panel.
-    b.clear_and_type("#place-workers", "4")?;
-    b.click(r#"#place-policy option[value="require_one"]"#)?;
-    b.clear_and_type("#place-exclude", "")?;
-    b.click("#place-button")?;
+    b.clear_and_type("#place-workers", "4").await?;
+    b.click(r#"#place-policy option[value="require_one"]"#)
+        .await?;
+    b.clear_and_type("#place-exclude", "").await?;
+    b.click("#place-button").await?;
     let error = b
         .until(
             "the placement's refusal",
@@ -355,8 +371,8 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
         .await?;
     let error = error.as_str().context("error text")?;
     ensure!(error.contains("409 Conflict"), "{error:?}");
-    b.clear_and_type("#place-workers", "3")?;
-    b.click("#place-button")?;
+    b.clear_and_type("#place-workers", "3").await?;
+    b.click("#place-button").await?;
     let placed = b
         .until("the placement", ROW_NODES, json!(["#place-table tbody tr"]))
         .await?;
@@ -368,13 +384,13 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
         .collect();
     placed.sort_unstable();
     ensure!(placed == ["a1", "a2", "a3"], "placed on {placed:?}");
-    let result = b.text("#place-result")?;
+    let result = b.text("#place-result").await?;
     for part in ["zone-a", "100 \u{b5}s", "20.0 %", "9.40 Gbit/s"] {
         ensure!(result.contains(part), "placement {result:?} lacks {part:?}");
     }
 
     // Last, for the screenshot: a tooltip over a2 → b1.
-    b.hover_cell("a2", "b1")?;
+    b.hover_cell("a2", "b1").await?;
     b.until_text("#tooltip", "a2 → b1's tooltip", |t| {
         t.contains("a2 \u{2192} b1") && t.contains("upper bound")
     })
@@ -413,9 +429,9 @@ async fn the_page_asks_for_a_bearer_token_when_the_api_needs_one() -> Result<()>
         Err(e) => ensure!(format!("{e:#}").contains("401"), "{e:#}"),
     }
 
-    let browser = Browser::start(&tools, dir.path())?;
+    let browser = Browser::start(&tools, dir.path()).await?;
     let checked: Result<()> = async {
-        browser.goto(&format!("http://{}/", aggregator.http))?;
+        browser.goto(&format!("http://{}/", aggregator.http)).await?;
         let message = browser
             .until(
                 "the token form",
@@ -428,10 +444,10 @@ async fn the_page_asks_for_a_bearer_token_when_the_api_needs_one() -> Result<()>
             message.as_str().is_some_and(|m| m.contains("token")),
             "{message}"
         );
-        ensure!(browser.displayed("#token-form")?);
+        ensure!(browser.displayed("#token-form").await?);
 
-        browser.clear_and_type("#token-input", READER_TOKEN)?;
-        browser.click("#token-save")?;
+        browser.clear_and_type("#token-input", READER_TOKEN).await?;
+        browser.click("#token-save").await?;
         let loaded = "const s = window.zonemesh && window.zonemesh.state;
             return s && s.loaded && !s.needToken ? document.getElementById('summary').textContent : null;";
         let summary = browser
@@ -442,28 +458,29 @@ async fn the_page_asks_for_a_bearer_token_when_the_api_needs_one() -> Result<()>
             summary.contains("1 zone") && summary.contains("2 nodes") && summary.contains("2 READY"),
             "{summary:?}"
         );
-        ensure!(!browser.displayed("#token-form")?);
-        let text = browser.text(r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-a"]"#)?;
+        ensure!(!browser.displayed("#token-form").await?);
+        let text = browser.text(r#"#zone-heatmap td[data-src="zone-a"][data-dst="zone-a"]"#).await?;
         ensure!(text == "100 \u{b5}s", "zone-a → zone-a shows {text:?}");
 
         // The token is kept: a reload shows the figures without asking again.
-        let stored = browser.script("return localStorage.getItem('zonemesh.token');", json!([]))?;
+        let stored = browser.script("return localStorage.getItem('zonemesh.token');", json!([])).await?;
         ensure!(stored == READER_TOKEN, "stored token {stored}");
-        browser.refresh()?;
+        browser.refresh().await?;
         browser
             .until("the summary after a reload", loaded, json!([]))
             .await?;
-        ensure!(!browser.displayed("#token-form")?);
+        ensure!(!browser.displayed("#token-form").await?);
         Ok(())
     }
     .await;
     if checked.is_err() {
         let path =
             std::env::temp_dir().join(format!("zonemesh-web-token-{}.png", std::process::id()));
-        if let Ok(png) = browser.screenshot() {
+        if let Ok(png) = browser.screenshot().await {
             let _ = std::fs::write(&path, png);
             eprintln!("screenshot of the page: {}", path.display());
         }
     }
+    browser.close().await?;
     checked
 }

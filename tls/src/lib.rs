@@ -25,6 +25,121 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tonic::transport::{Channel, Endpoint, Uri};
 
+/// What went wrong with a TLS setting, a PEM file or a certificate; the message names the flag
+/// or the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A trust domain that SPIFFE would not spell so.
+    #[error("a trust domain cannot be empty")]
+    EmptyTrustDomain,
+    /// A character a trust domain cannot hold.
+    #[error(
+        "{domain}: {bad:?} is not allowed in a trust domain (lower-case letters, digits, '.', '-' and '_')"
+    )]
+    TrustDomainCharacter {
+        /// The domain given.
+        domain: String,
+        /// The first character it cannot hold.
+        bad: char,
+    },
+    /// A certificate that is not X.509 DER, or whose subjectAltName cannot be read.
+    #[error("{what}: {reason}")]
+    Certificate {
+        /// What could not be read ("cannot parse the certificate", "bad subjectAltName").
+        what: &'static str,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// Every zonemesh identity the certificate carries is in another trust domain.
+    #[error("the certificate names {uri}, outside trust domain {trust_domain}")]
+    ForeignTrustDomain {
+        /// The first foreign identity URI.
+        uri: String,
+        /// The domain trusted.
+        trust_domain: String,
+    },
+    /// A file could not be read.
+    #[error("{what} {}: {source}", path.display())]
+    Read {
+        /// The flag (or the role of the file).
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file that holds no PEM of the kind wanted, or broken PEM.
+    #[error("{what} {}: {reason}", path.display())]
+    Pem {
+        /// The flag (or the role of the file).
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong ("no PEM certificate in the file", the PEM parser's complaint).
+        reason: String,
+    },
+    /// rustls refused a certificate, key or CA that did parse.
+    #[error("{what} {}: {source}", path.display())]
+    Refused {
+        /// The flag (or the role of the file).
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// rustls's reason.
+        #[source]
+        source: rustls::Error,
+    },
+    /// Settings that do not go together, or a setting the URL contradicts.
+    #[error("--{flag}: {reason}")]
+    Flag {
+        /// The flag, without its dashes.
+        flag: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A client configuration asked for while TLS is off.
+    #[error("TLS is off: no CA file")]
+    Off,
+    /// rustls cannot build a configuration with its safe defaults (the provider lacks them).
+    #[error("TLS configuration: {0}")]
+    Config(#[source] rustls::Error),
+}
+
+impl Error {
+    fn read(what: &str, path: &Path, source: std::io::Error) -> Self {
+        Error::Read {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    fn pem(what: &str, path: &Path, reason: impl fmt::Display) -> Self {
+        Error::Pem {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// rustls refused the file `path` given as `what`.
+    pub fn refused(what: &str, path: &Path, source: rustls::Error) -> Self {
+        Error::Refused {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    fn flag(flag: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Flag {
+            flag: flag.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// What a certificate or a token allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -78,17 +193,18 @@ pub const DEFAULT_TRUST_DOMAIN: &str = "zonemesh";
 
 /// Checks that `domain` is a trust domain as SPIFFE spells one: lower-case letters, digits, `.`,
 /// `-` and `_`.
-pub fn check_trust_domain(domain: &str) -> Result<(), String> {
+pub fn check_trust_domain(domain: &str) -> Result<(), Error> {
     if domain.is_empty() {
-        return Err("a trust domain cannot be empty".into());
+        return Err(Error::EmptyTrustDomain);
     }
     match domain
         .chars()
         .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '.' | '-' | '_'))
     {
-        Some(c) => Err(format!(
-            "{domain}: {c:?} is not allowed in a trust domain (lower-case letters, digits, '.', '-' and '_')"
-        )),
+        Some(bad) => Err(Error::TrustDomainCharacter {
+            domain: domain.to_owned(),
+            bad,
+        }),
         None => Ok(()),
     }
 }
@@ -119,13 +235,22 @@ pub fn parse_identity_uri(uri: &str) -> Option<(&str, Identity)> {
 /// The identity a DER certificate carries in `trust_domain`: its first URI SAN that is a zonemesh
 /// identity in that domain. `Ok(None)` when it carries no zonemesh identity at all; an error when
 /// every one it carries is in another domain.
-pub fn identity_of(der: &[u8], trust_domain: &str) -> Result<Option<Identity>, String> {
+pub fn identity_of(der: &[u8], trust_domain: &str) -> Result<Option<Identity>, Error> {
     use x509_parser::extensions::GeneralName;
+    let unreadable = |what| {
+        move |e: x509_parser::nom::Err<_>| Error::Certificate {
+            what,
+            reason: e.to_string(),
+        }
+    };
     let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| format!("cannot parse the certificate: {e}"))?;
+        .map_err(unreadable("cannot parse the certificate"))?;
     let Some(san) = cert
         .subject_alternative_name()
-        .map_err(|e| format!("bad subjectAltName: {e}"))?
+        .map_err(|e| Error::Certificate {
+            what: "bad subjectAltName",
+            reason: e.to_string(),
+        })?
     else {
         return Ok(None);
     };
@@ -141,45 +266,41 @@ pub fn identity_of(der: &[u8], trust_domain: &str) -> Result<Option<Identity>, S
         }
     }
     match foreign {
-        Some(uri) => Err(format!(
-            "the certificate names {uri}, outside trust domain {trust_domain}"
-        )),
+        Some(uri) => Err(Error::ForeignTrustDomain {
+            uri: uri.to_owned(),
+            trust_domain: trust_domain.to_owned(),
+        }),
         None => Ok(None),
     }
 }
 
-fn read(what: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))
+fn read(what: &str, path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::read(what, path, e))
 }
 
 /// Every certificate in a PEM file; an error names the file when there is none.
-pub fn load_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn load_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
     let pem = read(what, path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+        .map_err(|e| Error::pem(what, path, e))?;
     if certs.is_empty() {
-        return Err(format!(
-            "{what} {}: no PEM certificate in the file",
-            path.display()
-        ));
+        return Err(Error::pem(what, path, "no PEM certificate in the file"));
     }
     Ok(certs)
 }
 
 /// The private key in a PEM file (PKCS#8, PKCS#1 or SEC1).
-pub fn load_key(what: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+pub fn load_key(what: &str, path: &Path) -> Result<PrivateKeyDer<'static>, Error> {
     let pem = read(what, path)?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("{what} {}: {e}", path.display()))
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| Error::pem(what, path, e))
 }
 
 /// A root store of every certificate in a PEM file.
-pub fn load_roots(what: &str, path: &Path) -> Result<rustls::RootCertStore, String> {
+pub fn load_roots(what: &str, path: &Path) -> Result<rustls::RootCertStore, Error> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in load_certs(what, path)? {
-        roots
-            .add(cert)
-            .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+        roots.add(cert).map_err(|e| Error::refused(what, path, e))?;
     }
     Ok(roots)
 }
@@ -204,15 +325,26 @@ pub struct ClientTls {
 
 impl ClientTls {
     /// Checks that the settings go together; the message names the flag (`--{prefix}…`).
-    pub fn check(&self, prefix: &str) -> Result<(), String> {
+    pub fn check(&self, prefix: &str) -> Result<(), Error> {
         match (&self.cert, &self.key) {
-            (Some(_), None) => return Err(format!("--{prefix}key: required with --{prefix}cert")),
-            (None, Some(_)) => return Err(format!("--{prefix}cert: required with --{prefix}key")),
+            (Some(_), None) => {
+                return Err(Error::flag(
+                    format!("{prefix}key"),
+                    format!("required with --{prefix}cert"),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::flag(
+                    format!("{prefix}cert"),
+                    format!("required with --{prefix}key"),
+                ));
+            }
             _ => {}
         }
         if self.ca.is_none() && self.cert.is_some() {
-            return Err(format!(
-                "--{prefix}ca: required with --{prefix}cert (the CA of the aggregator's certificate)"
+            return Err(Error::flag(
+                format!("{prefix}ca"),
+                format!("required with --{prefix}cert (the CA of the aggregator's certificate)"),
             ));
         }
         Ok(())
@@ -224,17 +356,17 @@ impl ClientTls {
     }
 
     /// A rustls client configuration from the files as they are now.
-    pub fn client_config(&self) -> Result<rustls::ClientConfig, String> {
-        let ca = self.ca.as_deref().ok_or("TLS is off: no CA file")?;
+    pub fn client_config(&self) -> Result<rustls::ClientConfig, Error> {
+        let ca = self.ca.as_deref().ok_or(Error::Off)?;
         let roots = load_roots("CA", ca)?;
         let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .map_err(Error::Config)?
             .with_root_certificates(roots);
         let mut config = match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => builder
                 .with_client_auth_cert(load_certs("certificate", cert)?, load_key("key", key)?)
-                .map_err(|e| format!("certificate {}: {e}", cert.display()))?,
+                .map_err(|e| Error::refused("certificate", cert, e))?,
             _ => builder.with_no_client_auth(),
         };
         config.alpn_protocols = vec![b"h2".to_vec()];
@@ -261,7 +393,7 @@ pub struct TlsArgs {
 
 impl TlsArgs {
     /// The checked settings; errors name the flag. The files are read at every connect.
-    pub fn client_tls(&self, url: &str) -> Result<ClientTls, String> {
+    pub fn client_tls(&self, url: &str) -> Result<ClientTls, Error> {
         let tls = ClientTls {
             ca: self.tls_ca.clone(),
             cert: self.tls_cert.clone(),
@@ -272,9 +404,12 @@ impl TlsArgs {
         let https = url.starts_with("https://");
         if https != tls.enabled() {
             return Err(if https {
-                format!("--tls-ca: required for {url}")
+                Error::flag("tls-ca", format!("required for {url}"))
             } else {
-                format!("--aggregator: {url} is http://, but --tls-ca turns TLS on (use https://)")
+                Error::flag(
+                    "aggregator",
+                    format!("{url} is http://, but --tls-ca turns TLS on (use https://)"),
+                )
             });
         }
         if tls.enabled() {
@@ -433,7 +568,9 @@ pub async fn connect(
     let name = tls.server_name.clone().unwrap_or_else(|| host.clone());
     let server_name = ServerName::try_from(name.clone())
         .map_err(|e| ConnectError::new(format!("server name {name:?}: {e}")))?;
-    let config = tls.client_config().map_err(ConnectError::new)?;
+    let config = tls
+        .client_config()
+        .map_err(|e| ConnectError::new(e.to_string()))?;
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let presents_certificate = tls.cert.is_some();
     let verdict_limit = connect_timeout.min(VERDICT_WAIT);
@@ -625,27 +762,39 @@ mod tests {
             name: name.into(),
         };
         let ours = certificate_naming(&["spiffe://zonemesh/node/a1"]);
-        assert_eq!(identity_of(&ours, "zonemesh"), Ok(Some(node("a1"))));
+        assert_eq!(identity_of(&ours, "zonemesh").unwrap(), Some(node("a1")));
         // Another domain's identity is refused, and the error names it.
         let err = identity_of(&ours, "prod.example").unwrap_err();
         assert!(
-            err.contains("spiffe://zonemesh/node/a1") && err.contains("prod.example"),
+            matches!(&err, Error::ForeignTrustDomain { uri, trust_domain }
+                if uri == "spiffe://zonemesh/node/a1" && trust_domain == "prod.example"),
             "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "the certificate names spiffe://zonemesh/node/a1, outside trust domain prod.example"
         );
         // Among several, the one in the trust domain counts, wherever it stands.
         let both = certificate_naming(&["spiffe://other/node/b1", "spiffe://zonemesh/node/a1"]);
-        assert_eq!(identity_of(&both, "zonemesh"), Ok(Some(node("a1"))));
-        assert_eq!(identity_of(&both, "other"), Ok(Some(node("b1"))));
+        assert_eq!(identity_of(&both, "zonemesh").unwrap(), Some(node("a1")));
+        assert_eq!(identity_of(&both, "other").unwrap(), Some(node("b1")));
         // No zonemesh identity at all (a workload's SPIFFE ID, no URI): no identity, no refusal.
         let workload = certificate_naming(&["spiffe://zonemesh/ns/default/sa/grafana"]);
-        assert_eq!(identity_of(&workload, "zonemesh"), Ok(None));
-        assert_eq!(identity_of(&certificate_naming(&[]), "zonemesh"), Ok(None));
+        assert_eq!(identity_of(&workload, "zonemesh").unwrap(), None);
+        assert_eq!(
+            identity_of(&certificate_naming(&[]), "zonemesh").unwrap(),
+            None
+        );
+        assert!(matches!(
+            identity_of(b"not DER", "zonemesh"),
+            Err(Error::Certificate { .. })
+        ));
     }
 
     #[test]
     fn trust_domains_are_spelled_as_spiffe_spells_them() {
         for ok in ["zonemesh", "cluster.local", "prod-eu_1.example"] {
-            assert_eq!(check_trust_domain(ok), Ok(()), "{ok}");
+            assert!(check_trust_domain(ok).is_ok(), "{ok}");
         }
         for bad in ["", "Zonemesh", "zone mesh", "zonemesh/node", "zonemesh:443"] {
             assert!(check_trust_domain(bad).is_err(), "{bad:?}");
@@ -659,17 +808,19 @@ mod tests {
             cert: Some("c.pem".into()),
             ..Default::default()
         };
-        assert!(
-            only_cert
-                .check("tls-")
-                .unwrap_err()
-                .starts_with("--tls-key")
+        assert_eq!(
+            only_cert.check("tls-").unwrap_err().to_string(),
+            "--tls-key: required with --tls-cert"
         );
         let no_ca = ClientTls {
             cert: Some("c.pem".into()),
             key: Some("k.pem".into()),
             ..Default::default()
         };
-        assert!(no_ca.check("tls-").unwrap_err().starts_with("--tls-ca"));
+        let err = no_ca.check("tls-").unwrap_err();
+        assert!(
+            matches!(&err, Error::Flag { flag, .. } if flag == "tls-ca"),
+            "{err}"
+        );
     }
 }

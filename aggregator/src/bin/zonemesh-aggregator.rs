@@ -412,7 +412,8 @@ impl Cli {
                     weights_name: self.publish_weights_name.clone(),
                     kueue_version,
                 }
-                .checked()?,
+                .checked()
+                .map_err(|e| e.to_string())?,
                 interval: self.publish_interval,
             })
         };
@@ -517,7 +518,7 @@ fn main() {
         Ok(()) => {}
         // A TLS or token file that cannot be used: the message names the flag.
         Err(zonemesh_aggregator::Error::Config(e)) => {
-            zonemesh_common::flags::usage_error(PROGRAM, &e)
+            zonemesh_common::flags::usage_error(PROGRAM, &e.to_string())
         }
         Err(e) => {
             eprintln!("zonemesh-aggregator: {e}");

@@ -25,7 +25,7 @@ use std::sync::{Arc, RwLock};
 
 use zonemesh_tls::{Identity, Role};
 
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Reason, Surface};
 use super::tls::Peer;
 
 /// What a caller wants to do.
@@ -56,86 +56,118 @@ impl Denied {
     }
 
     /// The metric label of the reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Denied::Unauthenticated(_) => "unauthenticated",
-            Denied::Forbidden(_) => "forbidden",
+            Denied::Unauthenticated(_) => Reason::Unauthenticated,
+            Denied::Forbidden(_) => Reason::Forbidden,
         }
     }
 }
 
-/// Bearer tokens, loaded from a file.
+/// Why the token file cannot be used; the message names the flag, the file and the line.
+#[derive(Debug, thiserror::Error)]
+pub enum TokensError {
+    /// The file cannot be read.
+    #[error("--tokens-file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line that is not a token.
+    #[error("--tokens-file {}:{line}: {problem}", path.display())]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong with it.
+        problem: TokenLineError,
+    },
+}
+
+/// What is wrong with one line of the token file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenLineError {
+    /// Not three fields.
+    #[error("expected `<role> <name> <token>`, found {0} fields")]
+    Fields(usize),
+    /// A node's token: agents use certificates.
+    #[error("role node: agents authenticate with certificates, not tokens")]
+    NodeRole,
+    /// A role that is not one.
+    #[error("role {0:?} is neither scheduler nor reader")]
+    UnknownRole(String),
+    /// A token too short to be a secret.
+    #[error("the token of {0} is shorter than 16 characters")]
+    Short(String),
+}
+
+/// The SHA-256 digest of a token: what is kept and compared, never the token itself.
+type Digest = [u8; 32];
+
+fn digest(token: &[u8]) -> Digest {
+    let d = ring::digest::digest(&ring::digest::SHA256, token);
+    d.as_ref().try_into().expect("SHA-256 is 32 bytes")
+}
+
+/// Bearer tokens, loaded from a file: the digest of each, with its identity.
 #[derive(Debug, Default)]
 struct Tokens {
-    entries: Vec<(Vec<u8>, Identity)>,
+    entries: Vec<(Digest, Identity)>,
 }
 
 impl Tokens {
-    fn parse(path: &Path, text: &str) -> Result<Self, String> {
+    fn parse(path: &Path, text: &str) -> Result<Self, TokensError> {
         let mut entries = Vec::new();
         for (i, line) in text.lines().enumerate() {
-            let at = || format!("--tokens-file {}:{}", path.display(), i + 1);
             let line = line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let [role, name, token] = fields[..] else {
-                return Err(format!(
-                    "{}: expected `<role> <name> <token>`, found {} fields",
-                    at(),
-                    fields.len()
-                ));
-            };
-            let role = match Role::parse(role) {
-                Some(Role::Node) => {
-                    return Err(format!(
-                        "{}: role node: agents authenticate with certificates, not tokens",
-                        at()
-                    ));
-                }
-                Some(r) => r,
-                None => {
-                    return Err(format!(
-                        "{}: role {role:?} is neither scheduler nor reader",
-                        at()
-                    ));
-                }
-            };
-            if token.len() < 16 {
-                return Err(format!(
-                    "{}: the token of {name} is shorter than 16 characters",
-                    at()
-                ));
-            }
-            entries.push((
-                token.as_bytes().to_vec(),
-                Identity {
-                    role,
-                    name: name.to_owned(),
-                },
-            ));
+            let entry = Self::entry(line).map_err(|problem| TokensError::Line {
+                path: path.to_owned(),
+                line: i + 1,
+                problem,
+            })?;
+            entries.push(entry);
         }
         Ok(Self { entries })
     }
 
-    /// The identity of `token`, comparing every entry in constant time.
+    fn entry(line: &str) -> Result<(Digest, Identity), TokenLineError> {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [role, name, token] = fields[..] else {
+            return Err(TokenLineError::Fields(fields.len()));
+        };
+        let role = match Role::parse(role) {
+            Some(Role::Node) => return Err(TokenLineError::NodeRole),
+            Some(r) => r,
+            None => return Err(TokenLineError::UnknownRole(role.to_owned())),
+        };
+        if token.len() < 16 {
+            return Err(TokenLineError::Short(name.to_owned()));
+        }
+        let name = name.to_owned();
+        Ok((digest(token.as_bytes()), Identity { role, name }))
+    }
+
+    /// The identity of `token`. Every entry is compared, each in constant time (`subtle`), and
+    /// digests of equal length are compared, so the time taken tells nothing of any token:
+    /// neither its bytes nor its length.
     fn lookup(&self, token: &[u8]) -> Option<&Identity> {
+        use subtle::ConstantTimeEq as _;
+        let presented = digest(token);
         let mut found = None;
-        for (t, identity) in &self.entries {
-            if constant_time_eq(t, token) {
+        for (d, identity) in &self.entries {
+            if bool::from(d.ct_eq(&presented)) {
                 found = Some(identity);
             }
         }
         found
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The access policy of one server.
@@ -159,11 +191,13 @@ impl Guard {
         verifies_clients: bool,
         tokens_file: Option<PathBuf>,
         metrics: Arc<Metrics>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, TokensError> {
         let tokens = match &tokens_file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
+                let text = std::fs::read_to_string(path).map_err(|source| TokensError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
                 (fingerprint(&text), Arc::new(Tokens::parse(path, &text)?))
             }
             None => (0, Arc::default()),
@@ -187,7 +221,7 @@ impl Guard {
     }
 
     /// Reads the token file again if it changed. `Ok(true)` when the tokens were replaced.
-    pub fn reload(&self) -> Result<bool, String> {
+    pub fn reload(&self) -> Result<bool, TokensError> {
         let Some(path) = &self.tokens_file else {
             return Ok(false);
         };
@@ -195,7 +229,12 @@ impl Guard {
             Ok(text) => text,
             // Removed: no token is valid any more (queries then need certificates).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(format!("--tokens-file {}: {e}", path.display())),
+            Err(source) => {
+                return Err(TokensError::Read {
+                    path: path.clone(),
+                    source,
+                });
+            }
         };
         let print = fingerprint(&text);
         if print == self.tokens.read().expect("tokens lock").0 {
@@ -206,7 +245,7 @@ impl Guard {
         Ok(true)
     }
 
-    fn refused(&self, surface: &'static str, denied: Denied) -> Denied {
+    fn refused(&self, surface: Surface, denied: Denied) -> Denied {
         self.metrics.security.refused(surface, denied.reason());
         denied
     }
@@ -222,14 +261,14 @@ impl Guard {
                 name,
             }) => Ok(Some(name)),
             Some(other) => Err(self.refused(
-                "ingest",
+                Surface::Ingest,
                 Denied::Forbidden(format!(
                     "the client certificate is a {} certificate; Ingest takes node certificates",
                     other.role.as_str()
                 )),
             )),
             None => Err(self.refused(
-                "ingest",
+                Surface::Ingest,
                 Denied::Unauthenticated(
                     "Ingest needs a client certificate that names the node".into(),
                 ),
@@ -241,7 +280,7 @@ impl Guard {
     pub fn check_ingest(&self, peer: Option<&Peer>, node: &str) -> Result<(), Denied> {
         match self.ingest_node(peer)? {
             Some(name) if name != node => Err(self.refused(
-                "ingest",
+                Surface::Ingest,
                 Denied::Forbidden(format!(
                     "hello.node: the client certificate names node {name}, the Hello says {node}"
                 )),
@@ -254,7 +293,7 @@ impl Guard {
     /// `surface` labels the refusal metric (`query`, `extender`).
     pub fn check(
         &self,
-        surface: &'static str,
+        surface: Surface,
         peer: Option<&Peer>,
         authorization: Option<&[u8]>,
         need: Need,
@@ -320,7 +359,7 @@ impl Guard {
 /// labels the refusal metric.
 pub async fn http_guard(
     guard: Arc<Guard>,
-    surface: &'static str,
+    surface: Surface,
     need: Need,
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -369,8 +408,15 @@ pub fn spawn_reloader(
         loop {
             tick.tick().await;
             let results = [
-                ("TLS files", tls.as_ref().map(|t| t.reload())),
-                ("token file", Some(guard.reload())),
+                (
+                    "TLS files",
+                    tls.as_ref()
+                        .map(|t| t.reload().map_err(crate::ConfigError::from)),
+                ),
+                (
+                    "token file",
+                    Some(guard.reload().map_err(crate::ConfigError::from)),
+                ),
             ];
             for (what, result) in results {
                 match result {
@@ -435,7 +481,7 @@ mod tests {
             g.check_ingest(Some(&peer(id(Role::Scheduler, "a1"))), "a1"),
             Err(Denied::Forbidden(_))
         ));
-        assert_eq!(g.metrics.security.refusals("ingest"), 3);
+        assert_eq!(g.metrics.security.refusals(Surface::Ingest), 3);
     }
 
     #[test]
@@ -444,7 +490,7 @@ mod tests {
             "# dashboards\nreader grafana r3ad3r-t0ken-0123456789\nscheduler ks s3hed-t0ken-0123456789\n",
         );
         let none = peer(None);
-        let read = |auth: &[u8], need| g.check("query", Some(&none), Some(auth), need);
+        let read = |auth: &[u8], need| g.check(Surface::Query, Some(&none), Some(auth), need);
         assert_eq!(
             read(b"Bearer r3ad3r-t0ken-0123456789", Need::Read)
                 .unwrap()
@@ -466,17 +512,17 @@ mod tests {
             Err(Denied::Unauthenticated(_))
         ));
         assert!(matches!(
-            g.check("query", Some(&none), None, Need::Read),
+            g.check(Surface::Query, Some(&none), None, Need::Read),
             Err(Denied::Unauthenticated(_))
         ));
         let node = peer(id(Role::Node, "a1"));
         assert!(matches!(
-            g.check("query", Some(&node), None, Need::Read),
+            g.check(Surface::Query, Some(&node), None, Need::Read),
             Err(Denied::Forbidden(_))
         ));
         let scheduler = peer(id(Role::Scheduler, "kube-scheduler"));
         assert!(
-            g.check("extender", Some(&scheduler), None, Need::Schedule)
+            g.check(Surface::Extender, Some(&scheduler), None, Need::Schedule)
                 .is_ok()
         );
     }
@@ -485,21 +531,48 @@ mod tests {
     fn without_a_client_ca_or_tokens_everything_is_open() {
         let g = Guard::new(false, None, Arc::default()).unwrap();
         assert!(!g.enabled());
-        assert_eq!(g.check("query", None, None, Need::Schedule), Ok(None));
+        assert_eq!(
+            g.check(Surface::Query, None, None, Need::Schedule),
+            Ok(None)
+        );
         assert_eq!(g.check_ingest(None, "a1"), Ok(()));
     }
 
     #[test]
     fn a_bad_token_file_names_the_line() {
         let path = Path::new("t");
-        for (text, needle) in [
-            ("reader grafana\n", "t:1: expected"),
-            ("\nnode a1 0123456789abcdefgh\n", "t:2: role node"),
-            ("admin x 0123456789abcdefgh", "neither scheduler nor reader"),
-            ("reader x short", "shorter than 16"),
+        for (text, line, problem, message) in [
+            (
+                "reader grafana\n",
+                1,
+                TokenLineError::Fields(2),
+                "--tokens-file t:1: expected `<role> <name> <token>`, found 2 fields",
+            ),
+            (
+                "\nnode a1 0123456789abcdefgh\n",
+                2,
+                TokenLineError::NodeRole,
+                "--tokens-file t:2: role node: agents authenticate with certificates, not tokens",
+            ),
+            (
+                "admin x 0123456789abcdefgh",
+                1,
+                TokenLineError::UnknownRole("admin".into()),
+                "--tokens-file t:1: role \"admin\" is neither scheduler nor reader",
+            ),
+            (
+                "reader x short",
+                1,
+                TokenLineError::Short("x".into()),
+                "--tokens-file t:1: the token of x is shorter than 16 characters",
+            ),
         ] {
             let e = Tokens::parse(path, text).unwrap_err();
-            assert!(e.contains(needle), "{text:?}: {e}");
+            assert_eq!(e.to_string(), message, "{text:?}");
+            assert!(
+                matches!(&e, TokensError::Line { line: l, problem: p, .. } if *l == line && *p == problem),
+                "{text:?}: {e:?}"
+            );
         }
     }
 
@@ -514,7 +587,7 @@ mod tests {
         assert!(g.reload().unwrap());
         assert!(
             g.check(
-                "query",
+                Surface::Query,
                 None,
                 Some(b"Bearer aaaaaaaaaaaaaaaaaaaa"),
                 Need::Read
@@ -523,7 +596,7 @@ mod tests {
         );
         assert!(
             g.check(
-                "query",
+                Surface::Query,
                 None,
                 Some(b"Bearer bbbbbbbbbbbbbbbbbbbb"),
                 Need::Read
@@ -535,7 +608,7 @@ mod tests {
         assert!(g.reload().is_err());
         assert!(
             g.check(
-                "query",
+                Surface::Query,
                 None,
                 Some(b"Bearer bbbbbbbbbbbbbbbbbbbb"),
                 Need::Read
@@ -546,6 +619,9 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(g.reload().unwrap());
         let bearer: &[u8] = b"Bearer bbbbbbbbbbbbbbbbbbbb";
-        assert!(g.check("query", None, Some(bearer), Need::Read).is_err());
+        assert!(
+            g.check(Surface::Query, None, Some(bearer), Need::Read)
+                .is_err()
+        );
     }
 }

@@ -571,7 +571,7 @@ impl Owner {
             } => {
                 if let Err(e) = self.topology.admit_hello(&hello) {
                     if let zonemesh_engine::Error::Limit { limit, .. } = &e {
-                        self.metrics.security.limit_hit(limit.label());
+                        self.metrics.security.limit_hit(*limit);
                     }
                     tracing::warn!(node = %hello.node, "agent refused: {e}");
                     let _ = reply.send(Err(e.into()));
@@ -613,7 +613,7 @@ impl Owner {
                 let outbound = s.outbound.clone();
                 if let Err(e) = self.topology.admit_report(node, &report) {
                     if let zonemesh_engine::Error::Limit { limit, .. } = &e {
-                        self.metrics.security.limit_hit(limit.label());
+                        self.metrics.security.limit_hit(*limit);
                     }
                     self.metrics.refused_reports.inc();
                     tracing::warn!(node = %self.topology.node(node).name, sequence = report.sequence, "report refused: {e}");

@@ -20,7 +20,7 @@ use zonemesh_domain::UnixMs;
 
 use super::auth::{Guard, Need};
 use super::core::Reader;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Rpc, Surface};
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -263,19 +263,25 @@ impl Extender {
             .route("/extender/prioritize", post(prioritize_verb))
             .with_state(self)
             .layer(axum::middleware::from_fn(move |request, next| {
-                super::auth::http_guard(guard.clone(), "extender", Need::Schedule, request, next)
+                super::auth::http_guard(
+                    guard.clone(),
+                    Surface::Extender,
+                    Need::Schedule,
+                    request,
+                    next,
+                )
             }))
     }
 
     /// Parses the body, runs `answer` and records the call.
     async fn run<T: serde::Serialize + Send + 'static, F>(
         &self,
-        verb: &'static str,
+        verb: Rpc,
         body: &[u8],
         answer: impl FnOnce(ExtenderArgs) -> F,
     ) -> Response
     where
-        F: std::future::Future<Output = Result<Result<T, String>, crate::Error>>,
+        F: std::future::Future<Output = Result<Result<T, BadRequest>, crate::Error>>,
     {
         let started = Instant::now();
         let args: ExtenderArgs = match serde_json::from_slice(body) {
@@ -285,7 +291,10 @@ impl Extender {
                     .observe_query(verb, started.elapsed().as_secs_f64(), false);
                 return (
                     StatusCode::BAD_REQUEST,
-                    format!("{verb}: the body is not ExtenderArgs JSON: {e}\n"),
+                    format!(
+                        "{}: the body is not ExtenderArgs JSON: {e}\n",
+                        verb.as_str()
+                    ),
                 )
                     .into_response();
             }
@@ -296,18 +305,25 @@ impl Extender {
             .observe_query(verb, started.elapsed().as_secs_f64(), ok);
         match result {
             Ok(Ok(answer)) => Json(answer).into_response(),
-            Ok(Err(message)) => {
-                tracing::warn!(verb, "extender request refused: {message}");
-                (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response()
+            Ok(Err(bad)) => {
+                tracing::warn!(verb = verb.as_str(), "extender request refused: {bad}");
+                (StatusCode::BAD_REQUEST, format!("zonemesh: {bad}\n")).into_response()
             }
-            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+            // Only what may pass is 503 (the scheduler retries); see `Error::status`.
+            Err(e) => {
+                let status = match e.status().code() {
+                    tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                (status, format!("{e}\n")).into_response()
+            }
         }
     }
 }
 
 async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
     let filters = x.filters.clone();
-    x.run("ExtenderFilter", &body, |args| async move {
+    x.run(Rpc::ExtenderFilter, &body, |args| async move {
         let (reply, answer) = oneshot::channel();
         filters
             .send(FilterCall { args, reply })
@@ -325,12 +341,9 @@ async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Resp
 
 async fn prioritize_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
     let (reader, jobs) = (x.reader.clone(), x.jobs.clone());
-    x.run("ExtenderPrioritize", &body, |args| async move {
+    x.run(Rpc::ExtenderPrioritize, &body, |args| async move {
         reader
-            .query(move |snapshot, now| {
-                prioritize(snapshot, &args, &jobs.load(), now)
-                    .map_err(|bad| format!("zonemesh: {bad}"))
-            })
+            .query(move |snapshot, now| prioritize(snapshot, &args, &jobs.load(), now))
             .await
     })
     .await

@@ -19,7 +19,7 @@ use zonemesh_proto::v1;
 
 use super::auth::Guard;
 use super::core::{Command, Core};
-use super::metrics::Metrics;
+use super::metrics::{Limit, Metrics};
 use super::tls::Peer;
 
 /// What one agent may send (`--max-report-*` flags).
@@ -211,7 +211,7 @@ impl v1::ingest_server::Ingest for IngestService {
                         if status.code() == tonic::Code::OutOfRange {
                             // tonic's answer to a message above max_decoding_message_size. The
                             // agent learns why its stream ends.
-                            metrics.security.limit_hit("report_bytes");
+                            metrics.security.limit_hit(Limit::ReportBytes);
                             tracing::warn!(node = %name, %status, "report above --max-report-bytes; stream closed");
                             let why = Status::resource_exhausted(format!(
                                 "a message above --max-report-bytes ({}): {}; stream closed",
@@ -235,7 +235,7 @@ impl v1::ingest_server::Ingest for IngestService {
                         .or_insert_with(|| Bucket::new(&limits, now))
                         .take(now);
                     if let Some(wait) = wait {
-                        metrics.security.limit_hit("report_rate");
+                        metrics.security.limit_hit(Limit::ReportRate);
                         tokio::select! {
                             _ = tokio::time::sleep(wait) => {}
                             _ = stop.wait_for(|s| *s) => break,
@@ -249,7 +249,7 @@ impl v1::ingest_server::Ingest for IngestService {
                         if wire.paths.len() > limits.max_report_paths
                             && wire.paths.len() <= zonemesh_domain::MAX_PATHS_PER_REPORT
                         {
-                            metrics.security.limit_hit("report_paths");
+                            metrics.security.limit_hit(Limit::ReportPaths);
                             metrics.refused_reports.inc();
                             tracing::warn!(node = %name, sequence, paths = wire.paths.len(), "report refused: too many paths");
                             let message = format!(

@@ -1,97 +1,190 @@
-//! Prometheus metrics of the aggregator, registered explicitly and named
-//! `zonemesh_<what>_<unit>`. Label sets are bounded by RPC names, node states, limits and zones
-//! (zone pairs at most), never by nodes or node pairs.
+//! Prometheus metrics of the aggregator, registered explicitly in a `prometheus-client`
+//! [`Registry`] and named `zonemesh_<what>_<unit>`. Label sets are typed (a label value that is
+//! not one of its enum's is a compile error) and bounded by RPC names, node states, limits and
+//! zones (zone pairs at most), never by nodes or node pairs.
+//!
+//! Every series that exists at all exists from the start at 0 (each RPC, refusal, limit, reload
+//! result and node state), as scrapers and dashboards expect. The zone figures, the store's
+//! health and the engine's count of windows under load are read at scrape time by a collector
+//! from what the last sweep published, so a scrape never sees a half-written set.
 
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use zonemesh_domain::UnixMs;
-
-use zonemesh_domain::{NodeState, Provenance};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram;
+use prometheus_client::registry::Registry;
+use zonemesh_common::label_value;
+use zonemesh_domain::{NodeState, Provenance, UnixMs};
 use zonemesh_engine::Snapshot;
 
-pub use zonemesh_common::prom::{Counter, Gauge};
+pub use zonemesh_common::metrics::{Counter, Gauge};
 
 /// Upper bounds of the latency histograms, seconds.
 const BUCKETS: [f64; 12] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
-/// A latency histogram with fixed buckets.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    inner: Mutex<HistogramInner>,
-}
+/// A latency histogram with the [`BUCKETS`] (a handle: clones observe together).
+#[derive(Debug, Clone)]
+pub struct Histogram(histogram::Histogram);
 
-#[derive(Debug, Default, Clone)]
-struct HistogramInner {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+impl Default for Histogram {
+    fn default() -> Self {
+        Self(histogram::Histogram::new(BUCKETS))
+    }
 }
 
 impl Histogram {
     /// Records one observation in seconds.
     pub fn observe(&self, seconds: f64) {
-        let mut h = self.inner.lock().expect("metrics lock");
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if seconds <= *b {
-                h.counts[i] += 1;
-            }
-        }
-        h.count += 1;
-        h.sum += seconds;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let h = self.inner.lock().expect("metrics lock").clone();
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
-                h.counts[i]
-            );
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", h.count);
-        let braces = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        let _ = writeln!(out, "{name}_sum{braces} {}", h.sum);
-        let _ = writeln!(out, "{name}_count{braces} {}", h.count);
+        self.0.observe(seconds);
     }
 }
 
-/// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
-pub const RPCS: [&str; 9] = [
-    "ListNodes",
-    "ListZones",
-    "GetPath",
-    "GetMatrix",
-    "RankNodes",
-    "Place",
-    "ExtenderFilter",
-    "ExtenderPrioritize",
-    "GetTiers",
-];
+zonemesh_common::wrapped_metric!(Histogram, MetricType::Histogram);
 
-/// The surfaces whose refusals are counted, and the reasons.
-const SURFACES: [&str; 3] = ["ingest", "query", "extender"];
-const REASONS: [&str; 2] = ["unauthenticated", "forbidden"];
+label_value! {
+    /// The queries whose latency is measured: the Topology RPCs and the extender's verbs.
+    pub enum Rpc {
+        ListNodes => "ListNodes",
+        ListZones => "ListZones",
+        GetPath => "GetPath",
+        GetMatrix => "GetMatrix",
+        RankNodes => "RankNodes",
+        Place => "Place",
+        ExtenderFilter => "ExtenderFilter",
+        ExtenderPrioritize => "ExtenderPrioritize",
+        GetTiers => "GetTiers",
+    }
+}
 
-/// The limits that can bite (`--max-*` flags).
-pub const LIMITS: [&str; 5] = [
-    "report_rate",
-    "report_paths",
-    "report_bytes",
-    "nodes",
-    "paths",
-];
+label_value! {
+    /// Where callers are refused.
+    pub enum Surface {
+        /// The agents' stream.
+        Ingest => "ingest",
+        /// The Topology service and the web API.
+        Query => "query",
+        /// The scheduler extender.
+        Extender => "extender",
+    }
+}
+
+label_value! {
+    /// Why a caller was refused.
+    pub enum Reason {
+        /// No valid credentials.
+        Unauthenticated => "unauthenticated",
+        /// Credentials that do not allow it.
+        Forbidden => "forbidden",
+    }
+}
+
+label_value! {
+    /// The abuse limits that can bite (`--max-*` flags).
+    pub enum Limit {
+        /// `--max-report-rate`.
+        ReportRate => "report_rate",
+        /// `--max-report-paths`.
+        ReportPaths => "report_paths",
+        /// `--max-report-bytes`.
+        ReportBytes => "report_bytes",
+        /// `--max-nodes`.
+        Nodes => "nodes",
+        /// `--max-paths`.
+        Paths => "paths",
+    }
+}
+
+impl From<zonemesh_engine::LimitHit> for Limit {
+    fn from(hit: zonemesh_engine::LimitHit) -> Self {
+        match hit {
+            zonemesh_engine::LimitHit::Nodes => Limit::Nodes,
+            zonemesh_engine::LimitHit::Paths => Limit::Paths,
+        }
+    }
+}
+
+label_value! {
+    /// How a reload of the TLS and token files went.
+    enum ReloadResult { Ok => "ok", Error => "error" }
+}
+
+label_value! {
+    /// A node state, as a label.
+    enum State { Ready => "ready", Stale => "stale", Down => "down" }
+}
+
+impl From<NodeState> for State {
+    fn from(s: NodeState) -> Self {
+        match s {
+            NodeState::Ready => State::Ready,
+            NodeState::Stale => State::Stale,
+            NodeState::Down => State::Down,
+        }
+    }
+}
+
+label_value! {
+    /// The RTT percentiles of a zone pair. `percentile`, not `quantile`: that label belongs to
+    /// summaries, and these are gauges (Prometheus's linter says so).
+    enum Percentile { P50 => "50", P90 => "90", P99 => "99" }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RpcLabels {
+    rpc: Rpc,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RefusalLabels {
+    surface: Surface,
+    reason: Reason,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LimitLabels {
+    limit: Limit,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReloadLabels {
+    result: ReloadResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StateLabels {
+    state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ZoneStateLabels {
+    zone: String,
+    state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PairLabels {
+    src_zone: String,
+    dst_zone: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PairPercentileLabels {
+    src_zone: String,
+    dst_zone: String,
+    percentile: Percentile,
+}
 
 /// TLS, authentication and abuse limits.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SecurityMetrics {
     /// TLS handshakes that failed (no certificate the CA signed, plain text on a TLS port, ...).
     pub handshake_failures: Counter,
@@ -99,82 +192,89 @@ pub struct SecurityMetrics {
     pub reloads_ok: Counter,
     /// Reloads that failed (the previous files stay in force).
     pub reloads_failed: Counter,
-    refusals: [[Counter; REASONS.len()]; SURFACES.len()],
-    limit_hits: [Counter; LIMITS.len()],
+    refusals: Family<RefusalLabels, Counter>,
+    limit_hits: Family<LimitLabels, Counter>,
 }
 
 impl SecurityMetrics {
-    /// Counts a refused caller.
-    pub fn refused(&self, surface: &str, reason: &str) {
-        let s = SURFACES.iter().position(|x| *x == surface);
-        let r = REASONS.iter().position(|x| *x == reason);
-        if let (Some(s), Some(r)) = (s, r) {
-            self.refusals[s][r].inc();
+    fn register(registry: &mut Registry) -> Self {
+        let handshake_failures = Counter::default();
+        registry.register(
+            "zonemesh_tls_handshake_failures",
+            "TLS handshakes that failed",
+            handshake_failures.clone(),
+        );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "zonemesh_credential_reloads",
+            "Reloads of the TLS and token files, by result",
+            reloads.clone(),
+        );
+        let refusals = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "zonemesh_auth_refusals",
+            "Callers refused, by surface and reason",
+            refusals.clone(),
+        );
+        for &surface in Surface::ALL {
+            for &reason in Reason::ALL {
+                drop(refusals.get_or_create(&RefusalLabels { surface, reason }));
+            }
         }
+        let limit_hits = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "zonemesh_limit_hits",
+            "Times an abuse limit bit (a report slowed or refused, a node or path not admitted)",
+            limit_hits.clone(),
+        );
+        for &limit in Limit::ALL {
+            drop(limit_hits.get_or_create(&LimitLabels { limit }));
+        }
+        let reload = |result| reloads.get_or_create_owned(&ReloadLabels { result });
+        Self {
+            handshake_failures,
+            reloads_ok: reload(ReloadResult::Ok),
+            reloads_failed: reload(ReloadResult::Error),
+            refusals,
+            limit_hits,
+        }
+    }
+
+    /// Counts a refused caller.
+    pub fn refused(&self, surface: Surface, reason: Reason) {
+        self.refusals
+            .get_or_create(&RefusalLabels { surface, reason })
+            .inc();
     }
 
     /// Refusals on `surface`, all reasons.
-    pub fn refusals(&self, surface: &str) -> u64 {
-        SURFACES
+    pub fn refusals(&self, surface: Surface) -> u64 {
+        Reason::ALL
             .iter()
-            .position(|x| *x == surface)
-            .map_or(0, |s| self.refusals[s].iter().map(Counter::get).sum())
+            .map(|&reason| {
+                self.refusals
+                    .get(&RefusalLabels { surface, reason })
+                    .map_or(0, |c| c.get())
+            })
+            .sum()
     }
 
-    /// Counts one time `limit` (one of [`LIMITS`]) bit.
-    pub fn limit_hit(&self, limit: &str) {
-        if let Some(i) = LIMITS.iter().position(|x| *x == limit) {
-            self.limit_hits[i].inc();
-        }
+    /// Counts one time `limit` bit.
+    pub fn limit_hit(&self, limit: impl Into<Limit>) {
+        let limit = limit.into();
+        self.limit_hits.get_or_create(&LimitLabels { limit }).inc();
     }
 
     /// Times `limit` bit.
-    pub fn limit_hits(&self, limit: &str) -> u64 {
-        LIMITS
-            .iter()
-            .position(|x| *x == limit)
-            .map_or(0, |i| self.limit_hits[i].get())
-    }
-
-    fn render(&self, out: &mut String) {
-        let mut e = zonemesh_common::prom::Exposition::new();
-        e.counter(
-            "zonemesh_tls_handshake_failures_total",
-            "TLS handshakes that failed.",
-            &[],
-            self.handshake_failures.get(),
-        );
-        for (result, c) in [("ok", &self.reloads_ok), ("error", &self.reloads_failed)] {
-            e.counter(
-                "zonemesh_credential_reloads_total",
-                "Reloads of the TLS and token files, by result.",
-                &[("result", result)],
-                c.get(),
-            );
-        }
-        for (surface, counters) in SURFACES.iter().zip(&self.refusals) {
-            for (reason, c) in REASONS.iter().zip(counters) {
-                e.counter(
-                    "zonemesh_auth_refusals_total",
-                    "Callers refused, by surface and reason.",
-                    &[("surface", surface), ("reason", reason)],
-                    c.get(),
-                );
-            }
-        }
-        for (limit, c) in LIMITS.iter().zip(&self.limit_hits) {
-            e.counter(
-                "zonemesh_limit_hits_total",
-                "Times an abuse limit bit (a report slowed or refused, a node or path not admitted).",
-                &[("limit", limit)],
-                c.get(),
-            );
-        }
-        out.push_str(&e.finish());
+    pub fn limit_hits(&self, limit: Limit) -> u64 {
+        self.limit_hits
+            .get(&LimitLabels { limit })
+            .map_or(0, |c| c.get())
     }
 }
 
-/// Zone-level figures as the last sweep saw them: labels are zones, never nodes or node pairs.
+/// What the last sweep published, read at scrape time: zone-level figures (labels are zones,
+/// never nodes or node pairs).
 #[derive(Debug, Default, Clone)]
 struct ZoneView {
     /// Zone, and its registered nodes by state (ready, stale, down).
@@ -182,6 +282,9 @@ struct ZoneView {
     /// The measured zone-to-zone roll-ups.
     links: Vec<ZoneLinkRow>,
 }
+
+/// Reads how much memory the allocator holds, if it can tell: `(allocated, resident)` bytes.
+pub type HeapStats = fn() -> Option<(u64, u64)>;
 
 #[derive(Debug, Clone)]
 struct ZoneLinkRow {
@@ -197,19 +300,15 @@ struct ZoneLinkRow {
     left_out: usize,
 }
 
-/// Reads how much memory the allocator holds, if it can tell: `(allocated, resident)` bytes.
-pub type HeapStats = fn() -> Option<(u64, u64)>;
-
 /// Every metric of the aggregator.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    zone_view: Mutex<ZoneView>,
+    registry: Registry,
+    zone_view: Arc<Mutex<ZoneView>>,
     /// TLS, authentication and abuse limits.
     pub security: SecurityMetrics,
-    /// The Kubernetes publisher (`--publish`).
-    pub publish: std::sync::Arc<zonemesh_publish::PublishMetrics>,
     /// Why the store cannot be written, while it cannot (`None`: healthy).
-    pub store_failure: Mutex<Option<String>>,
+    pub store_failure: Arc<Mutex<Option<String>>>,
     /// Reports applied.
     pub reports: Counter,
     /// Path summaries applied.
@@ -236,14 +335,158 @@ pub struct Metrics {
     pub ingest_in_flight: Gauge,
     /// Times a stream waited for room in the ingest budget.
     pub ingest_budget_waits: Counter,
-    heap_stats: std::sync::OnceLock<HeapStats>,
-    /// The engine's count of latency windows left out under load (a counter, read from it).
-    windows_under_load: Gauge,
-    query_seconds: [Histogram; RPCS.len()],
-    query_errors: [Counter; RPCS.len()],
-    nodes_by_state: [Gauge; 3],
+    /// The Kubernetes publisher (`--publish`).
+    pub publish: Arc<zonemesh_publish::PublishMetrics>,
+    heap_stats: Arc<OnceLock<HeapStats>>,
+    /// The engine's count of latency windows left out under load (a counter the engine owns).
+    windows_under_load: Arc<AtomicU64>,
+    query_seconds: Family<RpcLabels, Histogram>,
+    query_errors: Family<RpcLabels, Counter>,
+    nodes_by_state: Family<StateLabels, Gauge>,
     zones: Gauge,
     paths: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        // Help texts without their final full stop: the registry adds it.
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let reports = counter(&mut registry, "zonemesh_reports", "Reports applied");
+        let path_summaries = counter(
+            &mut registry,
+            "zonemesh_path_summaries",
+            "Path summaries applied",
+        );
+        let duplicate_reports = counter(
+            &mut registry,
+            "zonemesh_duplicate_reports",
+            "Replayed reports acknowledged again and not applied",
+        );
+        let refused_reports = counter(
+            &mut registry,
+            "zonemesh_refused_reports",
+            "Reports refused as invalid",
+        );
+        let paths_written = counter(
+            &mut registry,
+            "zonemesh_store_paths_written",
+            "Path records written to the store",
+        );
+        let store_errors = counter(
+            &mut registry,
+            "zonemesh_store_errors",
+            "Failed store writes",
+        );
+        let grants = counter(
+            &mut registry,
+            "zonemesh_throughput_grants",
+            "Throughput test slots granted",
+        );
+        let publishes = counter(
+            &mut registry,
+            "zonemesh_snapshots_published",
+            "Snapshots of the matrix published for queries",
+        );
+        let ingest_budget_waits = counter(
+            &mut registry,
+            "zonemesh_ingest_budget_waits",
+            "Times a stream waited for room in the ingest budget (decoded reports not yet applied)",
+        );
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let store_bytes = gauge(
+            &mut registry,
+            "zonemesh_store_size_bytes",
+            "Bytes the store takes on disk",
+        );
+        let connected = gauge(
+            &mut registry,
+            "zonemesh_agents_connected",
+            "Open agent streams",
+        );
+        let ingest_in_flight = gauge(
+            &mut registry,
+            "zonemesh_ingest_reports_in_flight",
+            "Decoded reports not yet applied",
+        );
+        let zones = gauge(&mut registry, "zonemesh_zones", "Zones with nodes");
+        let paths = gauge(&mut registry, "zonemesh_paths", "Directed paths with state");
+        let nodes_by_state = Family::<StateLabels, Gauge>::default();
+        registry.register("zonemesh_nodes", "Nodes by state", nodes_by_state.clone());
+        for &state in State::ALL {
+            drop(nodes_by_state.get_or_create(&StateLabels { state }));
+        }
+        let commit_seconds = Histogram::default();
+        registry.register(
+            "zonemesh_store_commit_seconds",
+            "Latency of durable store commits",
+            commit_seconds.clone(),
+        );
+        let query_seconds = Family::<RpcLabels, Histogram>::default();
+        registry.register(
+            "zonemesh_query_seconds",
+            "Latency of Topology queries",
+            query_seconds.clone(),
+        );
+        let query_errors = Family::<RpcLabels, Counter>::default();
+        registry.register(
+            "zonemesh_query_errors",
+            "Topology queries that failed",
+            query_errors.clone(),
+        );
+        for &rpc in Rpc::ALL {
+            drop(query_seconds.get_or_create(&RpcLabels { rpc }));
+            drop(query_errors.get_or_create(&RpcLabels { rpc }));
+        }
+        let security = SecurityMetrics::register(&mut registry);
+        let publish = Arc::new(zonemesh_publish::PublishMetrics::default());
+        publish.register(&mut registry);
+        let zone_view = Arc::new(Mutex::new(ZoneView::default()));
+        let store_failure = Arc::new(Mutex::new(None));
+        let heap_stats = Arc::new(OnceLock::new());
+        let windows_under_load = Arc::new(AtomicU64::new(0));
+        registry.register_collector(Box::new(Published {
+            view: zone_view.clone(),
+            store_failure: store_failure.clone(),
+            heap_stats: heap_stats.clone(),
+            windows_under_load: windows_under_load.clone(),
+        }));
+        Self {
+            registry,
+            zone_view,
+            security,
+            store_failure,
+            reports,
+            path_summaries,
+            duplicate_reports,
+            refused_reports,
+            paths_written,
+            store_errors,
+            commit_seconds,
+            store_bytes,
+            connected,
+            grants,
+            publishes,
+            ingest_in_flight,
+            ingest_budget_waits,
+            publish,
+            heap_stats,
+            windows_under_load,
+            query_seconds,
+            query_errors,
+            nodes_by_state,
+            zones,
+            paths,
+        }
+    }
 }
 
 impl Metrics {
@@ -253,69 +496,12 @@ impl Metrics {
     }
 
     /// Records one query.
-    pub fn observe_query(&self, rpc: &str, seconds: f64, ok: bool) {
-        if let Some(i) = RPCS.iter().position(|r| *r == rpc) {
-            self.query_seconds[i].observe(seconds);
-            if !ok {
-                self.query_errors[i].inc();
-            }
+    pub fn observe_query(&self, rpc: Rpc, seconds: f64, ok: bool) {
+        let labels = RpcLabels { rpc };
+        self.query_seconds.get_or_create(&labels).observe(seconds);
+        if !ok {
+            self.query_errors.get_or_create(&labels).inc();
         }
-    }
-
-    /// Refreshes the gauges that describe the topology (from a published snapshot, off the
-    /// owner task).
-    pub fn observe_topology(&self, topology: &Snapshot, now: UnixMs) {
-        let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
-        for (id, n) in topology.nodes() {
-            if !n.registered {
-                continue;
-            }
-            let i = match topology.state(id, now).0 {
-                NodeState::Ready => 0,
-                NodeState::Stale => 1,
-                NodeState::Down => 2,
-            };
-            by_zone
-                .entry(topology.zone(n.zone).name.to_string())
-                .or_default()[i] += 1;
-        }
-        for (i, g) in self.nodes_by_state.iter().enumerate() {
-            g.set(by_zone.values().map(|c| c[i]).sum());
-        }
-        let links = topology
-            .zone_links(now)
-            .links
-            .into_iter()
-            .map(|l| {
-                let f = l.figures;
-                let measured = |p: Provenance| p == Provenance::Measured;
-                ZoneLinkRow {
-                    rtt: f
-                        .rtt
-                        .filter(|r| r.samples > 0 && measured(f.latency_provenance))
-                        .map(|r| [r.p50_us / 1e6, r.p90_us / 1e6, r.p99_us / 1e6]),
-                    loss: f.loss_ratio,
-                    throughput: (measured(f.throughput_provenance)
-                        && f.throughput_smoothed_bps > 0.0)
-                        .then_some(f.throughput_smoothed_bps / 8.0),
-                    measured: l.measured_paths,
-                    left_out: l.nodes_left_out.len(),
-                    src: l.src_zone.into(),
-                    dst: l.dst_zone.into(),
-                }
-            })
-            .collect();
-        *self.zone_view.lock().expect("metrics lock") = ZoneView {
-            nodes: by_zone.into_iter().collect(),
-            links,
-        };
-        self.zones.set(
-            topology
-                .zones()
-                .filter(|(_, z)| !z.members.is_empty())
-                .count() as u64,
-        );
-        self.paths.set(topology.path_count() as u64);
     }
 
     /// Where the allocator's figures come from (the binary's allocator knows them).
@@ -327,233 +513,272 @@ impl Metrics {
 
     /// The engine's count of latency windows left out under load.
     pub fn observe_windows_under_load(&self, windows: u64) {
-        self.windows_under_load.set(windows);
+        self.windows_under_load.store(windows, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let mut out = String::with_capacity(8 * 1024);
-        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        };
-        counter(
-            &mut out,
-            "zonemesh_reports_total",
-            "Reports applied.",
-            self.reports.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_path_summaries_total",
-            "Path summaries applied.",
-            self.path_summaries.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_snapshots_published_total",
-            "Snapshots of the matrix published for queries.",
-            self.publishes.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_ingest_budget_waits_total",
-            "Times a stream waited for room in the ingest budget (decoded reports not yet applied).",
-            self.ingest_budget_waits.get(),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_ingest_reports_in_flight Decoded reports not yet applied.\n# TYPE zonemesh_ingest_reports_in_flight gauge\nzonemesh_ingest_reports_in_flight {}",
-            self.ingest_in_flight.get()
-        );
-        if let Some((allocated, resident)) = self.heap_stats.get().and_then(|stats| stats()) {
-            let _ = writeln!(
-                out,
-                "# HELP zonemesh_heap_allocated_bytes Bytes the program has allocated and not freed.\n# TYPE zonemesh_heap_allocated_bytes gauge\nzonemesh_heap_allocated_bytes {allocated}\n# HELP zonemesh_heap_resident_bytes Bytes the allocator holds in memory (allocated, cached and fragmented).\n# TYPE zonemesh_heap_resident_bytes gauge\nzonemesh_heap_resident_bytes {resident}"
-            );
-        }
-        counter(
-            &mut out,
-            "zonemesh_duplicate_reports_total",
-            "Replayed reports acknowledged again and not applied.",
-            self.duplicate_reports.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_refused_reports_total",
-            "Reports refused as invalid.",
-            self.refused_reports.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_store_paths_written_total",
-            "Path records written to the store.",
-            self.paths_written.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_store_errors_total",
-            "Failed store writes.",
-            self.store_errors.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_throughput_grants_total",
-            "Throughput test slots granted.",
-            self.grants.get(),
-        );
-        counter(
-            &mut out,
-            "zonemesh_windows_under_load_total",
-            "Latency windows left out of the figures because a throughput test loaded their path.",
-            self.windows_under_load.get(),
-        );
-        let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        };
-        gauge(
-            &mut out,
-            "zonemesh_store_size_bytes",
-            "Bytes the store takes on disk.",
-            self.store_bytes.get(),
-        );
-        gauge(
-            &mut out,
-            "zonemesh_store_healthy",
-            "1 while store writes succeed, 0 while they fail (acknowledgements are held).",
-            u64::from(self.store_failure().is_none()),
-        );
-        gauge(
-            &mut out,
-            "zonemesh_agents_connected",
-            "Open agent streams.",
-            self.connected.get(),
-        );
-        gauge(
-            &mut out,
-            "zonemesh_zones",
-            "Zones with nodes.",
-            self.zones.get(),
-        );
-        gauge(
-            &mut out,
-            "zonemesh_paths",
-            "Directed paths with state.",
-            self.paths.get(),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_nodes Nodes by state.\n# TYPE zonemesh_nodes gauge"
-        );
-        for (state, g) in ["ready", "stale", "down"].iter().zip(&self.nodes_by_state) {
-            let _ = writeln!(out, "zonemesh_nodes{{state=\"{state}\"}} {}", g.get());
-        }
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_store_commit_seconds Latency of durable store commits.\n# TYPE zonemesh_store_commit_seconds histogram"
-        );
-        self.commit_seconds
-            .render(&mut out, "zonemesh_store_commit_seconds", "");
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_query_seconds Latency of Topology queries.\n# TYPE zonemesh_query_seconds histogram"
-        );
-        for (rpc, h) in RPCS.iter().zip(&self.query_seconds) {
-            h.render(
-                &mut out,
-                "zonemesh_query_seconds",
-                &format!("rpc=\"{rpc}\""),
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP zonemesh_query_errors_total Topology queries that failed.\n# TYPE zonemesh_query_errors_total counter"
-        );
-        for (rpc, c) in RPCS.iter().zip(&self.query_errors) {
-            let _ = writeln!(
-                out,
-                "zonemesh_query_errors_total{{rpc=\"{rpc}\"}} {}",
-                c.get()
-            );
-        }
-        self.security.render(&mut out);
-        let mut publish = zonemesh_common::prom::Exposition::new();
-        self.publish.render(&mut publish);
-        out.push_str(&publish.finish());
-        out.push_str(&self.render_zones());
-        out
-    }
-
-    /// The zone-level families: at most zones² series each.
-    fn render_zones(&self) -> String {
-        let view = self.zone_view.lock().expect("metrics lock").clone();
-        let mut e = zonemesh_common::prom::Exposition::new();
-        for (zone, counts) in &view.nodes {
-            for (state, c) in ["ready", "stale", "down"].iter().zip(counts) {
-                e.gauge(
-                    "zonemesh_zone_nodes",
-                    "Registered nodes of a zone by state.",
-                    &[("zone", zone), ("state", state)],
-                    *c as f64,
-                );
+    /// Refreshes the gauges that describe the topology (from a published snapshot, off the
+    /// owner task).
+    pub fn observe_topology(&self, topology: &Snapshot, now: UnixMs) {
+        let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
+        for (id, n) in topology.nodes() {
+            if n.registered {
+                let state = State::from(topology.state(id, now).0);
+                let zone = topology.zone(n.zone).name.to_string();
+                by_zone.entry(zone).or_default()[state as usize] += 1;
             }
         }
-        let pair = |l: &ZoneLinkRow| [("src_zone", l.src.clone()), ("dst_zone", l.dst.clone())];
-        for l in &view.links {
-            if let Some(rtt) = l.rtt {
-                // `percentile`, not `quantile`: that label belongs to summaries, and these are
-                // gauges (Prometheus's linter says so).
-                for (q, v) in ["50", "90", "99"].iter().zip(rtt) {
-                    let [a, b] = pair(l);
-                    e.gauge(
-                        "zonemesh_zone_rtt_seconds",
-                        "Round-trip time from one zone to another between two typical nodes (the zone pair's own term, fitted from the measured paths' percentiles over the sliding window apart from single nodes' own faults).",
-                        &[(a.0, &a.1), (b.0, &b.1), ("percentile", q)],
-                        v,
-                    );
+        let links = topology.zone_links(now).links.into_iter();
+        let view = ZoneView {
+            nodes: by_zone.into_iter().collect(),
+            links: links.map(ZoneLinkRow::from).collect(),
+        };
+        let with_members = topology.zones().filter(|(_, z)| !z.members.is_empty());
+        self.zones.set(with_members.count() as u64);
+        self.paths.set(topology.path_count() as u64);
+        self.publish(view);
+    }
+
+    /// Makes `view` what scrapes read, and the node gauges its sums.
+    fn publish(&self, view: ZoneView) {
+        for &state in State::ALL {
+            let n = view.nodes.iter().map(|(_, c)| c[state as usize]).sum();
+            self.nodes_by_state
+                .get_or_create(&StateLabels { state })
+                .set(n);
+        }
+        *self.zone_view.lock().expect("metrics lock") = view;
+    }
+
+    /// The registry to expose (`zonemesh_common::metrics::exposition`).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+impl From<zonemesh_domain::ZoneLink> for ZoneLinkRow {
+    fn from(l: zonemesh_domain::ZoneLink) -> Self {
+        let f = l.figures;
+        let measured = |p: Provenance| p == Provenance::Measured;
+        ZoneLinkRow {
+            rtt: f
+                .rtt
+                .filter(|r| r.samples > 0 && measured(f.latency_provenance))
+                .map(|r| [r.p50_us / 1e6, r.p90_us / 1e6, r.p99_us / 1e6]),
+            loss: f.loss_ratio,
+            throughput: (measured(f.throughput_provenance) && f.throughput_smoothed_bps > 0.0)
+                .then_some(f.throughput_smoothed_bps / 8.0),
+            measured: l.measured_paths,
+            left_out: l.nodes_left_out.len(),
+            src: l.src_zone.into(),
+            dst: l.dst_zone.into(),
+        }
+    }
+}
+
+/// The collector of what is read at scrape time: [`ZoneView`], the store's health, the engine's
+/// windows under load and the allocator's figures.
+#[derive(Debug)]
+struct Published {
+    view: Arc<Mutex<ZoneView>>,
+    store_failure: Arc<Mutex<Option<String>>>,
+    heap_stats: Arc<OnceLock<HeapStats>>,
+    windows_under_load: Arc<AtomicU64>,
+}
+
+impl Collector for Published {
+    // Help texts here are written as given: they keep their full stop.
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let view = self.view.lock().expect("metrics lock").clone();
+        let healthy = self.store_failure.lock().expect("metrics lock").is_none();
+        let metric = encoder.encode_descriptor(
+            "zonemesh_windows_under_load",
+            "Latency windows left out of the figures because a throughput test loaded their path.",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(self.windows_under_load.load(Ordering::Relaxed)).encode(metric)?;
+        let metric = encoder.encode_descriptor(
+            "zonemesh_store_healthy",
+            "1 while store writes succeed, 0 while they fail (acknowledgements are held).",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(i64::from(healthy)).encode(metric)?;
+        // Only where the allocator can tell (jemalloc in the binary; not in tests).
+        if let Some((allocated, resident)) = self.heap_stats.get().and_then(|stats| stats()) {
+            for (name, help, bytes) in [
+                (
+                    "zonemesh_heap_allocated_bytes",
+                    "Bytes the program has allocated and not freed.",
+                    allocated,
+                ),
+                (
+                    "zonemesh_heap_resident_bytes",
+                    "Bytes the allocator holds in memory (allocated, cached and fragmented).",
+                    resident,
+                ),
+            ] {
+                let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+                ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX)).encode(metric)?;
+            }
+        }
+        if !view.nodes.is_empty() {
+            let mut family = encoder.encode_descriptor(
+                "zonemesh_zone_nodes",
+                "Registered nodes of a zone by state.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (zone, counts) in &view.nodes {
+                for &state in State::ALL {
+                    let zone = zone.clone();
+                    let labels = ZoneStateLabels { zone, state };
+                    let n = ConstGauge::new(counts[state as usize] as i64);
+                    n.encode(family.encode_family(&labels)?)?;
                 }
             }
         }
-        for l in &view.links {
-            let [a, b] = pair(l);
-            e.gauge(
-                "zonemesh_zone_loss_ratio",
-                "Probe loss from one zone to another over the sliding window (0..1): the zone pair's own loss, apart from single nodes' own loss.",
-                &[(a.0, &a.1), (b.0, &b.1)],
-                l.loss,
-            );
-        }
-        for l in &view.links {
-            if let Some(t) = l.throughput {
-                let [a, b] = pair(l);
-                e.gauge(
-                    "zonemesh_zone_throughput_bytes_per_second",
-                    "TCP throughput from one zone to another: the capacity between the zones where a test shows one, else the median test between nodes without a fault of their own.",
-                    &[(a.0, &a.1), (b.0, &b.1)],
-                    t,
-                );
+        encode_links(&mut encoder, &view.links)
+    }
+}
+
+/// The zone-to-zone families: at most zones² series each, and none without a link to show.
+fn encode_links(encoder: &mut DescriptorEncoder, links: &[ZoneLinkRow]) -> Result<(), fmt::Error> {
+    let pair = |l: &ZoneLinkRow| (l.src.clone(), l.dst.clone());
+    if links.iter().any(|l| l.rtt.is_some()) {
+        let mut family = encoder.encode_descriptor(
+            "zonemesh_zone_rtt_seconds",
+            "Round-trip time from one zone to another between two typical nodes (the zone pair's own term, fitted from the measured paths' percentiles over the sliding window apart from single nodes' own faults).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for l in links {
+            let Some(rtt) = l.rtt else { continue };
+            let (src_zone, dst_zone) = pair(l);
+            for (&percentile, v) in Percentile::ALL.iter().zip(rtt) {
+                let labels = PairPercentileLabels {
+                    src_zone: src_zone.clone(),
+                    dst_zone: dst_zone.clone(),
+                    percentile,
+                };
+                ConstGauge::new(v).encode(family.encode_family(&labels)?)?;
             }
         }
-        for l in &view.links {
-            let [a, b] = pair(l);
-            e.gauge(
-                "zonemesh_zone_paths_measured",
-                "Measured paths the zone-to-zone figures are made of.",
-                &[(a.0, &a.1), (b.0, &b.1)],
-                f64::from(l.measured),
-            );
+    }
+    let figure = |encoder: &mut DescriptorEncoder,
+                  name: &str,
+                  help: &str,
+                  value: &dyn Fn(&ZoneLinkRow) -> Option<f64>|
+     -> Result<(), fmt::Error> {
+        if !links.iter().any(|l| value(l).is_some()) {
+            return Ok(());
         }
-        for l in &view.links {
-            let [a, b] = pair(l);
-            e.gauge(
-                "zonemesh_zone_nodes_left_out",
-                "Nodes of the two zones whose own fault (loss, added RTT, a slow link) the zone-to-zone figures leave out.",
-                &[(a.0, &a.1), (b.0, &b.1)],
-                l.left_out as f64,
-            );
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for l in links {
+            if let Some(v) = value(l) {
+                let (src_zone, dst_zone) = pair(l);
+                let labels = PairLabels { src_zone, dst_zone };
+                ConstGauge::new(v).encode(family.encode_family(&labels)?)?;
+            }
         }
-        e.finish()
+        Ok(())
+    };
+    figure(
+        encoder,
+        "zonemesh_zone_loss_ratio",
+        "Probe loss from one zone to another over the sliding window (0..1): the zone pair's own loss, apart from single nodes' own loss.",
+        &|l| Some(l.loss),
+    )?;
+    figure(
+        encoder,
+        "zonemesh_zone_throughput_bytes_per_second",
+        "TCP throughput from one zone to another: the capacity between the zones where a test shows one, else the median test between nodes without a fault of their own.",
+        &|l| l.throughput,
+    )?;
+    if !links.is_empty() {
+        let mut family = encoder.encode_descriptor(
+            "zonemesh_zone_paths_measured",
+            "Measured paths the zone-to-zone figures are made of.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for l in links {
+            let (src_zone, dst_zone) = pair(l);
+            let labels = PairLabels { src_zone, dst_zone };
+            ConstGauge::new(i64::from(l.measured)).encode(family.encode_family(&labels)?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "zonemesh_zone_nodes_left_out",
+            "Nodes of the two zones whose own fault (loss, added RTT, a slow link) the zone-to-zone figures leave out.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for l in links {
+            let (src_zone, dst_zone) = pair(l);
+            let labels = PairLabels { src_zone, dst_zone };
+            ConstGauge::new(l.left_out as i64).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zonemesh_engine::testing::{force_down, mesh, name};
+
+    /// Metrics after a little of everything: counters, histograms, refusals, limits, a failing
+    /// store, and the zone figures of a two-zone mesh with one node down.
+    fn exercised() -> Metrics {
+        let m = Metrics::default();
+        m.reports.inc();
+        m.reports.inc();
+        m.path_summaries.add(7);
+        m.duplicate_reports.inc();
+        m.refused_reports.inc();
+        m.paths_written.add(12);
+        m.store_errors.inc();
+        m.grants.inc();
+        m.commit_seconds.observe(0.000_3);
+        m.commit_seconds.observe(0.2);
+        m.store_bytes.set(123_456);
+        m.connected.set(3);
+        m.observe_query(Rpc::GetPath, 0.001_2, true);
+        m.observe_query(Rpc::Place, 0.5, false);
+        m.observe_query(Rpc::ExtenderFilter, 2.0, true);
+        m.security.handshake_failures.inc();
+        m.security.reloads_ok.inc();
+        m.security.reloads_failed.inc();
+        m.security.reloads_failed.inc();
+        m.security.refused(Surface::Query, Reason::Forbidden);
+        m.security.refused(Surface::Ingest, Reason::Unauthenticated);
+        m.security.limit_hit(Limit::ReportRate);
+        m.security.limit_hit(zonemesh_engine::LimitHit::Paths);
+        *m.store_failure.lock().unwrap() = Some("disk full".into());
+        let now = UnixMs(100_000);
+        let rtt = |a: &str, b: &str| if a[..2] == b[..2] { 100.0 } else { 2_000.0 };
+        let loss = |a: &str, b: &str| u64::from(a == "z0-n1" && b.starts_with("z1"));
+        let mut t = mesh(2, 2, rtt, loss, now);
+        let down = t.id(&name("z1-n1")).unwrap();
+        force_down(&mut t, down);
+        m.observe_topology(t.view(), now);
+        m
+    }
+
+    /// Every family, type, help text, series and value is what the hand-written exposition
+    /// printed (`tests/golden/metrics.prom`, captured before prometheus-client). Only the order
+    /// of series inside a family may differ, and the figures that are floating point (a
+    /// histogram's `_sum`, RTT, loss, throughput) may print `0.0` for `0`; counts stay integers.
+    #[test]
+    fn the_exposition_is_what_it_was() {
+        let text = zonemesh_common::metrics::render(exercised().registry());
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");
+        let golden = std::fs::read_to_string(path).unwrap();
+        zonemesh_common::metrics::assert_same_exposition(&text, &golden, |series| {
+            ["_sum", "_rtt_seconds", "_loss_ratio", "_bytes_per_second"]
+                .iter()
+                .any(|f| series.contains(f))
+        });
     }
 }

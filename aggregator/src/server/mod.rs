@@ -22,8 +22,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use zonemesh_proto::v1;
 
-use crate::Error;
 use crate::store::{MemStore, SledStore, Store};
+use crate::{ConfigError, Error};
 use core::CoreConfig;
 use metrics::Metrics;
 use zonemesh_engine::{EngineConfig, Topology};
@@ -120,7 +120,7 @@ pub async fn serve(
     metrics.set_heap_stats(config.heap_stats);
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(
-            tls::Tls::load(files.clone(), config.allow_plaintext).map_err(Error::Config)?,
+            tls::Tls::load(files.clone(), config.allow_plaintext).map_err(ConfigError::from)?,
         )),
         None => None,
     };
@@ -130,7 +130,7 @@ pub async fn serve(
             config.tokens_file.clone(),
             metrics.clone(),
         )
-        .map_err(Error::Config)?,
+        .map_err(ConfigError::from)?,
     );
     if tls.is_none() && guard.enabled() {
         tracing::warn!("bearer tokens over plain text: anyone on the network can read them");
@@ -145,11 +145,11 @@ pub async fn serve(
 
     // The publisher's Kubernetes client (the in-cluster service account), before any socket.
     let kube_client = match &config.publish {
-        Some(_) => Some(kube::Client::try_default().await.map_err(|e| {
-            Error::Config(format!(
-                "--publish: no Kubernetes client (in-cluster service account or kubeconfig): {e}"
-            ))
-        })?),
+        Some(_) => Some(
+            kube::Client::try_default()
+                .await
+                .map_err(ConfigError::Kube)?,
+        ),
         None => None,
     };
 
@@ -378,21 +378,23 @@ impl IngestRuntime {
 
 fn http_router(metrics: Arc<Metrics>) -> axum::Router {
     use axum::http::header;
+    use axum::response::IntoResponse as _;
     use axum::routing::get;
     let health_metrics = metrics.clone();
     axum::Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let metrics = metrics.clone();
                 async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        )],
-                        metrics.render(),
-                    )
+                    let accept = headers.get_all(header::ACCEPT).into_iter();
+                    let accept = accept.map(|v| v.to_str().ok());
+                    match zonemesh_common::metrics::exposition(metrics.registry(), accept) {
+                        Ok((content_type, text)) => {
+                            ([(header::CONTENT_TYPE, content_type)], text).into_response()
+                        }
+                        Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                    }
                 }
             }),
         )

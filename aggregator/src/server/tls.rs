@@ -35,6 +35,32 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshakes in progress at most on one port; the accept loop waits for a free one.
 const MAX_HANDSHAKES: usize = 256;
 
+/// Why the server's TLS files cannot be used, or a handshake failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A certificate, key or CA file that cannot be read or used; the message names the flag.
+    #[error(transparent)]
+    Files(#[from] tls::Error),
+    /// A client CA from which no verifier can be built.
+    #[error("--tls-client-ca {}: {source}", path.display())]
+    ClientCa {
+        /// The file.
+        path: PathBuf,
+        /// rustls's reason.
+        #[source]
+        source: rustls::server::VerifierBuilderError,
+    },
+    /// The files could not be read to see whether they changed.
+    #[error("--tls-cert/--tls-key/--tls-client-ca: {0}")]
+    Unreadable(#[source] io::Error),
+    /// A connection that failed before or during its handshake.
+    #[error("{0}")]
+    Handshake(#[source] io::Error),
+    /// A client that did not finish its handshake in time.
+    #[error("handshake timed out")]
+    HandshakeTimeout,
+}
+
 /// The files of the server's TLS configuration.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
@@ -62,10 +88,10 @@ impl TlsFiles {
         Ok(h.finish())
     }
 
-    fn load(&self) -> Result<ServerConfig, String> {
+    fn load(&self) -> Result<ServerConfig, TlsError> {
         let builder = ServerConfig::builder_with_provider(tls::provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
+            .map_err(tls::Error::Config)?;
         let builder = match &self.client_ca {
             Some(ca) => {
                 let roots = tls::load_roots("--tls-client-ca", ca)?;
@@ -75,7 +101,10 @@ impl TlsFiles {
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::provider())
                         .allow_unauthenticated()
                         .build()
-                        .map_err(|e| format!("--tls-client-ca {}: {e}", ca.display()))?;
+                        .map_err(|source| TlsError::ClientCa {
+                            path: ca.clone(),
+                            source,
+                        })?;
                 builder.with_client_cert_verifier(Arc::new(InTrustDomain {
                     webpki,
                     domain: self.trust_domain.clone(),
@@ -88,7 +117,7 @@ impl TlsFiles {
                 tls::load_certs("--tls-cert", &self.cert)?,
                 tls::load_key("--tls-key", &self.key)?,
             )
-            .map_err(|e| format!("--tls-cert {}: {e}", self.cert.display()))?;
+            .map_err(|e| tls::Error::refused("--tls-cert", &self.cert, e))?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }
@@ -168,10 +197,8 @@ pub struct Tls {
 
 impl Tls {
     /// Loads the files; an error names the flag and the file.
-    pub fn load(files: TlsFiles, allow_plaintext: bool) -> Result<Self, String> {
-        let fingerprint = files
-            .fingerprint()
-            .map_err(|e| format!("--tls-cert/--tls-key/--tls-client-ca: {e}"))?;
+    pub fn load(files: TlsFiles, allow_plaintext: bool) -> Result<Self, TlsError> {
+        let fingerprint = files.fingerprint().map_err(TlsError::Unreadable)?;
         let config = files.load()?;
         Ok(Self {
             files,
@@ -191,8 +218,8 @@ impl Tls {
 
     /// Reads the files again; replaces the configuration if they changed and load.
     /// `Ok(true)` when replaced.
-    pub fn reload(&self) -> Result<bool, String> {
-        let fingerprint = self.files.fingerprint().map_err(|e| e.to_string())?;
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let fingerprint = self.files.fingerprint().map_err(TlsError::Unreadable)?;
         if fingerprint == self.current.read().expect("tls lock").0 {
             return Ok(false);
         }
@@ -378,7 +405,7 @@ pub fn incoming(listener: TcpListener, tls: Option<Arc<Tls>>, metrics: Arc<Metri
                     Some(tls) => {
                         tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&tls, tcp, addr))
                             .await
-                            .unwrap_or_else(|_| Err("handshake timed out".into()))
+                            .unwrap_or(Err(TlsError::HandshakeTimeout))
                     }
                 };
                 match conn {
@@ -410,16 +437,16 @@ fn plain(tcp: TcpStream, addr: SocketAddr) -> Conn {
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
-async fn handshake(tls: &Tls, tcp: TcpStream, addr: SocketAddr) -> Result<Conn, String> {
+async fn handshake(tls: &Tls, tcp: TcpStream, addr: SocketAddr) -> Result<Conn, TlsError> {
     if tls.allow_plaintext {
         let mut first = [0u8; 1];
-        let n = tcp.peek(&mut first).await.map_err(|e| e.to_string())?;
+        let n = tcp.peek(&mut first).await.map_err(TlsError::Handshake)?;
         if n == 1 && first[0] != TLS_HANDSHAKE {
             return Ok(plain(tcp, addr));
         }
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-    let stream = acceptor.accept(tcp).await.map_err(|e| e.to_string())?;
+    let stream = acceptor.accept(tcp).await.map_err(TlsError::Handshake)?;
     // The verifier has refused certificates whose identities are all in other trust domains.
     let identity = match stream.get_ref().1.peer_certificates() {
         Some([leaf, ..]) => tls::identity_of(leaf, &tls.files.trust_domain)?,

@@ -9,7 +9,7 @@ use zonemesh_domain::NodeName;
 use zonemesh_proto::v1;
 
 use super::core::Core;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Rpc, Surface};
 use crate::Error;
 use zonemesh_domain::{MatrixQuery, NodesQuery, PlaceQuery, RankQuery, ZonesQuery};
 
@@ -47,7 +47,7 @@ impl TopologyService {
 
     async fn run<T: Send + 'static>(
         &self,
-        rpc: &'static str,
+        rpc: Rpc,
         f: impl FnOnce(&zonemesh_engine::Snapshot, zonemesh_domain::UnixMs) -> Result<T, Error>
         + Send
         + 'static,
@@ -72,7 +72,7 @@ pub fn authenticate(
             .get("authorization")
             .map(|v| v.as_bytes());
         guard
-            .check("query", peer, authorization, super::auth::Need::Read)
+            .check(Surface::Query, peer, authorization, super::auth::Need::Read)
             .map_err(|d| d.status())?;
         Ok(request)
     }
@@ -89,7 +89,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::ListNodesRequest>,
     ) -> Result<Response<v1::ListNodesResponse>, Status> {
         let query = NodesQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("ListNodes", move |t, now| {
+        self.run(Rpc::ListNodes, move |t, now| {
             Ok(t.list_nodes(&query, now)?.into())
         })
         .await
@@ -100,7 +100,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::ListZonesRequest>,
     ) -> Result<Response<v1::ListZonesResponse>, Status> {
         let query = ZonesQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("ListZones", move |t, now| {
+        self.run(Rpc::ListZones, move |t, now| {
             Ok(t.list_zones(&query, now).into())
         })
         .await
@@ -113,7 +113,7 @@ impl v1::topology_server::Topology for TopologyService {
         let r = request.into_inner();
         let src = NodeName::parse("src", r.src).map_err(invalid)?;
         let dst = NodeName::parse("dst", r.dst).map_err(invalid)?;
-        self.run("GetPath", move |t, now| {
+        self.run(Rpc::GetPath, move |t, now| {
             let (s, d) = (t.require("src", &src)?, t.require("dst", &dst)?);
             Ok(v1::GetPathResponse {
                 src: src.to_string(),
@@ -129,8 +129,10 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::GetMatrixRequest>,
     ) -> Result<Response<v1::GetMatrixResponse>, Status> {
         let query = MatrixQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("GetMatrix", move |t, now| Ok(t.matrix(&query, now)?.into()))
-            .await
+        self.run(Rpc::GetMatrix, move |t, now| {
+            Ok(t.matrix(&query, now)?.into())
+        })
+        .await
     }
 
     async fn rank_nodes(
@@ -138,8 +140,10 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::RankNodesRequest>,
     ) -> Result<Response<v1::RankNodesResponse>, Status> {
         let query = RankQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("RankNodes", move |t, now| Ok(t.rank(&query, now)?.into()))
-            .await
+        self.run(Rpc::RankNodes, move |t, now| {
+            Ok(t.rank(&query, now)?.into())
+        })
+        .await
     }
 
     async fn get_tiers(
@@ -148,8 +152,11 @@ impl v1::topology_server::Topology for TopologyService {
     ) -> Result<Response<v1::GetTiersResponse>, Status> {
         let started = Instant::now();
         let result = self.tiers().await;
-        self.metrics
-            .observe_query("GetTiers", started.elapsed().as_secs_f64(), result.is_ok());
+        self.metrics.observe_query(
+            Rpc::GetTiers,
+            started.elapsed().as_secs_f64(),
+            result.is_ok(),
+        );
         result.map(|t| Response::new(v1::GetTiersResponse::from((*t).clone())))
     }
 
@@ -158,7 +165,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::PlaceRequest>,
     ) -> Result<Response<v1::PlaceResponse>, Status> {
         let query = PlaceQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("Place", move |t, now| Ok(t.place(&query, now)?.into()))
+        self.run(Rpc::Place, move |t, now| Ok(t.place(&query, now)?.into()))
             .await
     }
 }

@@ -20,7 +20,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::Value;
 use tonic::{Request, Status};
 use zonemesh_proto::json;
 use zonemesh_proto::v1;
@@ -45,7 +44,13 @@ pub fn router(topology: TopologyService, guard: Arc<Guard>) -> Router {
         .route("/api/place", post(place))
         .with_state(topology)
         .layer(axum::middleware::from_fn(move |request, next| {
-            super::auth::http_guard(guard.clone(), "query", Need::Read, request, next)
+            super::auth::http_guard(
+                guard.clone(),
+                super::metrics::Surface::Query,
+                Need::Read,
+                request,
+                next,
+            )
         }));
     Router::new()
         .route(
@@ -64,15 +69,21 @@ pub fn router(topology: TopologyService, guard: Arc<Guard>) -> Router {
 }
 
 /// A Topology answer as JSON, or the status as an HTTP error with its message.
-fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>, view: fn(&T) -> Value) -> Response {
+fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Response
+where
+    for<'a> json::AsJson<'a, T>: serde::Serialize,
+{
     match result {
-        Ok(r) => Json(view(r.get_ref())).into_response(),
+        Ok(r) => Json(json::AsJson(r.get_ref())).into_response(),
         Err(status) => {
             let code = match status.code() {
                 tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
                 tonic::Code::NotFound => StatusCode::NOT_FOUND,
                 tonic::Code::FailedPrecondition => StatusCode::CONFLICT,
                 tonic::Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+                // A damaged store, the server's configuration, a fault: waiting will not help,
+                // so not 503 (which clients retry).
+                tonic::Code::DataLoss | tonic::Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
             let body = serde_json::json!({ "error": status.message() });
@@ -137,7 +148,7 @@ async fn all_zones(t: &TopologyService) -> Result<tonic::Response<v1::ListZonesR
 }
 
 async fn zones(State(t): State<TopologyService>) -> Response {
-    answer(all_zones(&t).await, json::zones)
+    answer(all_zones(&t).await)
 }
 
 async fn all_nodes(
@@ -167,7 +178,7 @@ async fn all_nodes(
 }
 
 async fn nodes(State(t): State<TopologyService>, Query(p): Params) -> Response {
-    answer(all_nodes(&t, text(&p, "zone")).await, json::nodes)
+    answer(all_nodes(&t, text(&p, "zone")).await)
 }
 
 async fn whole_matrix(
@@ -220,7 +231,7 @@ async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response 
         zone: text(&p, "zone"),
         ..Default::default()
     };
-    answer(whole_matrix(&t, request).await, json::matrix)
+    answer(whole_matrix(&t, request).await)
 }
 
 async fn path(State(t): State<TopologyService>, Query(p): Params) -> Response {
@@ -228,7 +239,7 @@ async fn path(State(t): State<TopologyService>, Query(p): Params) -> Response {
         src: text(&p, "src"),
         dst: text(&p, "dst"),
     };
-    answer(t.get_path(Request::new(request)).await, json::path)
+    answer(t.get_path(Request::new(request)).await)
 }
 
 async fn rank(State(t): State<TopologyService>, Query(p): Params) -> Response {
@@ -244,7 +255,7 @@ async fn rank(State(t): State<TopologyService>, Query(p): Params) -> Response {
         limit,
         ..Default::default()
     };
-    answer(t.rank_nodes(Request::new(request)).await, json::rank)
+    answer(t.rank_nodes(Request::new(request)).await)
 }
 
 /// The body of `POST /api/place`.
@@ -284,5 +295,43 @@ async fn place(State(t): State<TopologyService>, body: axum::body::Bytes) -> Res
         exclude: body.exclude,
         ..Default::default()
     };
-    answer(t.place(Request::new(request)).await, json::place)
+    answer(t.place(Request::new(request)).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A damaged store or the server's own fault is a 500, which clients do not retry; only
+    /// what may pass is a 503.
+    #[test]
+    fn only_what_may_pass_is_service_unavailable() {
+        let cases = [
+            (
+                Status::data_loss("record unreadable"),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (
+                Status::internal("a query panicked"),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (
+                Status::unavailable("shutting down"),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (Status::invalid_argument("zone"), StatusCode::BAD_REQUEST),
+            (Status::not_found("node"), StatusCode::NOT_FOUND),
+            (
+                Status::failed_precondition("no zone fits"),
+                StatusCode::CONFLICT,
+            ),
+        ];
+        for (status, want) in cases {
+            let code = status.code();
+            let response = answer::<v1::ListZonesResponse>(Err(status));
+            assert_eq!(response.status(), want, "{code:?}");
+        }
+        let ok = answer(Ok(tonic::Response::new(v1::ListZonesResponse::default())));
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
 }

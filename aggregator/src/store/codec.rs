@@ -143,36 +143,36 @@ pub fn encode_tiers(state: &TierState) -> Vec<u8> {
 
 /// Decodes the tiers' state: valid names, each zone once, and a next group number above every
 /// generated name in use (so that no name is ever given twice).
-pub fn decode_tiers(bytes: &[u8]) -> Result<TierState, String> {
-    let r = TiersRecord::decode(bytes).map_err(|e| e.to_string())?;
+pub fn decode_tiers(bytes: &[u8]) -> Result<TierState, CodecError> {
+    let r = TiersRecord::decode(bytes)?;
     if r.next_group > MAX_GROUP_NUMBER {
-        return Err(format!(
+        return Err(CodecError::Invalid(format!(
             "next_group {} is above {MAX_GROUP_NUMBER}: not a count of groups",
             r.next_group
-        ));
+        )));
     }
     let mut state = TierState {
         groups: Default::default(),
         next_group: r.next_group,
     };
     for (i, z) in r.zones.into_iter().enumerate() {
-        let zone =
-            ZoneName::parse(&format!("zones[{i}].zone"), z.zone).map_err(|e| e.to_string())?;
-        let group =
-            ZoneName::parse(&format!("zones[{i}].group"), z.group).map_err(|e| e.to_string())?;
+        let zone = ZoneName::parse(&format!("zones[{i}].zone"), z.zone)?;
+        let group = ZoneName::parse(&format!("zones[{i}].group"), z.group)?;
         if let Some(n) = group
             .as_str()
             .strip_prefix(GROUP_PREFIX)
             .and_then(|n| n.parse::<u64>().ok())
             && n >= state.next_group
         {
-            return Err(format!(
+            return Err(CodecError::Invalid(format!(
                 "zones[{i}].group: {group} is not below next_group {}",
                 state.next_group
-            ));
+            )));
         }
         if state.groups.insert(zone.clone(), group).is_some() {
-            return Err(format!("zones[{i}].zone: {zone} is listed twice"));
+            return Err(CodecError::Invalid(format!(
+                "zones[{i}].zone: {zone} is listed twice"
+            )));
         }
     }
     Ok(state)
@@ -209,20 +209,81 @@ pub fn encode_node(node: &StoredNode) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// Why a stored record cannot be read: the store is damaged or was written by another program.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CodecError {
+    /// The bytes are not the record's protobuf.
+    #[error("not a record: {0}")]
+    Decode(#[from] prost::DecodeError),
+    /// A name or figure that the domain refuses; the message names the field.
+    #[error(transparent)]
+    Field(#[from] zonemesh_domain::FieldError),
+    /// A stored value out of its range; the message names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// One path of a row; `source` says what is wrong with it.
+    #[error("paths[{index}] ({dst}): {source}")]
+    Path {
+        /// Its place in the row.
+        index: usize,
+        /// Its destination.
+        dst: String,
+        /// What is wrong.
+        #[source]
+        source: Box<CodecError>,
+    },
+    /// A path's destination that is not a node name.
+    #[error("paths[{index}].{source}")]
+    Destination {
+        /// Its place in the row.
+        index: usize,
+        /// What is wrong with the name.
+        #[source]
+        source: zonemesh_domain::FieldError,
+    },
+    /// The store's format marker is another program's or another version's.
+    #[error("format {found:?}, this aggregator reads {expected:?}")]
+    Format {
+        /// The marker found.
+        found: String,
+        /// The marker this aggregator writes.
+        expected: String,
+    },
+    /// Records without a format marker.
+    #[error("records without a format marker: not a zonemesh store")]
+    NoFormat,
+    /// A key that is not UTF-8.
+    #[error("key is not UTF-8")]
+    KeyNotUtf8,
+    /// A key of no record zonemesh writes.
+    #[error("unknown key")]
+    UnknownKey,
+}
+
+impl CodecError {
+    /// The marker `found` where [`FORMAT`] was expected.
+    pub fn format(found: &[u8]) -> Self {
+        CodecError::Format {
+            found: String::from_utf8_lossy(found).into_owned(),
+            expected: String::from_utf8_lossy(FORMAT).into_owned(),
+        }
+    }
+}
+
 /// Decodes a node; the error says what is wrong.
-pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, String> {
-    let r = NodeRecord::decode(bytes).map_err(|e| e.to_string())?;
-    let e = |e: zonemesh_domain::FieldError| e.to_string();
+pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, CodecError> {
+    let r = NodeRecord::decode(bytes)?;
     Ok(StoredNode {
-        name: NodeName::parse("name", r.name).map_err(e)?,
-        zone: ZoneName::parse("zone", r.zone).map_err(e)?,
-        region: ZoneName::parse_optional("region", r.region).map_err(e)?,
+        name: NodeName::parse("name", r.name)?,
+        zone: ZoneName::parse("zone", r.zone)?,
+        region: ZoneName::parse_optional("region", r.region)?,
         addresses: r
             .addresses
             .iter()
             .map(|a| {
-                a.parse()
-                    .map_err(|_| format!("addresses: {a:?} is not an IP address"))
+                a.parse().map_err(|_| {
+                    CodecError::Invalid(format!("addresses: {a:?} is not an IP address"))
+                })
             })
             .collect::<Result<_, _>>()?,
         agent_version: r.agent_version,
@@ -231,10 +292,16 @@ pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, String> {
             Ok(v1::IcmpMode::Raw) => Some(IcmpMode::Raw),
             Ok(v1::IcmpMode::Dgram) => Some(IcmpMode::Dgram),
             Ok(v1::IcmpMode::Tcp) => Some(IcmpMode::Tcp),
-            Err(_) => return Err(format!("icmp_mode: {} is not an IcmpMode", r.icmp_mode)),
+            Err(_) => {
+                return Err(CodecError::Invalid(format!(
+                    "icmp_mode: {} is not an IcmpMode",
+                    r.icmp_mode
+                )));
+            }
         },
-        probe_port: u16::try_from(r.probe_port)
-            .map_err(|_| format!("probe_port: {} is not a port", r.probe_port))?,
+        probe_port: u16::try_from(r.probe_port).map_err(|_| {
+            CodecError::Invalid(format!("probe_port: {} is not a port", r.probe_port))
+        })?,
         registered: r.registered,
         last_seen: r.last_seen_unix_ms.map(UnixMs),
         applied_seq: r.applied_seq,
@@ -257,15 +324,19 @@ pub fn encode_row(row: &super::StoredRow) -> Vec<u8> {
 }
 
 /// Decodes a row into its paths.
-pub fn decode_row(src: &NodeName, bytes: &[u8]) -> Result<Vec<super::StoredPath>, String> {
-    let row = RowRecord::decode(bytes).map_err(|e| e.to_string())?;
+pub fn decode_row(src: &NodeName, bytes: &[u8]) -> Result<Vec<super::StoredPath>, CodecError> {
+    let row = RowRecord::decode(bytes)?;
     row.paths
         .into_iter()
         .enumerate()
-        .map(|(i, p)| {
-            let dst = NodeName::parse("dst", p.dst).map_err(|e| format!("paths[{i}].{e}"))?;
-            let path = path_state(p.path.unwrap_or_default())
-                .map_err(|e| format!("paths[{i}] ({dst}): {e}"))?;
+        .map(|(index, p)| {
+            let dst = NodeName::parse("dst", p.dst)
+                .map_err(|source| CodecError::Destination { index, source })?;
+            let path = path_state(p.path.unwrap_or_default()).map_err(|e| CodecError::Path {
+                index,
+                dst: dst.to_string(),
+                source: Box::new(e),
+            })?;
             Ok((src.clone(), dst, path))
         })
         .collect()
@@ -306,21 +377,23 @@ fn count(v: u64) -> u32 {
 }
 
 /// A path state from its record (the merged figures are recomputed by the engine on restore).
-fn path_state(r: PathRecord) -> Result<PathState, String> {
+fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
     let mut windows = Vec::with_capacity(r.windows.len());
     for (i, w) in r.windows.into_iter().enumerate() {
         if w.received > w.sent {
-            return Err(format!(
+            return Err(CodecError::Invalid(format!(
                 "windows[{i}]: {} replies to {} probes",
                 w.received, w.sent
-            ));
+            )));
         }
         let rtt = match w.rtt {
             None => None,
             Some(rtt) => {
                 let v = &rtt.min_p50_p90_p99_max_mean_jitter_us;
                 if v.len() != 7 || v.iter().any(|x| !x.is_finite() || *x < 0.0) {
-                    return Err(format!("windows[{i}].rtt: {v:?} is not 7 figures >= 0"));
+                    return Err(CodecError::Invalid(format!(
+                        "windows[{i}].rtt: {v:?} is not 7 figures >= 0"
+                    )));
                 }
                 Some(RttFigures {
                     samples: count(rtt.samples),
@@ -356,17 +429,17 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
             })
         }
         Some(t) => {
-            return Err(format!(
+            return Err(CodecError::Invalid(format!(
                 "throughput: {} / {} bit/s",
                 t.latest_bps, t.smoothed_bps
-            ));
+            )));
         }
     };
     if r.received_total > r.sent_total {
-        return Err(format!(
+        return Err(CodecError::Invalid(format!(
             "received_total {} is above sent_total {}",
             r.received_total, r.sent_total
-        ));
+        )));
     }
     Ok(PathState {
         windows: windows.into_iter().collect(),
@@ -380,16 +453,16 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
 }
 
 /// Decodes one stored key/value pair into the snapshot being built.
-pub fn decode_into(snapshot: &mut super::Contents, key: &[u8], value: &[u8]) -> Result<(), String> {
+pub fn decode_into(
+    snapshot: &mut super::Contents,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(), CodecError> {
     if key == META_KEY {
         return if value == FORMAT {
             Ok(())
         } else {
-            Err(format!(
-                "format {:?}, this aggregator reads {:?}",
-                String::from_utf8_lossy(value),
-                String::from_utf8_lossy(FORMAT)
-            ))
+            Err(CodecError::format(value))
         };
     }
     if key.starts_with(NODE_PREFIX) {
@@ -397,11 +470,11 @@ pub fn decode_into(snapshot: &mut super::Contents, key: &[u8], value: &[u8]) -> 
     } else if key == TIERS_KEY {
         snapshot.tiers = Some(decode_tiers(value)?);
     } else if let Some(src) = key.strip_prefix(ROW_PREFIX) {
-        let src = std::str::from_utf8(src).map_err(|_| "key is not UTF-8".to_owned())?;
-        let src = NodeName::parse("key", src).map_err(|e| e.to_string())?;
+        let src = std::str::from_utf8(src).map_err(|_| CodecError::KeyNotUtf8)?;
+        let src = NodeName::parse("key", src)?;
         snapshot.paths.extend(decode_row(&src, value)?);
     } else {
-        return Err("unknown key".to_owned());
+        return Err(CodecError::UnknownKey);
     }
     Ok(())
 }
@@ -419,7 +492,12 @@ mod tests {
             ..Default::default()
         }
         .encode_to_vec();
-        assert!(decode_node(&bad_name).unwrap_err().contains("name"));
+        assert!(
+            decode_node(&bad_name)
+                .unwrap_err()
+                .to_string()
+                .contains("name")
+        );
         let impossible = PathRecord {
             sent_total: 1,
             received_total: 2,
@@ -429,6 +507,7 @@ mod tests {
         assert!(
             path_state(PathRecord::decode(impossible.as_slice()).unwrap())
                 .unwrap_err()
+                .to_string()
                 .contains("received_total")
         );
         let nan = PathRecord {
@@ -454,6 +533,7 @@ mod tests {
         assert!(
             decode_row(&src, &row)
                 .unwrap_err()
+                .to_string()
                 .contains("paths[0] (b): windows[0].rtt")
         );
         let group = |zone: &str, group: &str| ZoneGroupRecord {
@@ -467,6 +547,7 @@ mod tests {
         assert!(
             decode_tiers(&reused.encode_to_vec())
                 .unwrap_err()
+                .to_string()
                 .contains("next_group")
         );
         let twice = TiersRecord {
@@ -476,6 +557,7 @@ mod tests {
         assert!(
             decode_tiers(&twice.encode_to_vec())
                 .unwrap_err()
+                .to_string()
                 .contains("twice")
         );
         let bad = TiersRecord {
@@ -485,6 +567,7 @@ mod tests {
         assert!(
             decode_tiers(&bad.encode_to_vec())
                 .unwrap_err()
+                .to_string()
                 .contains("zones[0].zone")
         );
         let mut snapshot = super::super::Contents::default();

@@ -107,11 +107,7 @@ fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, Error> {
             return Err(Error::Corrupt {
                 path: shown,
                 key: String::from_utf8_lossy(codec::META_KEY).into_owned(),
-                reason: format!(
-                    "format {:?} is not {:?}",
-                    String::from_utf8_lossy(&format),
-                    String::from_utf8_lossy(codec::FORMAT)
-                ),
+                reason: codec::CodecError::format(&format),
             });
         }
         Ok(Some(_)) => {}
@@ -120,7 +116,7 @@ fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, Error> {
                 return Err(Error::Corrupt {
                     path: shown,
                     key: String::from_utf8_lossy(codec::META_KEY).into_owned(),
-                    reason: "records without a format marker: not a zonemesh store".into(),
+                    reason: codec::CodecError::NoFormat,
                 });
             }
             db.insert(codec::META_KEY, codec::FORMAT)

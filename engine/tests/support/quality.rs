@@ -121,7 +121,6 @@ pub fn instance(seed: u64) -> Instance {
                         .checked()
                         .expect("ordered quantiles"),
                     ),
-                    histogram: None,
                     throughput: Some(
                         ThroughputSample::new(
                             Bps::parse("rate", bytes as f64 * 8.0).expect("a rate"),

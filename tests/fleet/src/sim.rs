@@ -222,7 +222,6 @@ impl SimAgent {
                     mean_us: p50 * 1.02,
                     jitter_us: p50 * 0.05,
                 }),
-                rtt_histogram: Vec::new(),
                 throughput,
                 method: v1::IcmpMode::Raw as i32,
             });

@@ -202,7 +202,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Accuracy { out } => {
             zonemesh_lab::cleanup_on_signals();
-            let text = tokio_runtime()?.block_on(report::accuracy())?;
+            let mut text = tokio_runtime()?.block_on(report::accuracy())?;
+            // Sections written by hand (the window-quantile figures) stay.
+            if let Ok(old) = std::fs::read_to_string(&out)
+                && let Some(at) = old.find(report::KEPT_SECTION)
+            {
+                text.push('\n');
+                text.push_str(&old[at..]);
+            }
             std::fs::write(&out, text)?;
             println!("wrote {}", out.display());
             Ok(())

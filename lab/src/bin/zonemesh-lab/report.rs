@@ -86,6 +86,9 @@ pub async fn bench(seconds: u32) -> Result<()> {
 /// What the model section of the report measures, before its table.
 const MODEL_INTRO: &str = "\n## The model of paths nobody measured\n\nBetween two zones zonemesh probes only a few node pairs; every other pair is estimated by the\nengine's model (`zonemesh_engine::model`: node terms fitted apart from zone-pair terms). Its error\non measured paths it did not see: the node pairs measured between each two zones are split in two\nhalves, the model is fitted on the paths above without each half and predicts it (both directions).\nRTT error is relative to zonemesh's measured median, loss error absolute (percentage points).\nBeside it, the estimate zonemesh made before the model: the mean of the other measured paths\nbetween the two zones. The same on synthetic clusters of 5,000 nodes:\n`cargo bench -p zonemesh-aggregator --bench engine -- model`; `cargo test -p zonemesh-engine model`\nfails if the held-out median RTT error passes 5 % (on this table and on synthetic clusters).\n\n";
 
+/// The heading from which `docs/ACCURACY.md` is written by hand: `accuracy --out` keeps it.
+pub const KEPT_SECTION: &str = "## Window quantiles";
+
 /// Runs the demo cluster and returns the accuracy report (Markdown).
 pub async fn accuracy() -> Result<String> {
     let exe = std::env::current_exe()?;
@@ -94,20 +97,7 @@ pub async fn accuracy() -> Result<String> {
     std::fs::create_dir_all(&logs)?;
     println!("building the demo cluster and filling its matrix (about two minutes)…");
     let (lab, stack) = scenario::start(&dir, &logs)?;
-    scenario::settle(&lab, &stack, |f| {
-        println!(
-            "  RTT {}/{}, throughput {}/{}, zone links {}/{}, ready {}/{}",
-            f.rtt_measured,
-            f.rtt_total,
-            f.throughput_measured,
-            f.rtt_total,
-            f.zone_links,
-            f.zone_links_total,
-            f.ready,
-            f.nodes
-        )
-    })
-    .await?;
+    scenario::settle(&lab, &stack, |f| println!("  {f}")).await?;
     let mut topology = stack.topology().await?;
     println!("pinging every measured path for 32 s…");
     let rows = accuracy::measure_paths(
