@@ -159,7 +159,31 @@ pub fn place(r: &v1::PlaceResponse) -> Value {
         "throughput_provenance": provenance(r.throughput_provenance),
         "oldest_age_ms": r.oldest_age_ms,
         "explanation": r.explanation,
+        "rank_order": r.rank_order,
+        "predicted_seconds": r.predicted_seconds,
+        "bottleneck": r.bottleneck.as_ref().map(|b| json!({
+            "kind": bottleneck_kind(b.kind), "from": b.from, "to": b.to, "why": b.why,
+        })),
+        "prediction_figures": r.prediction_figures,
+        "estimated_figures": r.estimated_figures,
+        "alternatives": r.alternatives.iter().map(|a| json!({
+            "rank_order": a.rank_order, "predicted_seconds": a.predicted_seconds,
+        })).collect::<Vec<_>>(),
     })
+}
+
+/// `BOTTLENECK_KIND_LINK` → `LINK`.
+pub fn bottleneck_kind(k: i32) -> &'static str {
+    use v1::BottleneckKind as K;
+    match K::try_from(k).unwrap_or(K::Unspecified) {
+        K::None => "NONE",
+        K::Link => "LINK",
+        K::NodeEgress => "NODE_EGRESS",
+        K::NodeIngress => "NODE_INGRESS",
+        K::Zones => "ZONES",
+        K::RingLatency => "RING_LATENCY",
+        K::Unspecified => "UNSPECIFIED",
+    }
 }
 
 /// `TIER_CUT_RTT` → `RTT`.
