@@ -4,9 +4,10 @@
 //! The network is what [`Network`] says: for every ordered pair of nodes a [`Link`] (its
 //! one-way delay as half the RTT, its loss, the rate a TCP transfer gets on it), each node's own
 //! ingress and egress rates, and optionally the capacity shared by everything that crosses from
-//! one zone to another. zonemesh's engine answers it from the measured network (the
-//! [`model`](crate::model)); the lab answers it from the impairments it injected (the oracle).
-//! The same functions predict both, so that a prediction error is the model's, not the formula's.
+//! one zone to another. zonemesh's engine answers it from the measured network
+//! ([`SnapshotNetwork`](crate::network::SnapshotNetwork)); the lab answers it from the
+//! impairments it injected (the oracle). The same functions predict both, so that a prediction
+//! error is the model's, not the formula's.
 //!
 //! Terms, for `n` bytes per iteration and `p` ranks:
 //!
@@ -47,43 +48,8 @@ use std::fmt;
 /// TCP payload per segment on an Ethernet path, bytes.
 pub const MSS_BYTES: f64 = 1448.0;
 
-/// The collective a job runs every iteration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Collective {
-    /// Ring all-reduce over the ranks in order.
-    RingAllReduce,
-    /// Reduce inside each zone, all-reduce across zones, broadcast inside each zone.
-    HierarchicalAllReduce,
-    /// Parameter servers on the first `servers` ranks (at least 1, at most the ranks).
-    ParameterServer {
-        /// How many of the ranks hold a shard.
-        servers: u32,
-    },
-    /// Every rank sends to every other.
-    AllToAll,
-}
-
-impl Collective {
-    /// The lower-case name users write (`ring`, `hierarchical`, `parameter-server`,
-    /// `all-to-all`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::RingAllReduce => "ring",
-            Self::HierarchicalAllReduce => "hierarchical",
-            Self::ParameterServer { .. } => "parameter-server",
-            Self::AllToAll => "all-to-all",
-        }
-    }
-}
-
-/// One job's communication per iteration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Job {
-    /// The collective.
-    pub collective: Collective,
-    /// The gradient size; for all-to-all, the bytes each rank sends in all.
-    pub bytes_per_iteration: u64,
-}
+/// The collective and the job are domain types: `Place` takes them in its query.
+pub use zonemesh_domain::{Collective, Job};
 
 /// One direction between two nodes.
 #[derive(Debug, Clone, Copy, PartialEq)]

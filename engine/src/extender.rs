@@ -184,6 +184,8 @@ impl Snapshot {
             policy: ZonePolicy::PreferOne,
             weights: Weights::default(),
             exclude: Vec::new(),
+            job: None,
+            alternatives: 0,
         };
         if offered.is_empty() || workers.is_some_and(|w| w as usize > offered.len()) {
             return None;

@@ -1,0 +1,492 @@
+//! The search behind `Place` with a job: which nodes of a pool, and in which rank order, make
+//! the job's predicted time per iteration ([`collective::predict`]) smallest.
+//!
+//! Pricing every candidate with `predict` is too slow for 64 ranks among hundreds of nodes, so
+//! the search steers by a surrogate and prices only its results exactly:
+//!
+//! 1. Each link gets the cost of a lone transfer of the collective's chunk over it (one-way
+//!    delay, expected repair of a loss, serialisation at the link's rate: `collective`'s terms
+//!    without the sharing at a node's or a zone pair's link). Each node's quality is its mean cost
+//!    to up to [`QUALITY_PEERS`] pool nodes of its zone; the best nodes are kept until they hold
+//!    the workers with a margin ([`keep_slots`]).
+//! 2. Starting from the best node of each zone (and the best overall), a greedy build: for a
+//!    ring (and the rings inside a hierarchical all-reduce) the nearest next node from the chain's
+//!    tail; for a parameter server or an all-to-all the node whose worst link to the chosen is
+//!    lowest. A node takes as many workers as it has slots, up to those left.
+//! 3. Local search on the surrogate of the collective's time with the chain's links alone:
+//!    - ring and hierarchical: `2(p − 1) · max(max serialisation, Σ link cost / p)` — the ring's
+//!      two bounds in `collective`; moves: replace a chosen node by an unchosen one, reverse a
+//!      segment of the order (2-opt; links are taken as symmetric, as the snapshot's pair
+//!      figures are);
+//!    - parameter server: twice the worst link between a server and another chosen node; moves:
+//!      replace a node, swap a server with a worker;
+//!    - all-to-all: the worst link among the chosen; moves: replace a node.
+//! 4. Every result is priced with `predict` over the same network, and for a hierarchical
+//!    all-reduce each zone's leader (its first rank) is chosen by `predict`.
+//!
+//! The work is bounded: pair figures read (the caller's budget), at most [`SEEDS`] starts and
+//! [`PASSES`] improving passes each.
+
+use zonemesh_domain::{Collective, Job};
+
+use crate::collective::{Link, MSS_BYTES, Network, Prediction, predict};
+use crate::network::{SnapshotNetwork, Usage};
+
+/// Pool nodes of its zone a node's quality is averaged over.
+pub const QUALITY_PEERS: usize = 8;
+/// Most greedy starts per pool.
+pub const SEEDS: usize = 4;
+/// Most improving passes of the local search per start.
+pub const PASSES: usize = 12;
+
+/// A placement found for a job: ranks as network node indices, priced exactly.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Network node of each rank, rank 0 first.
+    pub ranks: Vec<usize>,
+    /// `predict` over the network.
+    pub prediction: Prediction,
+    /// Figures behind the prediction.
+    pub usage: Usage,
+}
+
+/// Slots kept after the quality cut for `workers` workers: the workers and half as many again
+/// (at least 8 more), so that replacements have somewhere to come from.
+pub fn keep_slots(workers: u32) -> u64 {
+    u64::from(workers) + u64::from((workers / 2).max(8))
+}
+
+/// What one lone transfer of `bytes` costs over `link`: (delay + repair + serialisation,
+/// serialisation), seconds.
+fn edge(link: Link, bytes: f64) -> (f64, f64) {
+    let rtt = link.rtt_us.max(0.0) / 1e6;
+    let segments = (bytes.max(0.0) / MSS_BYTES).ceil();
+    let repair = (1.0 - (1.0 - link.loss.clamp(0.0, 1.0)).powf(segments)) * rtt;
+    let serial = bytes.max(0.0) * 8.0 / link.rate_bps.max(1.0);
+    (rtt / 2.0 + repair + serial, serial)
+}
+
+/// The bytes of one transfer the collective's time mostly depends on.
+fn chunk(job: &Job, workers: u32) -> f64 {
+    let n = job.bytes_per_iteration as f64;
+    let p = f64::from(workers.max(1));
+    match job.collective {
+        Collective::RingAllReduce | Collective::HierarchicalAllReduce => n / p,
+        Collective::ParameterServer { servers } => n / f64::from(servers.clamp(1, workers.max(1))),
+        Collective::AllToAll => n / (p - 1.0).max(1.0),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Ring,
+    Servers(u32),
+    AllPairs,
+}
+
+/// Link costs among the kept nodes (local indices).
+struct Costs {
+    k: usize,
+    total: Vec<f64>,
+    serial: Vec<f64>,
+}
+
+impl Costs {
+    fn t(&self, a: usize, b: usize) -> f64 {
+        self.total[a * self.k + b]
+    }
+    fn s(&self, a: usize, b: usize) -> f64 {
+        self.serial[a * self.k + b]
+    }
+}
+
+/// A candidate: kept-local nodes in rank order with their workers.
+#[derive(Clone, Debug, PartialEq)]
+struct State {
+    order: Vec<usize>,
+    take: Vec<u32>,
+}
+
+struct Ctx {
+    costs: Costs,
+    slots: Vec<u32>,
+    shape: Shape,
+    workers: u32,
+}
+
+impl Ctx {
+    /// The surrogate of the collective's time (see the module docs).
+    fn score(&self, s: &State) -> f64 {
+        let k = s.order.len();
+        if k < 2 {
+            return 0.0;
+        }
+        let c = &self.costs;
+        match self.shape {
+            Shape::Ring => {
+                let (mut sum, mut max_serial) = (0.0f64, 0.0f64);
+                for i in 0..k {
+                    let (a, b) = (s.order[i], s.order[(i + 1) % k]);
+                    sum += c.t(a, b);
+                    max_serial = max_serial.max(c.s(a, b));
+                }
+                let p = f64::from(self.workers);
+                let steps = 2.0 * (p - 1.0);
+                (steps * max_serial).max(steps / p * sum)
+            }
+            Shape::Servers(servers) => {
+                let mut left = servers;
+                let mut worst = 0.0f64;
+                for (x, &a) in s.order.iter().enumerate() {
+                    if left == 0 {
+                        break;
+                    }
+                    left = left.saturating_sub(s.take[x]);
+                    for &b in &s.order {
+                        if b != a {
+                            worst = worst.max(c.t(a, b));
+                        }
+                    }
+                }
+                2.0 * worst
+            }
+            Shape::AllPairs => {
+                let mut worst = 0.0f64;
+                for (x, &a) in s.order.iter().enumerate() {
+                    for &b in &s.order[x + 1..] {
+                        worst = worst.max(c.t(a, b));
+                    }
+                }
+                worst
+            }
+        }
+    }
+
+    /// The greedy build from `start` (see the module docs).
+    fn build(&self, start: usize, quality: &[f64]) -> State {
+        let k = self.costs.k;
+        let mut used = vec![false; k];
+        let mut state = State {
+            order: Vec::new(),
+            take: Vec::new(),
+        };
+        let mut worst_to_chosen = vec![0.0f64; k];
+        let mut remaining = self.workers;
+        let mut next = start;
+        loop {
+            used[next] = true;
+            let take = self.slots[next].min(remaining);
+            state.order.push(next);
+            state.take.push(take);
+            remaining -= take;
+            if remaining == 0 {
+                return state;
+            }
+            for (i, w) in worst_to_chosen.iter_mut().enumerate() {
+                *w = w.max(self.costs.t(next, i));
+            }
+            let tail = next;
+            let key = |i: usize| match self.shape {
+                Shape::Ring => self.costs.t(tail, i),
+                _ => worst_to_chosen[i],
+            };
+            next = (0..k)
+                .filter(|&i| !used[i])
+                .min_by(|&a, &b| {
+                    key(a)
+                        .total_cmp(&key(b))
+                        .then(quality[a].total_cmp(&quality[b]))
+                        .then(a.cmp(&b))
+                })
+                .expect("the kept nodes hold the workers");
+        }
+    }
+
+    /// Improving moves until none is left or [`PASSES`] are done.
+    fn improve(&self, mut state: State) -> (State, f64) {
+        let k = self.costs.k;
+        let mut best = self.score(&state);
+        for _ in 0..PASSES {
+            let mut improved = false;
+            // Replace a chosen node by an unchosen one with the slots for its workers.
+            let mut chosen = vec![false; k];
+            for &n in &state.order {
+                chosen[n] = true;
+            }
+            for x in 0..state.order.len() {
+                for y in 0..k {
+                    if chosen[y] || self.slots[y] < state.take[x] {
+                        continue;
+                    }
+                    let old = state.order[x];
+                    state.order[x] = y;
+                    let s = self.score(&state);
+                    if s < best * (1.0 - 1e-9) {
+                        best = s;
+                        chosen[old] = false;
+                        chosen[y] = true;
+                        improved = true;
+                    } else {
+                        state.order[x] = old;
+                    }
+                }
+            }
+            match self.shape {
+                Shape::Ring => {
+                    let n = state.order.len();
+                    for i in 0..n {
+                        for j in i + 1..n {
+                            state.order[i..=j].reverse();
+                            state.take[i..=j].reverse();
+                            let s = self.score(&state);
+                            if s < best * (1.0 - 1e-9) {
+                                best = s;
+                                improved = true;
+                            } else {
+                                state.order[i..=j].reverse();
+                                state.take[i..=j].reverse();
+                            }
+                        }
+                    }
+                }
+                Shape::Servers(servers) => {
+                    let n = state.order.len();
+                    let server_nodes = servers.min(n as u32) as usize;
+                    for x in 0..server_nodes {
+                        for z in server_nodes..n {
+                            state.order.swap(x, z);
+                            state.take.swap(x, z);
+                            let s = self.score(&state);
+                            if s < best * (1.0 - 1e-9) {
+                                best = s;
+                                improved = true;
+                            } else {
+                                state.order.swap(x, z);
+                                state.take.swap(x, z);
+                            }
+                        }
+                    }
+                }
+                Shape::AllPairs => {}
+            }
+            if !improved {
+                break;
+            }
+        }
+        (state, best)
+    }
+}
+
+/// Searches `net`'s nodes (with `slots` free slots each, holding `workers` in all) for the
+/// placements of `job` with the smallest predicted time, and up to about twice `alternatives`
+/// runner-ups (the best with one node replaced); spends at most about `budget` pair figures (at
+/// least the ones one answer needs). Results are priced by `predict`, fastest first, one per
+/// node set.
+pub fn search(
+    net: &SnapshotNetwork<'_>,
+    slots: &[u32],
+    workers: u32,
+    job: &Job,
+    alternatives: usize,
+    budget: &mut usize,
+) -> Vec<Found> {
+    let pool = net.nodes().len();
+    let bytes = chunk(job, workers);
+    let shape = match job.collective {
+        Collective::RingAllReduce | Collective::HierarchicalAllReduce => Shape::Ring,
+        Collective::ParameterServer { servers } => Shape::Servers(servers.clamp(1, workers)),
+        Collective::AllToAll => Shape::AllPairs,
+    };
+    // 1. Quality: mean lone-transfer cost to a few pool nodes of the node's zone (any pool
+    // nodes for a node alone in its zone).
+    let mut by_zone: Vec<(usize, Vec<usize>)> = Vec::new();
+    for i in 0..pool {
+        let z = net.zone(i);
+        match by_zone.iter_mut().find(|(zone, _)| *zone == z) {
+            Some((_, members)) => members.push(i),
+            None => by_zone.push((z, vec![i])),
+        }
+    }
+    let mut quality = vec![0.0f64; pool];
+    if pool > 1 {
+        for (_, members) in &by_zone {
+            for (x, &i) in members.iter().enumerate() {
+                let peers: Vec<usize> = if members.len() > 1 {
+                    (1..members.len())
+                        .map(|d| members[(x + d) % members.len()])
+                        .take(QUALITY_PEERS)
+                        .collect()
+                } else {
+                    (1..pool)
+                        .map(|d| (i + d) % pool)
+                        .take(QUALITY_PEERS)
+                        .collect()
+                };
+                let sum: f64 = peers.iter().map(|&j| edge(net.link(i, j), bytes).0).sum();
+                quality[i] = sum / peers.len() as f64;
+                *budget = budget.saturating_sub(peers.len());
+            }
+        }
+    }
+    let mut by_quality: Vec<usize> = (0..pool).collect();
+    by_quality.sort_by(|&a, &b| quality[a].total_cmp(&quality[b]).then(a.cmp(&b)));
+    let mut kept = Vec::new();
+    let mut held = 0u64;
+    for &i in &by_quality {
+        if held >= keep_slots(workers) {
+            break;
+        }
+        kept.push(i);
+        held += u64::from(slots[i]);
+    }
+    // 2. Link costs among the kept nodes.
+    let k = kept.len();
+    let mut costs = Costs {
+        k,
+        total: vec![0.0; k * k],
+        serial: vec![0.0; k * k],
+    };
+    for a in 0..k {
+        for b in a + 1..k {
+            let (t, s) = edge(net.link(kept[a], kept[b]), bytes);
+            for (x, y) in [(a, b), (b, a)] {
+                costs.total[x * k + y] = t;
+                costs.serial[x * k + y] = s;
+            }
+        }
+    }
+    *budget = budget.saturating_sub(k * k.saturating_sub(1) / 2);
+    let ctx = Ctx {
+        costs,
+        slots: kept.iter().map(|&i| slots[i]).collect(),
+        shape,
+        workers,
+    };
+    let local_quality: Vec<f64> = kept.iter().map(|&i| quality[i]).collect();
+    // Starts: the best kept node overall and of each zone, best first.
+    let mut starts: Vec<usize> = vec![0];
+    for (z, _) in &by_zone {
+        if let Some(first) = (0..k).find(|&x| net.zone(kept[x]) == *z)
+            && !starts.contains(&first)
+        {
+            starts.push(first);
+        }
+    }
+    if starts.len() < 2 && k > 1 {
+        starts.push(1);
+    }
+    starts.sort_by(|a, b| local_quality[*a].total_cmp(&local_quality[*b]));
+    starts.truncate(SEEDS);
+    // 3. Build and improve from each start.
+    let mut states: Vec<(State, f64)> = Vec::new();
+    for &start in &starts {
+        let (state, score) = ctx.improve(ctx.build(start, &local_quality));
+        if !states
+            .iter()
+            .any(|(s, _)| same_nodes(&s.order, &state.order))
+        {
+            states.push((state, score));
+        }
+    }
+    // Runner-ups: the best state with one node replaced, the best replacements first (twice as
+    // many as asked for are priced).
+    states.sort_by(|a, b| a.1.total_cmp(&b.1));
+    if alternatives > 0
+        && let Some((best, _)) = states.first().cloned()
+    {
+        let mut neighbours: Vec<(State, f64)> = Vec::new();
+        for x in 0..best.order.len() {
+            for y in (0..k).filter(|y| !best.order.contains(y)) {
+                if ctx.slots[y] < best.take[x] {
+                    continue;
+                }
+                let mut n = best.clone();
+                n.order[x] = y;
+                let score = ctx.score(&n);
+                neighbours.push((n, score));
+            }
+        }
+        neighbours.sort_by(|a, b| a.1.total_cmp(&b.1));
+        for n in neighbours {
+            if states.len() >= starts.len() + 2 * alternatives {
+                break;
+            }
+            if !states.iter().any(|(s, _)| same_nodes(&s.order, &n.0.order)) {
+                states.push(n);
+            }
+        }
+    }
+    // 4. Price every result exactly.
+    let mut found: Vec<Found> = states
+        .into_iter()
+        .map(|(state, _)| {
+            let ranks: Vec<usize> = state
+                .order
+                .iter()
+                .zip(&state.take)
+                .flat_map(|(&n, &t)| std::iter::repeat_n(kept[n], t as usize))
+                .collect();
+            price(net, job, ranks)
+        })
+        .collect();
+    if job.collective == Collective::HierarchicalAllReduce {
+        for f in &mut found {
+            *f = choose_leaders(net, job, std::mem::take(&mut f.ranks));
+        }
+    }
+    found.sort_by(|a, b| a.prediction.seconds.total_cmp(&b.prediction.seconds));
+    found
+}
+
+fn same_nodes(a: &[usize], b: &[usize]) -> bool {
+    let mut x = a.to_vec();
+    let mut y = b.to_vec();
+    x.sort_unstable();
+    y.sort_unstable();
+    x == y
+}
+
+/// `predict` over `net` with the figures it used.
+pub fn price(net: &SnapshotNetwork<'_>, job: &Job, ranks: Vec<usize>) -> Found {
+    net.forget_usage();
+    let prediction = predict(job, &ranks, net);
+    Found {
+        ranks,
+        prediction,
+        usage: net.usage(),
+    }
+}
+
+/// For a hierarchical all-reduce: each zone's leader is its first rank. Zone by zone, tries each
+/// of its nodes first (rotating the zone's ranks) and keeps the fastest.
+fn choose_leaders(net: &SnapshotNetwork<'_>, job: &Job, ranks: Vec<usize>) -> Found {
+    let mut best = price(net, job, ranks);
+    let mut zones: Vec<usize> = Vec::new();
+    for &r in &best.ranks {
+        if !zones.contains(&net.zone(r)) {
+            zones.push(net.zone(r));
+        }
+    }
+    for z in zones {
+        let positions: Vec<usize> = (0..best.ranks.len())
+            .filter(|&i| net.zone(best.ranks[i]) == z)
+            .collect();
+        let members: Vec<usize> = positions.iter().map(|&i| best.ranks[i]).collect();
+        for shift in 1..members.len() {
+            if members[shift] == members[shift - 1] {
+                continue;
+            }
+            let mut ranks = best.ranks.clone();
+            for (x, &i) in positions.iter().enumerate() {
+                ranks[i] = members[(x + shift) % members.len()];
+            }
+            let trial = price(net, job, ranks);
+            if trial.prediction.seconds < best.prediction.seconds * (1.0 - 1e-9) {
+                best = trial;
+            }
+        }
+    }
+    // Price the winner last, so that its usage is its own.
+    let ranks = std::mem::take(&mut best.ranks);
+    price(net, job, ranks)
+}
