@@ -20,11 +20,14 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 
 use zonemesh_domain::{Provenance, UnixMs};
 
 use crate::collective::{Link, Network};
-use crate::{NodeId, Snapshot};
+use crate::{NodeId, PairHasher, Snapshot};
+
+type Fast = BuildHasherDefault<PairHasher>;
 
 /// The RTT assumed for a pair with no measured or estimated figure, µs: far enough that a
 /// placement prefers any pair it knows.
@@ -55,8 +58,8 @@ pub struct SnapshotNetwork<'a> {
     nodes: Vec<NodeId>,
     zones: Vec<usize>,
     now: UnixMs,
-    links: RefCell<HashMap<(u32, u32), Entry>>,
-    used: RefCell<HashSet<(u32, u32)>>,
+    links: RefCell<HashMap<(u32, u32), Entry, Fast>>,
+    used: RefCell<HashSet<(u32, u32), Fast>>,
 }
 
 impl std::fmt::Debug for SnapshotNetwork<'_> {

@@ -22,8 +22,9 @@
 //!
 //! When the query gives the job's communication ([`Job`]: a collective and its bytes per
 //! iteration), the zones are chosen by the same rule — one zone when one can hold the job, else
-//! the fewest zones — but among the zones (or zone sets) of that count, tried best roll-up first
-//! while the budget lasts, the nodes **and the rank order** are the ones that minimise the job's
+//! the fewest zones — but among the zones (or zone sets) of that count, at most
+//! [`MAX_JOB_POOLS`] while the budget lasts (zones by the cost of a lone transfer of the job's
+//! chunk over their roll-up figures, zone sets by their worst link), the nodes **and the rank order** are the ones that minimise the job's
 //! predicted time per iteration, [`collective::predict`](crate::collective::predict) over the
 //! measured network ([`SnapshotNetwork`]). The formulas, one per collective, are in
 //! [`collective`](crate::collective):
@@ -49,9 +50,9 @@ use zonemesh_domain::{
 };
 
 use crate::collective::Bottleneck as NetBottleneck;
-use crate::network::{SnapshotNetwork, Usage};
+use crate::network::{SnapshotNetwork, UNKNOWN_RATE_BPS, UNKNOWN_RTT_US, Usage};
 use crate::rank::Scales;
-use crate::search::{Found, search};
+use crate::search::{Found, lone_transfer, search};
 use crate::{Error, NodeId, Snapshot, ZoneId};
 
 /// A placement.
@@ -127,6 +128,9 @@ pub struct JobTime {
     /// Figures behind it, and how many were estimated.
     pub usage: Usage,
 }
+
+/// Most zones (or zone sets) `Place` with a job searches, best first (see the module docs).
+pub const MAX_JOB_POOLS: usize = 4;
 
 /// Most candidates [`Topology::place_exact_ids`] accepts (it tries every subset).
 pub const MAX_EXACT_CANDIDATES: usize = 20;
@@ -429,6 +433,29 @@ impl Snapshot {
             let pools: Vec<(Vec<(NodeId, u32)>, String)> = if query.policy == ZonePolicy::Any {
                 vec![(usable.clone(), "any nodes (policy ANY)".to_owned())]
             } else if !fitting.is_empty() {
+                // The zones by the job's cost of a lone transfer over their roll-up figures.
+                let mut fitting = fitting.clone();
+                let estimate = |z: &ZoneId| {
+                    self.roll_up(*z, *z)
+                        .filter(|s| s.loss_n > 0)
+                        .map_or(f64::INFINITY, |s| {
+                            let link = crate::collective::Link {
+                                rtt_us: s.rtt_mean().unwrap_or(UNKNOWN_RTT_US),
+                                loss: s.loss_mean().unwrap_or(0.0),
+                                rate_bps: s.tput_mean().unwrap_or(UNKNOWN_RATE_BPS),
+                            };
+                            lone_transfer(
+                                link,
+                                job.bytes_per_iteration as f64 / f64::from(query.workers),
+                            )
+                            .0
+                        })
+                };
+                fitting.sort_by(|a, b| {
+                    estimate(a)
+                        .total_cmp(&estimate(b))
+                        .then_with(|| name(a).cmp(name(b)))
+                });
                 fitting
                     .iter()
                     .map(|z| {
@@ -573,7 +600,7 @@ impl Snapshot {
         let mut tried = 0;
         let total = pools.len();
         for (index, (pool, _)) in pools.iter().enumerate() {
-            if tried > 0 && ctx.budget == 0 {
+            if tried > 0 && (ctx.budget == 0 || tried >= MAX_JOB_POOLS) {
                 break;
             }
             tried += 1;

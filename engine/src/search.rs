@@ -50,15 +50,18 @@ pub struct Found {
     pub usage: Usage,
 }
 
-/// Slots kept after the quality cut for `workers` workers: the workers and half as many again
-/// (at least 8 more), so that replacements have somewhere to come from.
+/// Slots kept after the quality cut for `workers` workers: the workers and a quarter as many
+/// again (at least 8 more), so that replacements have somewhere to come from.
 pub fn keep_slots(workers: u32) -> u64 {
-    u64::from(workers) + u64::from((workers / 2).max(8))
+    u64::from(workers) + u64::from((workers / 4).max(8))
 }
+
+/// Nodes of a zone tried as its leader in a hierarchical all-reduce, best quality first.
+pub const LEADER_TRIES: usize = 3;
 
 /// What one lone transfer of `bytes` costs over `link`: (delay + repair + serialisation,
 /// serialisation), seconds.
-fn edge(link: Link, bytes: f64) -> (f64, f64) {
+pub fn lone_transfer(link: Link, bytes: f64) -> (f64, f64) {
     let rtt = link.rtt_us.max(0.0) / 1e6;
     let segments = (bytes.max(0.0) / MSS_BYTES).ceil();
     let repair = (1.0 - (1.0 - link.loss.clamp(0.0, 1.0)).powf(segments)) * rtt;
@@ -202,45 +205,124 @@ impl Ctx {
         }
     }
 
-    /// Improving moves until none is left or [`PASSES`] are done.
+    /// The ring's value from its link-cost sum and its slowest serialisation.
+    fn ring_value(&self, sum: f64, max_serial: f64) -> f64 {
+        let p = f64::from(self.workers);
+        let steps = 2.0 * (p - 1.0);
+        (steps * max_serial).max(steps / p * sum)
+    }
+
+    /// Whether the pair of positions `x`, `z` of `s` counts in a bottleneck objective (all pairs,
+    /// or those with a server's position).
+    fn counts(&self, servers: &[bool], x: usize, z: usize) -> bool {
+        match self.shape {
+            Shape::Servers(_) => servers[x] || servers[z],
+            _ => true,
+        }
+    }
+
+    /// Which positions hold a server's ranks (the first `servers` ranks).
+    fn server_positions(&self, s: &State) -> Vec<bool> {
+        let Shape::Servers(servers) = self.shape else {
+            return vec![true; s.order.len()];
+        };
+        let mut left = servers;
+        s.take
+            .iter()
+            .map(|t| {
+                let server = left > 0;
+                left = left.saturating_sub(*t);
+                server
+            })
+            .collect()
+    }
+
+    /// Improving moves until none is left or [`PASSES`] are done. Moves are valued
+    /// incrementally: a ring's sum changes by its two replaced links; a bottleneck objective is
+    /// the worst pair without the moved position, and the moved node's pairs.
     fn improve(&self, mut state: State) -> (State, f64) {
         let k = self.costs.k;
+        let c = &self.costs;
+        let better = |new: f64, old: f64| new < old * (1.0 - 1e-9);
         let mut best = self.score(&state);
         for _ in 0..PASSES {
             let mut improved = false;
-            // Replace a chosen node by an unchosen one with the slots for its workers.
             let mut chosen = vec![false; k];
             for &n in &state.order {
                 chosen[n] = true;
             }
-            for x in 0..state.order.len() {
-                for y in 0..k {
-                    if chosen[y] || self.slots[y] < state.take[x] {
-                        continue;
-                    }
-                    let old = state.order[x];
-                    state.order[x] = y;
-                    let s = self.score(&state);
-                    if s < best * (1.0 - 1e-9) {
-                        best = s;
-                        chosen[old] = false;
-                        chosen[y] = true;
-                        improved = true;
-                    } else {
-                        state.order[x] = old;
-                    }
-                }
+            let n = state.order.len();
+            if n < 2 {
+                break;
             }
             match self.shape {
                 Shape::Ring => {
-                    let n = state.order.len();
+                    let (mut sum, mut max_serial) = (0.0f64, 0.0f64);
+                    for i in 0..n {
+                        let (a, b) = (state.order[i], state.order[(i + 1) % n]);
+                        sum += c.t(a, b);
+                        max_serial = max_serial.max(c.s(a, b));
+                    }
+                    // Replace the node at x by y: links prev–x and x–next become prev–y, y–next.
+                    for x in 0..n {
+                        for y in 0..k {
+                            if chosen[y] || self.slots[y] < state.take[x] {
+                                continue;
+                            }
+                            let old = state.order[x];
+                            let prev = state.order[(x + n - 1) % n];
+                            let next = state.order[(x + 1) % n];
+                            let new_sum =
+                                sum - c.t(prev, old) - c.t(old, next) + c.t(prev, y) + c.t(y, next);
+                            let gone = c.s(prev, old).max(c.s(old, next));
+                            state.order[x] = y;
+                            let new_max = if gone < max_serial {
+                                max_serial.max(c.s(prev, y)).max(c.s(y, next))
+                            } else {
+                                (0..n)
+                                    .map(|i| c.s(state.order[i], state.order[(i + 1) % n]))
+                                    .fold(0.0, f64::max)
+                            };
+                            let value = self.ring_value(new_sum, new_max);
+                            if better(value, best) {
+                                best = value;
+                                sum = new_sum;
+                                max_serial = new_max;
+                                chosen[old] = false;
+                                chosen[y] = true;
+                                improved = true;
+                            } else {
+                                state.order[x] = old;
+                            }
+                        }
+                    }
+                    // 2-opt: reverse positions i..=j; links prev–o[i] and o[j]–next become
+                    // prev–o[j] and o[i]–next (links are symmetric).
                     for i in 0..n {
                         for j in i + 1..n {
+                            if j - i + 1 >= n - 1 {
+                                continue;
+                            }
+                            let prev = state.order[(i + n - 1) % n];
+                            let next = state.order[(j + 1) % n];
+                            let (oi, oj) = (state.order[i], state.order[j]);
+                            let new_sum =
+                                sum - c.t(prev, oi) - c.t(oj, next) + c.t(prev, oj) + c.t(oi, next);
+                            let gone = c.s(prev, oi).max(c.s(oj, next));
                             state.order[i..=j].reverse();
                             state.take[i..=j].reverse();
-                            let s = self.score(&state);
-                            if s < best * (1.0 - 1e-9) {
-                                best = s;
+                            let new_max = if gone < max_serial {
+                                max_serial.max(c.s(prev, oj)).max(c.s(oi, next))
+                            } else {
+                                (0..n)
+                                    .map(|i| c.s(state.order[i], state.order[(i + 1) % n]))
+                                    .fold(0.0, f64::max)
+                            };
+                            let value = self.ring_value(new_sum, new_max);
+                            if better(value, best) {
+                                best = value;
+                                sum = new_sum;
+                                max_serial = new_max;
                                 improved = true;
                             } else {
                                 state.order[i..=j].reverse();
@@ -249,31 +331,65 @@ impl Ctx {
                         }
                     }
                 }
-                Shape::Servers(servers) => {
-                    let n = state.order.len();
-                    let server_nodes = servers.min(n as u32) as usize;
-                    for x in 0..server_nodes {
-                        for z in server_nodes..n {
-                            state.order.swap(x, z);
-                            state.take.swap(x, z);
-                            let s = self.score(&state);
-                            if s < best * (1.0 - 1e-9) {
-                                best = s;
+                Shape::Servers(_) | Shape::AllPairs => {
+                    let factor = if matches!(self.shape, Shape::Servers(_)) {
+                        2.0
+                    } else {
+                        1.0
+                    };
+                    for x in 0..n {
+                        let servers = self.server_positions(&state);
+                        // The worst counted pair without position x.
+                        let mut without = 0.0f64;
+                        for a in 0..n {
+                            for b in a + 1..n {
+                                if a != x && b != x && self.counts(&servers, a, b) {
+                                    without = without.max(c.t(state.order[a], state.order[b]));
+                                }
+                            }
+                        }
+                        for y in 0..k {
+                            if chosen[y] || self.slots[y] < state.take[x] {
+                                continue;
+                            }
+                            let with = (0..n)
+                                .filter(|&z| z != x && self.counts(&servers, x, z))
+                                .map(|z| c.t(y, state.order[z]))
+                                .fold(without, f64::max);
+                            if better(factor * with, best) {
+                                best = factor * with;
+                                chosen[state.order[x]] = false;
+                                chosen[y] = true;
+                                state.order[x] = y;
                                 improved = true;
-                            } else {
+                            }
+                        }
+                    }
+                    if let Shape::Servers(servers) = self.shape {
+                        let server_nodes = (servers as usize).min(n);
+                        for x in 0..server_nodes {
+                            for z in server_nodes..n {
                                 state.order.swap(x, z);
                                 state.take.swap(x, z);
+                                let value = self.score(&state);
+                                if better(value, best) {
+                                    best = value;
+                                    improved = true;
+                                } else {
+                                    state.order.swap(x, z);
+                                    state.take.swap(x, z);
+                                }
                             }
                         }
                     }
                 }
-                Shape::AllPairs => {}
             }
             if !improved {
                 break;
             }
         }
-        (state, best)
+        let score = self.score(&state);
+        (state, score)
     }
 }
 
@@ -322,7 +438,10 @@ pub fn search(
                         .take(QUALITY_PEERS)
                         .collect()
                 };
-                let sum: f64 = peers.iter().map(|&j| edge(net.link(i, j), bytes).0).sum();
+                let sum: f64 = peers
+                    .iter()
+                    .map(|&j| lone_transfer(net.link(i, j), bytes).0)
+                    .sum();
                 quality[i] = sum / peers.len() as f64;
                 *budget = budget.saturating_sub(peers.len());
             }
@@ -348,7 +467,7 @@ pub fn search(
     };
     for a in 0..k {
         for b in a + 1..k {
-            let (t, s) = edge(net.link(kept[a], kept[b]), bytes);
+            let (t, s) = lone_transfer(net.link(kept[a], kept[b]), bytes);
             for (x, y) in [(a, b), (b, a)] {
                 costs.total[x * k + y] = t;
                 costs.serial[x * k + y] = s;
@@ -431,7 +550,7 @@ pub fn search(
         .collect();
     if job.collective == Collective::HierarchicalAllReduce {
         for f in &mut found {
-            *f = choose_leaders(net, job, std::mem::take(&mut f.ranks));
+            *f = choose_leaders(net, job, std::mem::take(&mut f.ranks), &quality);
         }
     }
     found.sort_by(|a, b| a.prediction.seconds.total_cmp(&b.prediction.seconds));
@@ -457,9 +576,15 @@ pub fn price(net: &SnapshotNetwork<'_>, job: &Job, ranks: Vec<usize>) -> Found {
     }
 }
 
-/// For a hierarchical all-reduce: each zone's leader is its first rank. Zone by zone, tries each
-/// of its nodes first (rotating the zone's ranks) and keeps the fastest.
-fn choose_leaders(net: &SnapshotNetwork<'_>, job: &Job, ranks: Vec<usize>) -> Found {
+/// For a hierarchical all-reduce: each zone's leader is its first rank. Zone by zone, tries its
+/// [`LEADER_TRIES`] best nodes (by quality) first, rotating the zone's ranks, and keeps the
+/// fastest.
+fn choose_leaders(
+    net: &SnapshotNetwork<'_>,
+    job: &Job,
+    ranks: Vec<usize>,
+    quality: &[f64],
+) -> Found {
     let mut best = price(net, job, ranks);
     let mut zones: Vec<usize> = Vec::new();
     for &r in &best.ranks {
@@ -472,10 +597,12 @@ fn choose_leaders(net: &SnapshotNetwork<'_>, job: &Job, ranks: Vec<usize>) -> Fo
             .filter(|&i| net.zone(best.ranks[i]) == z)
             .collect();
         let members: Vec<usize> = positions.iter().map(|&i| best.ranks[i]).collect();
-        for shift in 1..members.len() {
-            if members[shift] == members[shift - 1] {
-                continue;
-            }
+        let mut shifts: Vec<usize> = (1..members.len())
+            .filter(|&s| members[s] != members[s - 1])
+            .collect();
+        shifts.sort_by(|a, b| quality[members[*a]].total_cmp(&quality[members[*b]]));
+        shifts.truncate(LEADER_TRIES);
+        for shift in shifts {
             let mut ranks = best.ranks.clone();
             for (x, &i) in positions.iter().enumerate() {
                 ranks[i] = members[(x + shift) % members.len()];
