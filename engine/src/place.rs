@@ -23,8 +23,9 @@
 //! When the query gives the job's communication ([`Job`]: a collective and its bytes per
 //! iteration), the zones are chosen by the same rule — one zone when one can hold the job, else
 //! the fewest zones — but among the zones (or zone sets) of that count, at most
-//! [`MAX_JOB_POOLS`] while the budget lasts (zones by the cost of a lone transfer of the job's
-//! chunk over their roll-up figures, zone sets by their worst link), the nodes **and the rank order** are the ones that minimise the job's
+//! [`MAX_JOB_POOLS`] while the budget lasts — zones and zone sets by the cost of a lone transfer
+//! of the job's chunk over their worst roll-up figures (every set of that count when there are
+//! at most [`MAX_ZONE_SETS`], else the sets grown greedily from each zone) — the nodes **and the rank order** are the ones that minimise the job's
 //! predicted time per iteration, [`collective::predict`](crate::collective::predict) over the
 //! measured network ([`SnapshotNetwork`]). The formulas, one per collective, are in
 //! [`collective`](crate::collective):
@@ -52,7 +53,7 @@ use zonemesh_domain::{
 use crate::collective::Bottleneck as NetBottleneck;
 use crate::network::{SnapshotNetwork, UNKNOWN_RATE_BPS, UNKNOWN_RTT_US, Usage};
 use crate::rank::Scales;
-use crate::search::{Found, lone_transfer, search};
+use crate::search::{Found, lone_transfer, polish_best, search};
 use crate::{Error, NodeId, Snapshot, ZoneId};
 
 /// A placement.
@@ -131,6 +132,10 @@ pub struct JobTime {
 
 /// Most zones (or zone sets) `Place` with a job searches, best first (see the module docs).
 pub const MAX_JOB_POOLS: usize = 4;
+
+/// Most sets of zones `Place` with a job judges by their roll-ups; with more combinations it
+/// judges the sets grown greedily from each zone.
+pub const MAX_ZONE_SETS: usize = 2_000;
 
 /// Most candidates [`Topology::place_exact_ids`] accepts (it tries every subset).
 pub const MAX_EXACT_CANDIDATES: usize = 20;
@@ -435,25 +440,9 @@ impl Snapshot {
             } else if !fitting.is_empty() {
                 // The zones by the job's cost of a lone transfer over their roll-up figures.
                 let mut fitting = fitting.clone();
-                let estimate = |z: &ZoneId| {
-                    self.roll_up(*z, *z)
-                        .filter(|s| s.loss_n > 0)
-                        .map_or(f64::INFINITY, |s| {
-                            let link = crate::collective::Link {
-                                rtt_us: s.rtt_mean().unwrap_or(UNKNOWN_RTT_US),
-                                loss: s.loss_mean().unwrap_or(0.0),
-                                rate_bps: s.tput_mean().unwrap_or(UNKNOWN_RATE_BPS),
-                            };
-                            lone_transfer(
-                                link,
-                                job.bytes_per_iteration as f64 / f64::from(query.workers),
-                            )
-                            .0
-                        })
-                };
                 fitting.sort_by(|a, b| {
-                    estimate(a)
-                        .total_cmp(&estimate(b))
+                    self.job_zone_estimate(&[*a], &job, query.workers)
+                        .total_cmp(&self.job_zone_estimate(&[*b], &job, query.workers))
                         .then_with(|| name(a).cmp(name(b)))
                 });
                 fitting
@@ -471,7 +460,7 @@ impl Snapshot {
             } else if query.policy == ZonePolicy::RequireOne {
                 return Err(self.no_zone_fits(&zone_ids, &cap, query.workers));
             } else {
-                self.fewest_zone_sets(&ctx, &zones_by_quality, &cap, query.workers)
+                self.job_zone_sets(&ctx, &zones_by_quality, &cap, &job, query.workers)
                     .into_iter()
                     .map(|zones| {
                         let why = format!(
@@ -618,17 +607,7 @@ impl Snapshot {
                 let ranks: Vec<NodeId> = found.ranks.iter().map(|&i| ids[i]).collect();
                 let found = Found {
                     prediction: crate::collective::Prediction {
-                        bottleneck: match found.prediction.bottleneck {
-                            NetBottleneck::Link { from, to } => NetBottleneck::Link {
-                                from: ids[from].0 as usize,
-                                to: ids[to].0 as usize,
-                            },
-                            NetBottleneck::Node { node, ingress } => NetBottleneck::Node {
-                                node: ids[node].0 as usize,
-                                ingress,
-                            },
-                            other => other,
-                        },
+                        bottleneck: to_ids(&ids, found.prediction.bottleneck.clone()),
                         ..found.prediction
                     },
                     ..found
@@ -650,6 +629,28 @@ impl Snapshot {
             });
             if !seen {
                 distinct.push(r);
+            }
+        }
+        // Polish the best with exact moves over its pool.
+        if let Some((ranks, found, pool)) = distinct.first_mut() {
+            let (nodes, _) = &pools[*pool];
+            let ids: Vec<NodeId> = nodes.iter().map(|c| c.0).collect();
+            let slots: Vec<u32> = nodes.iter().map(|c| c.1).collect();
+            let net = SnapshotNetwork::new(self, ids.clone(), ctx.now);
+            let local: Vec<usize> = ranks
+                .iter()
+                .map(|n| ids.iter().position(|i| i == n).expect("from the pool"))
+                .collect();
+            let polished = polish_best(&net, job, local, &slots, query.workers);
+            if polished.prediction.seconds <= found.prediction.seconds {
+                *ranks = polished.ranks.iter().map(|&i| ids[i]).collect();
+                *found = Found {
+                    prediction: crate::collective::Prediction {
+                        bottleneck: to_ids(&ids, polished.prediction.bottleneck.clone()),
+                        ..polished.prediction
+                    },
+                    ..polished
+                };
             }
         }
         let mut distinct = distinct.into_iter();
@@ -715,20 +716,80 @@ impl Snapshot {
         placement
     }
 
-    /// Every set of the fewest zones whose capacity holds `workers`, one grown greedily from
-    /// each zone for the best links between them, best (lowest worst link) first, without
-    /// repeats.
-    fn fewest_zone_sets(
+    /// The job's cost of a lone transfer of its chunk over the worst roll-up among `zones` (each
+    /// zone's own, and between every two): how a zone set is judged before it is searched.
+    fn job_zone_estimate(&self, zones: &[ZoneId], job: &Job, workers: u32) -> f64 {
+        let chunk = job.bytes_per_iteration as f64 / f64::from(workers.max(1));
+        let mut worst = 0.0f64;
+        for (i, &a) in zones.iter().enumerate() {
+            for &b in &zones[i..] {
+                let cost = self
+                    .roll_up(a, b)
+                    .filter(|s| s.loss_n > 0)
+                    .map_or(f64::INFINITY, |s| {
+                        let link = crate::collective::Link {
+                            rtt_us: s.rtt_mean().unwrap_or(UNKNOWN_RTT_US),
+                            loss: s.loss_mean().unwrap_or(0.0),
+                            rate_bps: s.tput_mean().unwrap_or(UNKNOWN_RATE_BPS),
+                        };
+                        lone_transfer(link, chunk).0
+                    });
+                worst = worst.max(cost);
+            }
+        }
+        worst
+    }
+
+    /// The sets of the fewest zones whose capacity holds `workers`, by
+    /// [`job_zone_estimate`](Self::job_zone_estimate), best first: every such set when there are
+    /// at most [`MAX_ZONE_SETS`] combinations, else one grown greedily from each zone for the
+    /// best links between them.
+    fn job_zone_sets(
         &self,
         ctx: &Ctx<'_>,
         zones: &[ZoneId],
         cap: &dyn Fn(&ZoneId) -> u64,
+        job: &Job,
         workers: u32,
     ) -> Vec<Vec<ZoneId>> {
-        let mut sets = self.zone_sets(ctx, zones, cap, workers);
-        sets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let need = u64::from(workers);
+        let count = fewest_count(zones, cap, need);
+        let combinations = (0..count).fold(1u128, |c, i| {
+            c * (zones.len() - i) as u128 / (i + 1) as u128
+        });
+        let mut sets: Vec<Vec<ZoneId>> = if combinations <= MAX_ZONE_SETS as u128 {
+            let mut out = Vec::new();
+            let mut pick: Vec<usize> = (0..count).collect();
+            loop {
+                let set: Vec<ZoneId> = pick.iter().map(|&i| zones[i]).collect();
+                if set.iter().map(cap).sum::<u64>() >= need {
+                    out.push(set);
+                }
+                let Some(x) = (0..count)
+                    .rev()
+                    .find(|&x| pick[x] < zones.len() - count + x)
+                else {
+                    break;
+                };
+                pick[x] += 1;
+                for y in x + 1..count {
+                    pick[y] = pick[y - 1] + 1;
+                }
+            }
+            out
+        } else {
+            self.zone_sets(ctx, zones, cap, workers)
+                .into_iter()
+                .map(|(_, set)| set)
+                .collect()
+        };
+        let mut keyed: Vec<(f64, Vec<ZoneId>)> = sets
+            .drain(..)
+            .map(|set| (self.job_zone_estimate(&set, job, workers), set))
+            .collect();
+        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut out: Vec<Vec<ZoneId>> = Vec::new();
-        for (_, set) in sets {
+        for (_, set) in keyed {
             let mut sorted = set.clone();
             sorted.sort();
             if !out.iter().any(|o| {
@@ -772,14 +833,7 @@ impl Snapshot {
         workers: u32,
     ) -> Vec<(f64, Vec<ZoneId>)> {
         let need = u64::from(workers);
-        let mut caps: Vec<u64> = zones.iter().map(cap).collect();
-        caps.sort_unstable_by(|a, b| b.cmp(a));
-        let mut count = 0;
-        let mut total = 0;
-        while total < need && count < caps.len() {
-            total += caps[count];
-            count += 1;
-        }
+        let count = fewest_count(zones, cap, need);
         let mut sets = Vec::new();
         for &seed in zones {
             let mut chosen = vec![seed];
@@ -943,6 +997,34 @@ impl Snapshot {
                 .collect(),
         })
     }
+}
+
+/// A bottleneck over a pool's network, with the snapshot's node ids for the pool's indices.
+fn to_ids(ids: &[NodeId], b: NetBottleneck) -> NetBottleneck {
+    match b {
+        NetBottleneck::Link { from, to } => NetBottleneck::Link {
+            from: ids[from].0 as usize,
+            to: ids[to].0 as usize,
+        },
+        NetBottleneck::Node { node, ingress } => NetBottleneck::Node {
+            node: ids[node].0 as usize,
+            ingress,
+        },
+        other => other,
+    }
+}
+
+/// How many zones at least hold `need` slots.
+fn fewest_count(zones: &[ZoneId], cap: &dyn Fn(&ZoneId) -> u64, need: u64) -> usize {
+    let mut caps: Vec<u64> = zones.iter().map(cap).collect();
+    caps.sort_unstable_by(|a, b| b.cmp(a));
+    let mut count = 0;
+    let mut total = 0;
+    while total < need && count < caps.len() {
+        total += caps[count];
+        count += 1;
+    }
+    count
 }
 
 fn provenance_word(p: Provenance) -> &'static str {

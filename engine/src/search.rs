@@ -11,8 +11,10 @@
 //!    the workers with a margin ([`keep_slots`]).
 //! 2. Starting from the best node of each zone (and the best overall), a greedy build: for a
 //!    ring (and the rings inside a hierarchical all-reduce) the nearest next node from the chain's
-//!    tail; for a parameter server or an all-to-all the node whose worst link to the chosen is
-//!    lowest. A node takes as many workers as it has slots, up to those left.
+//!    tail, and (from the first [`INSERTION_STARTS`], in pools of at most [`INSERTION_UP_TO`]
+//!    kept nodes) cheapest insertion into the ring; for a
+//!    parameter server or an all-to-all the node whose worst link to the chosen is lowest. A
+//!    node takes as many workers as it has slots, up to those left.
 //! 3. Local search on the surrogate of the collective's time with the chain's links alone:
 //!    - ring and hierarchical: `2(p − 1) · max(max serialisation, Σ link cost / p)` — the ring's
 //!      two bounds in `collective`; moves: replace a chosen node by an unchosen one, reverse a
@@ -23,9 +25,13 @@
 //!    - all-to-all: the worst link among the chosen; moves: replace a node.
 //! 4. Every result is priced with `predict` over the same network, and for a hierarchical
 //!    all-reduce each zone's leader (its first rank) is chosen by `predict`.
+//! 5. The best over every pool searched is polished with moves valued by `predict` itself
+//!    ([`polish_best`]: replace a node, swap two), which catches what the surrogate misses
+//!    (sharing, a hierarchical all-reduce's phases).
 //!
-//! The work is bounded: pair figures read (the caller's budget), at most [`SEEDS`] starts and
-//! [`PASSES`] improving passes each.
+//! The work is bounded: pair figures read (the caller's budget), at most [`SEEDS`] starts (every
+//! node of a pool of at most [`ALL_STARTS_UP_TO`]), [`PASSES`] improving passes each, and
+//! [`EXACT_TRY_FLOWS`] flows' worth of exact moves.
 
 use zonemesh_domain::{Collective, Job};
 
@@ -36,6 +42,12 @@ use crate::network::{SnapshotNetwork, Usage};
 pub const QUALITY_PEERS: usize = 8;
 /// Most greedy starts per pool.
 pub const SEEDS: usize = 4;
+/// Starts a ring is also built from by cheapest insertion (every start in a small pool).
+pub const INSERTION_STARTS: usize = 2;
+/// Pools of at most this many kept nodes get the insertion builds (they cost `p² k`).
+pub const INSERTION_UP_TO: usize = 48;
+/// Pools of at most this many kept nodes are started from every node.
+pub const ALL_STARTS_UP_TO: usize = 16;
 /// Most improving passes of the local search per start.
 pub const PASSES: usize = 12;
 
@@ -205,6 +217,20 @@ impl Ctx {
         }
     }
 
+    /// The sum of the counted pairs' costs of a bottleneck objective.
+    fn pair_sum(&self, s: &State) -> f64 {
+        let servers = self.server_positions(s);
+        let mut sum = 0.0;
+        for a in 0..s.order.len() {
+            for b in a + 1..s.order.len() {
+                if self.counts(&servers, a, b) {
+                    sum += self.costs.t(s.order[a], s.order[b]);
+                }
+            }
+        }
+        sum
+    }
+
     /// The ring's value from its link-cost sum and its slowest serialisation.
     fn ring_value(&self, sum: f64, max_serial: f64) -> f64 {
         let p = f64::from(self.workers);
@@ -237,6 +263,64 @@ impl Ctx {
             .collect()
     }
 
+    /// A ring built by cheapest insertion from `start`: each step puts the node, and the place
+    /// between two neighbours, that keep the ring's value (then its sum) lowest.
+    fn build_by_insertion(&self, start: usize) -> State {
+        let k = self.costs.k;
+        let c = &self.costs;
+        let mut state = State {
+            order: vec![start],
+            take: vec![self.slots[start].min(self.workers)],
+        };
+        let mut used = vec![false; k];
+        used[start] = true;
+        let mut remaining = self.workers - state.take[0];
+        while remaining > 0 {
+            let n = state.order.len();
+            let (mut sum, mut max_serial) = (0.0f64, 0.0f64);
+            if n > 1 {
+                for i in 0..n {
+                    let (a, b) = (state.order[i], state.order[(i + 1) % n]);
+                    sum += c.t(a, b);
+                    max_serial = max_serial.max(c.s(a, b));
+                }
+            }
+            let mut best: Option<(f64, f64, usize, usize)> = None;
+            for y in (0..k).filter(|&y| !used[y]) {
+                for j in 0..n {
+                    let (u, v) = (state.order[j], state.order[(j + 1) % n]);
+                    let (new_sum, new_max) = if n == 1 {
+                        (2.0 * c.t(u, y), c.s(u, y))
+                    } else {
+                        let rest = if c.s(u, v) < max_serial {
+                            max_serial
+                        } else {
+                            (0..n)
+                                .filter(|&i| i != j)
+                                .map(|i| c.s(state.order[i], state.order[(i + 1) % n]))
+                                .fold(0.0, f64::max)
+                        };
+                        (
+                            sum - c.t(u, v) + c.t(u, y) + c.t(y, v),
+                            rest.max(c.s(u, y)).max(c.s(y, v)),
+                        )
+                    };
+                    let value = self.ring_value(new_sum, new_max);
+                    if best.is_none_or(|(bv, bs, ..)| (value, new_sum) < (bv, bs)) {
+                        best = Some((value, new_sum, y, j));
+                    }
+                }
+            }
+            let (_, _, y, j) = best.expect("the kept nodes hold the workers");
+            let take = self.slots[y].min(remaining);
+            state.order.insert(j + 1, y);
+            state.take.insert(j + 1, take);
+            used[y] = true;
+            remaining -= take;
+        }
+        state
+    }
+
     /// Improving moves until none is left or [`PASSES`] are done. Moves are valued
     /// incrementally: a ring's sum changes by its two replaced links; a bottleneck objective is
     /// the worst pair without the moved position, and the moved node's pairs.
@@ -244,6 +328,11 @@ impl Ctx {
         let k = self.costs.k;
         let c = &self.costs;
         let better = |new: f64, old: f64| new < old * (1.0 - 1e-9);
+        // Lexicographic: the objective, then the sum of the counted links' costs, so that a move
+        // that removes one of several links at the bottleneck is taken (a plateau otherwise).
+        let accept = |value: f64, sum: f64, best: f64, best_sum: f64| {
+            better(value, best) || (value <= best * (1.0 + 1e-12) && better(sum, best_sum))
+        };
         let mut best = self.score(&state);
         for _ in 0..PASSES {
             let mut improved = false;
@@ -284,7 +373,7 @@ impl Ctx {
                                     .fold(0.0, f64::max)
                             };
                             let value = self.ring_value(new_sum, new_max);
-                            if better(value, best) {
+                            if accept(value, new_sum, best, sum) {
                                 best = value;
                                 sum = new_sum;
                                 max_serial = new_max;
@@ -319,7 +408,7 @@ impl Ctx {
                                     .fold(0.0, f64::max)
                             };
                             let value = self.ring_value(new_sum, new_max);
-                            if better(value, best) {
+                            if accept(value, new_sum, best, sum) {
                                 best = value;
                                 sum = new_sum;
                                 max_serial = new_max;
@@ -330,6 +419,69 @@ impl Ctx {
                             }
                         }
                     }
+                    // Or-opt: take out the node at x and put it, or a spare node, between any
+                    // two neighbours of what is left; a move is valued exactly only when its
+                    // bound (the new sum, the new links' serialisation) could beat the best.
+                    if n > 2 {
+                        let p = f64::from(self.workers);
+                        let steps = 2.0 * (p - 1.0);
+                        let mut x = 0;
+                        while x < n {
+                            let ox = state.order[x];
+                            let tx = state.take[x];
+                            let a = state.order[(x + n - 1) % n];
+                            let b = state.order[(x + 1) % n];
+                            let rest: Vec<usize> =
+                                (1..n).map(|d| state.order[(x + d) % n]).collect();
+                            let rest_take: Vec<u32> =
+                                (1..n).map(|d| state.take[(x + d) % n]).collect();
+                            let base = sum - c.t(a, ox) - c.t(ox, b) + c.t(a, b);
+                            let mut moved = false;
+                            'candidates: for y in
+                                (0..k).filter(|&y| y == ox || (!chosen[y] && self.slots[y] >= tx))
+                            {
+                                for j in 0..rest.len() {
+                                    let (u, v) = (rest[j], rest[(j + 1) % rest.len()]);
+                                    let new_sum = base - c.t(u, v) + c.t(u, y) + c.t(y, v);
+                                    let bound =
+                                        (steps / p * new_sum).max(steps * c.s(u, y).max(c.s(y, v)));
+                                    if bound > best * (1.0 + 1e-12)
+                                        || (!better(bound, best) && !better(new_sum, sum))
+                                    {
+                                        continue;
+                                    }
+                                    let mut order = rest[..=j].to_vec();
+                                    order.push(y);
+                                    order.extend_from_slice(&rest[j + 1..]);
+                                    let mut take = rest_take[..=j].to_vec();
+                                    take.push(tx);
+                                    take.extend_from_slice(&rest_take[j + 1..]);
+                                    let trial = State { order, take };
+                                    let value = self.score(&trial);
+                                    if accept(value, new_sum, best, sum) {
+                                        best = value;
+                                        chosen[ox] = false;
+                                        chosen[y] = true;
+                                        state = trial;
+                                        sum = 0.0;
+                                        max_serial = 0.0;
+                                        for i in 0..n {
+                                            let (a, b) = (state.order[i], state.order[(i + 1) % n]);
+                                            sum += c.t(a, b);
+                                            max_serial = max_serial.max(c.s(a, b));
+                                        }
+                                        improved = true;
+                                        moved = true;
+                                        break 'candidates;
+                                    }
+                                }
+                            }
+                            if !moved {
+                                x += 1;
+                            }
+                        }
+                        let _ = max_serial;
+                    }
                 }
                 Shape::Servers(_) | Shape::AllPairs => {
                     let factor = if matches!(self.shape, Shape::Servers(_)) {
@@ -337,14 +489,17 @@ impl Ctx {
                     } else {
                         1.0
                     };
+                    let mut sum = self.pair_sum(&state);
                     for x in 0..n {
                         let servers = self.server_positions(&state);
-                        // The worst counted pair without position x.
-                        let mut without = 0.0f64;
+                        // The worst counted pair without position x, and their sum.
+                        let (mut without, mut sum_without) = (0.0f64, 0.0f64);
                         for a in 0..n {
                             for b in a + 1..n {
                                 if a != x && b != x && self.counts(&servers, a, b) {
-                                    without = without.max(c.t(state.order[a], state.order[b]));
+                                    let t = c.t(state.order[a], state.order[b]);
+                                    without = without.max(t);
+                                    sum_without += t;
                                 }
                             }
                         }
@@ -352,12 +507,13 @@ impl Ctx {
                             if chosen[y] || self.slots[y] < state.take[x] {
                                 continue;
                             }
-                            let with = (0..n)
+                            let (with, new_sum) = (0..n)
                                 .filter(|&z| z != x && self.counts(&servers, x, z))
                                 .map(|z| c.t(y, state.order[z]))
-                                .fold(without, f64::max);
-                            if better(factor * with, best) {
+                                .fold((without, sum_without), |(w, s), t| (w.max(t), s + t));
+                            if accept(factor * with, new_sum, best, sum) {
                                 best = factor * with;
+                                sum = new_sum;
                                 chosen[state.order[x]] = false;
                                 chosen[y] = true;
                                 state.order[x] = y;
@@ -372,8 +528,10 @@ impl Ctx {
                                 state.order.swap(x, z);
                                 state.take.swap(x, z);
                                 let value = self.score(&state);
-                                if better(value, best) {
+                                let new_sum = self.pair_sum(&state);
+                                if accept(value, new_sum, best, sum) {
                                     best = value;
+                                    sum = new_sum;
                                     improved = true;
                                 } else {
                                     state.order.swap(x, z);
@@ -494,12 +652,27 @@ pub fn search(
     if starts.len() < 2 && k > 1 {
         starts.push(1);
     }
+    if k <= ALL_STARTS_UP_TO {
+        starts = (0..k).collect();
+    }
     starts.sort_by(|a, b| local_quality[*a].total_cmp(&local_quality[*b]));
-    starts.truncate(SEEDS);
+    starts.truncate(SEEDS.max(ALL_STARTS_UP_TO));
     // 3. Build and improve from each start.
     let mut states: Vec<(State, f64)> = Vec::new();
-    for &start in &starts {
-        let (state, score) = ctx.improve(ctx.build(start, &local_quality));
+    let mut builds: Vec<State> = starts
+        .iter()
+        .map(|&start| ctx.build(start, &local_quality))
+        .collect();
+    if shape == Shape::Ring && k <= INSERTION_UP_TO {
+        builds.extend(
+            starts
+                .iter()
+                .take(INSERTION_STARTS.max(if k <= ALL_STARTS_UP_TO { k } else { 0 }))
+                .map(|&start| ctx.build_by_insertion(start)),
+        );
+    }
+    for build in builds {
+        let (state, score) = ctx.improve(build);
         if !states
             .iter()
             .any(|(s, _)| same_nodes(&s.order, &state.order))
@@ -555,6 +728,105 @@ pub fn search(
     }
     found.sort_by(|a, b| a.prediction.seconds.total_cmp(&b.prediction.seconds));
     found
+}
+
+/// Exact moves on the best result: the `predict` calls allowed are this many flows' worth (a
+/// prediction costs about its flows), at least [`EXACT_TRIES_MIN`].
+pub const EXACT_TRY_FLOWS: usize = 8_192;
+/// The fewest exact moves tried.
+pub const EXACT_TRIES_MIN: usize = 4;
+
+/// Polishes the best result found (network node indices) with exact moves, drawing replacements
+/// from the network's other nodes, and prices it.
+pub fn polish_best(
+    net: &SnapshotNetwork<'_>,
+    job: &Job,
+    ranks: Vec<usize>,
+    slots: &[u32],
+    workers: u32,
+) -> Found {
+    let p = workers.max(1) as usize;
+    let flows = match job.collective {
+        Collective::RingAllReduce => p,
+        Collective::HierarchicalAllReduce => 4 * p,
+        Collective::ParameterServer { servers } => 2 * servers as usize * p,
+        Collective::AllToAll => p * p.saturating_sub(1),
+    };
+    let tries = (EXACT_TRY_FLOWS / flows.max(1)).max(EXACT_TRIES_MIN);
+    let spare: Vec<usize> = (0..net.nodes().len())
+        .filter(|n| !ranks.contains(n))
+        .collect();
+    let ranks = polish(net, job, ranks, &spare, slots, tries);
+    price(net, job, ranks)
+}
+
+/// First-improvement moves valued by `predict`: replace a node by a spare one with the slots for
+/// its workers, then swap two nodes' places; until none improves or `tries` are spent.
+fn polish(
+    net: &SnapshotNetwork<'_>,
+    job: &Job,
+    ranks: Vec<usize>,
+    spare: &[usize],
+    slots: &[u32],
+    mut tries: usize,
+) -> Vec<usize> {
+    // Node-level order with each node's workers.
+    let mut order: Vec<(usize, u32)> = Vec::new();
+    for &r in &ranks {
+        match order.last_mut() {
+            Some((n, t)) if *n == r => *t += 1,
+            _ => order.push((r, 1)),
+        }
+    }
+    let expand = |order: &[(usize, u32)]| -> Vec<usize> {
+        order
+            .iter()
+            .flat_map(|&(n, t)| std::iter::repeat_n(n, t as usize))
+            .collect()
+    };
+    let mut spare = spare.to_vec();
+    let mut best = predict(job, &ranks, net).seconds;
+    'outer: while tries > 0 {
+        for x in 0..order.len() {
+            for s in 0..spare.len() {
+                if slots[spare[s]] < order[x].1 {
+                    continue;
+                }
+                if tries == 0 {
+                    break 'outer;
+                }
+                tries -= 1;
+                let old = order[x].0;
+                order[x].0 = spare[s];
+                let t = predict(job, &expand(&order), net).seconds;
+                if t < best * (1.0 - 1e-9) {
+                    best = t;
+                    spare[s] = old;
+                    continue 'outer;
+                }
+                order[x].0 = old;
+            }
+        }
+        if job.collective != Collective::AllToAll {
+            for i in 0..order.len() {
+                for j in i + 1..order.len() {
+                    if tries == 0 {
+                        break 'outer;
+                    }
+                    tries -= 1;
+                    order.swap(i, j);
+                    let t = predict(job, &expand(&order), net).seconds;
+                    if t < best * (1.0 - 1e-9) {
+                        best = t;
+                        continue 'outer;
+                    }
+                    order.swap(i, j);
+                }
+            }
+        }
+        break;
+    }
+    expand(&order)
 }
 
 fn same_nodes(a: &[usize], b: &[usize]) -> bool {
