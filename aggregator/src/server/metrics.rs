@@ -239,12 +239,32 @@ pub struct Metrics {
     windows_under_load: Gauge,
     query_seconds: [Histogram; RPCS.len()],
     query_errors: [Counter; RPCS.len()],
+    job_model_refusals: [Counter; JOB_MODEL_REASONS.len()],
     nodes_by_state: [Gauge; 3],
     zones: Gauge,
     paths: Gauge,
 }
 
+/// Why the extender placed a pod without its job model: the annotation that was refused.
+pub const JOB_MODEL_REASONS: [&str; 3] = ["collective", "bytes_per_iteration", "servers"];
+
 impl Metrics {
+    /// Counts a pod placed without its job model because of `reason` (one of
+    /// [`JOB_MODEL_REASONS`]).
+    pub fn job_model_refused(&self, reason: &str) {
+        if let Some(i) = JOB_MODEL_REASONS.iter().position(|r| *r == reason) {
+            self.job_model_refusals[i].inc();
+        }
+    }
+
+    /// Pods placed without their job model because of `reason`.
+    pub fn job_model_refusals(&self, reason: &str) -> u64 {
+        JOB_MODEL_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.job_model_refusals[i].get())
+    }
+
     /// Why the store cannot be written, if it cannot.
     pub fn store_failure(&self) -> Option<String> {
         self.store_failure.lock().expect("metrics lock").clone()
@@ -401,6 +421,13 @@ impl Metrics {
             "Throughput test slots granted.",
             self.grants.get(),
         );
+        for (reason, c) in JOB_MODEL_REASONS.iter().zip(&self.job_model_refusals) {
+            let _ = writeln!(
+                out,
+                "# HELP zonemesh_extender_job_model_refusals_total Pods the extender placed without their job model, by the annotation refused.\n# TYPE zonemesh_extender_job_model_refusals_total counter\nzonemesh_extender_job_model_refusals_total{{reason=\"{reason}\"}} {}",
+                c.get()
+            );
+        }
         counter(
             &mut out,
             "zonemesh_windows_under_load_total",
