@@ -39,7 +39,7 @@ pub use answer::{
     RttSummary, ZoneLink, ZoneView, Zones,
 };
 pub use error::FieldError;
-pub use job::{Collective, Job, MAX_BYTES_PER_ITERATION};
+pub use job::{Collective, Job, MAX_BYTES_PER_ITERATION, parse_quantity};
 pub use names::{
     MAX_NODE_NAME_BYTES, MAX_ZONE_NAME_BYTES, NodeName, UNKNOWN_ZONE, ZoneName, node_names,
 };

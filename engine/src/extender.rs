@@ -29,6 +29,8 @@ use zonemesh_domain::{
     ZonePolicy,
 };
 
+pub use zonemesh_domain::parse_quantity;
+
 use crate::{NodeId, Snapshot};
 
 /// Pod label naming the job a pod belongs to.
@@ -180,53 +182,6 @@ pub fn workers(pod: &ExtenderPod) -> Result<Option<u32>, BadRequest> {
             pod.namespace, pod.name
         ))),
     }
-}
-
-/// Parses a Kubernetes quantity (`resource.Quantity`) as a whole number: a decimal number,
-/// optionally with an exponent (`1e6`) or a suffix, binary (`Ki`, `Mi`, `Gi`, `Ti`, `Pi`, `Ei`)
-/// or decimal (`m`, `k`, `M`, `G`, `T`, `P`, `E`); a fraction is rounded up, as `Value()` does.
-pub fn parse_quantity(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let number_end = t
-        .char_indices()
-        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.' || *c == '+' || *c == '-'))
-        .map_or(t.len(), |(i, _)| i);
-    let (number, suffix) = t.split_at(number_end);
-    let bad = || format!("{text:?} is not a Kubernetes quantity (such as 25Mi, 4M or 1e6)");
-    if number.is_empty() || number.starts_with('-') || number.matches('.').count() > 1 {
-        return Err(bad());
-    }
-    let number = number.strip_prefix('+').unwrap_or(number);
-    if number.is_empty() || number == "." || number.contains(['+', '-']) {
-        return Err(bad());
-    }
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let multiplier: f64 = match suffix {
-        "" => 1.0,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        e if e.starts_with(['e', 'E']) => {
-            let exp: i32 = e[1..].parse().map_err(|_| bad())?;
-            10f64.powi(exp)
-        }
-        _ => return Err(bad()),
-    };
-    let bytes = (value * multiplier).ceil();
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(bytes as u64)
 }
 
 /// The job model from a pod's annotations, for `workers` workers: `None` without a collective

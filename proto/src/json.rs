@@ -169,7 +169,29 @@ pub fn place(r: &v1::PlaceResponse) -> Value {
         "alternatives": r.alternatives.iter().map(|a| json!({
             "rank_order": a.rank_order, "predicted_seconds": a.predicted_seconds,
         })).collect::<Vec<_>>(),
+        "node_ranks": node_ranks(&r.rank_order),
     })
+}
+
+/// torchrun-style node ranks: one entry per node in rank order (`node_rank` 0, 1, …), with
+/// how many consecutive ranks (`nproc_per_node`) it runs and its first global rank.
+pub fn node_ranks(rank_order: &[String]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut first = 0usize;
+    let mut i = 0;
+    while i < rank_order.len() {
+        let host = &rank_order[i];
+        let mut n = 1;
+        while i + n < rank_order.len() && rank_order[i + n] == *host {
+            n += 1;
+        }
+        out.push(json!({
+            "host": host, "node_rank": out.len(), "nproc_per_node": n, "first_rank": first,
+        }));
+        first += n;
+        i += n;
+    }
+    out
 }
 
 /// `BOTTLENECK_KIND_LINK` → `LINK`.
