@@ -56,12 +56,13 @@ fn instance(seed: u64, spans: bool) -> Instance {
         }
     }
     let mut zone_rtt = vec![vec![40.0; zones]; zones];
-    for a in 0..zones {
-        for b in a + 1..zones {
-            let rtt = rng.range(300.0, 6_000.0);
-            zone_rtt[a][b] = rtt;
-            zone_rtt[b][a] = rtt;
-        }
+    let pairs: Vec<(usize, usize)> = (0..zones)
+        .flat_map(|a| (a + 1..zones).map(move |b| (a, b)))
+        .collect();
+    for (a, b) in pairs {
+        let rtt = rng.range(300.0, 6_000.0);
+        zone_rtt[a][b] = rtt;
+        zone_rtt[b][a] = rtt;
     }
     let now = UnixMs(1_000_000);
     let mut topology = Topology::new(EngineConfig::default());
@@ -178,7 +179,7 @@ fn permutations(items: &mut Vec<usize>, k: usize, f: &mut dyn FnMut(&[usize])) {
     }
     for i in 0..k {
         permutations(items, k - 1, f);
-        let j = if k % 2 == 0 { i } else { 0 };
+        let j = if k.is_multiple_of(2) { i } else { 0 };
         items.swap(j, k - 1);
     }
 }
