@@ -457,10 +457,15 @@ pub fn placement(answer: &v1::PlaceResponse) -> String {
             Ok(v1::BottleneckKind::NodeEgress) => format!("node {} (sending)", b.from),
             Ok(v1::BottleneckKind::NodeIngress) => format!("node {} (receiving)", b.to),
             Ok(v1::BottleneckKind::Zones) => format!("zones {} → {}", b.from, b.to),
-            Ok(v1::BottleneckKind::RingLatency) => "the delays around the ring".to_owned(),
+            Ok(v1::BottleneckKind::RingLatency) => String::new(),
             _ => "nothing".to_owned(),
         };
-        let _ = writeln!(out, "  bottleneck: {what}: {}", b.why);
+        if what.is_empty() {
+            // The why names the ring's delays itself.
+            let _ = writeln!(out, "  bottleneck: {}", b.why);
+        } else {
+            let _ = writeln!(out, "  bottleneck: {what}: {}", b.why);
+        }
         let _ = writeln!(
             out,
             "  estimated figures: {} of {}",
