@@ -29,6 +29,7 @@ pub mod accuracy;
 pub mod emulator;
 pub mod evaluate;
 mod lab;
+pub mod mpi;
 pub mod netns;
 pub mod process;
 pub mod scenario;
