@@ -60,7 +60,9 @@ pub const SOURCE: &str = include_str!("../mpi/allreduce.c");
 pub const MARKER: &str = "ZMLAB_MPI_RUN";
 
 /// Which all-reduce algorithm Open MPI runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Algorithm {
     /// The ring (`coll_tuned_allreduce_algorithm 4`): rank r sends to r + 1.
     Ring,
