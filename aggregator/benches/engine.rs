@@ -60,7 +60,7 @@ fn sample(src: &NodeName, dst: &NodeName, rtt: f64, t: i64, with_tput: bool) -> 
 
 /// One report per node with every planned target (intra-zone mesh plus representatives).
 fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)> {
-    let plans = topology.plan(now);
+    let plans = topology.view().plan(now);
     let mut out = Vec::with_capacity(plans.len());
     for (src, targets) in plans {
         let s = topology.node(src).name.clone();
@@ -70,7 +70,7 @@ fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)
                 let dn = &topology.node(*d).name;
                 let h =
                     s.as_str().len() as u64 * 31 + dn.as_str().bytes().map(u64::from).sum::<u64>();
-                let cross = topology.zone_of(src) != topology.zone_of(*d);
+                let cross = topology.view().zone_of(src) != topology.view().zone_of(*d);
                 let rtt = if cross {
                     1_000.0 + rtt_of(h)
                 } else {
@@ -163,7 +163,7 @@ fn main() {
         let mut times = Vec::new();
         for _ in 0..300 {
             let started = Instant::now();
-            let r = topology.rank(&RankQuery::default(), later).unwrap();
+            let r = topology.view().rank(&RankQuery::default(), later).unwrap();
             times.push(started.elapsed());
             assert_eq!(r.nodes.len(), ZONES * PER_ZONE);
         }
@@ -176,6 +176,7 @@ fn main() {
         for _ in 0..300 {
             let started = Instant::now();
             topology
+                .view()
                 .rank(
                     &RankQuery {
                         peers: peers.clone(),
@@ -194,7 +195,7 @@ fn main() {
         let mut times = Vec::new();
         for _ in 0..300 {
             let started = Instant::now();
-            let z = topology.list_zones(later);
+            let z = topology.view().list_zones(later);
             times.push(started.elapsed());
             assert_eq!(z.zones.len(), ZONES);
         }
@@ -208,7 +209,7 @@ fn main() {
                 nodes: Vec::new(),
             };
             let started = Instant::now();
-            let m = topology.matrix(&query, later).unwrap();
+            let m = topology.view().matrix(&query, later).unwrap();
             times.push(started.elapsed());
             assert_eq!(m.nodes.len(), PER_ZONE);
         }
@@ -222,6 +223,7 @@ fn main() {
         for _ in 0..200 {
             let started = Instant::now();
             let p = topology
+                .view()
                 .place(
                     &PlaceQuery {
                         workers: 64,
@@ -282,6 +284,6 @@ fn main() {
             "restart: load and restore {paths} paths in {:?}",
             started.elapsed()
         );
-        assert_eq!(restored.path_count(), t.path_count());
+        assert_eq!(restored.view().path_count(), t.view().path_count());
     }
 }

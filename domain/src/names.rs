@@ -1,6 +1,7 @@
 //! Node, zone and region names, checked as Kubernetes checks them.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::FieldError;
 
@@ -46,15 +47,17 @@ fn check_name(
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident, $max:expr, $allowed:expr) => {
         $(#[$doc])*
+        ///
+        /// Copies share the text (names are copied into every answer and every table).
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Checks `value`; `field` names it in the error.
             pub fn parse(field: &str, value: impl Into<String>) -> Result<Self, FieldError> {
                 let value = value.into();
                 check_name(field, &value, $max, $allowed)?;
-                Ok(Self(value))
+                Ok(Self(Arc::from(value)))
             }
 
             /// The name as a string.
@@ -78,19 +81,19 @@ macro_rules! name_type {
 
         impl From<$name> for String {
             fn from(value: $name) -> String {
-                value.0
+                value.0.to_string()
             }
         }
 
         impl PartialEq<str> for $name {
             fn eq(&self, other: &str) -> bool {
-                self.0 == other
+                &*self.0 == other
             }
         }
 
         impl PartialEq<&str> for $name {
             fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
+                &*self.0 == *other
             }
         }
 

@@ -118,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             policy: ZonePolicy::PreferOne,
             ..PlaceQuery::default()
         };
-        let placed = topology.place(&query, now)?;
+        let placed = topology.view().place(&query, now)?;
         let chosen: Vec<&str> = placed.assignments.iter().map(|a| a.node.as_str()).collect();
         println!(
             "{job:<10} {workers} workers -> {:<42} zones {:<16} worst RTT {:>4.0} µs, loss {:.1} %",

@@ -3,12 +3,13 @@
 //! running sums kept in step with every path that changes.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use zonemesh_domain::{FieldError, Report, UnixMs};
 
 use crate::path::{PathConfig, PathState};
 use crate::sums::Contribution;
-use crate::{Error, LimitHit, NodeId, PathEntry, Topology};
+use crate::{Error, LimitHit, NodeId, PathEntry, Row, Snapshot, Sums, Topology};
 
 /// Outcome of [`Topology::apply_report`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,18 +25,20 @@ pub enum Applied {
 pub const LOAD_MARGIN_MS: i64 = 500;
 
 impl Topology {
-    /// Whether the report of `node` fits under [`EngineConfig::max_nodes`] (its destinations
-    /// become nodes) and [`EngineConfig::max_paths`]. Replays always fit.
+    /// Whether the report of `node` fits under [`EngineConfig`](crate::EngineConfig)'s
+    /// `max_nodes` (its destinations become nodes) and `max_paths`. Replays always fit.
     pub fn admit_report(&self, node: NodeId, report: &Report) -> Result<(), Error> {
-        if report.sequence <= self.nodes[node.0 as usize].applied_seq {
+        let snap = &self.snap;
+        if report.sequence <= snap.node(node).applied_seq {
             return Ok(());
         }
+        let row = snap.rows.get(node.0 as usize);
         let mut new_nodes = HashSet::new();
         let mut new_paths = 0usize;
         for sample in &report.paths {
-            match self.names.get(&sample.dst) {
+            match snap.id(&sample.dst) {
                 Some(dst) => {
-                    if !self.paths.contains_key(&(node, *dst)) {
+                    if row.get(dst).is_none() {
                         new_paths += 1;
                     }
                 }
@@ -46,23 +49,24 @@ impl Topology {
                 }
             }
         }
-        if !new_nodes.is_empty() && self.nodes.len() + new_nodes.len() > self.config.max_nodes {
+        let config = &snap.config;
+        if !new_nodes.is_empty() && snap.nodes.len() + new_nodes.len() > config.max_nodes {
             return Err(Error::Limit {
                 limit: LimitHit::Nodes,
                 message: format!(
                     "report {}: its {} unknown destinations would pass the {} nodes of --max-nodes",
                     report.sequence,
                     new_nodes.len(),
-                    self.config.max_nodes
+                    config.max_nodes
                 ),
             });
         }
-        if new_paths > 0 && self.paths.len() + new_paths > self.config.max_paths {
+        if new_paths > 0 && snap.path_count + new_paths > config.max_paths {
             return Err(Error::Limit {
                 limit: LimitHit::Paths,
                 message: format!(
                     "report {}: its {new_paths} new paths would pass the {} paths of --max-paths",
-                    report.sequence, self.config.max_paths
+                    report.sequence, config.max_paths
                 ),
             });
         }
@@ -79,7 +83,7 @@ impl Topology {
         report: &Report,
         now: UnixMs,
     ) -> Result<Applied, Error> {
-        let info = &self.nodes[node.0 as usize];
+        let info = self.snap.node(node);
         if let Some(bad) = report.paths.iter().position(|p| p.src != info.name) {
             return Err(Error::InvalidArgument(FieldError::new(
                 format!("paths[{bad}].src"),
@@ -92,8 +96,17 @@ impl Topology {
         if report.sequence <= info.applied_seq {
             return Ok(Applied::Duplicate);
         }
-        for sample in &report.paths {
-            let dst = self.intern_node(&sample.dst);
+        let dsts: Vec<NodeId> = report
+            .paths
+            .iter()
+            .map(|p| self.intern_node(&p.dst))
+            .collect();
+        let config = self.snap.config.path;
+        let mut newest = self.snap.node(node).newest_sample;
+        let mut changed: Vec<(NodeId, Contribution, Contribution)> = Vec::new();
+        // One row, changed in place (copied first if a snapshot shares it).
+        let row = Arc::make_mut(self.snap.rows.get_mut(node.0 as usize));
+        for (sample, &dst) in report.paths.iter().zip(&dsts) {
             // The window's span by this aggregator's clock: it ended when it arrived.
             let span = sample
                 .window_end
@@ -101,19 +114,33 @@ impl Topology {
                 .saturating_sub(sample.window_start.0)
                 .max(0);
             let from = UnixMs(now.0 - span);
-            let under_load =
-                self.loaded_between(node, from, now) || self.loaded_between(dst, from, now);
+            let under_load = loaded_between(&self.loaded, node, from, now)
+                || loaded_between(&self.loaded, dst, from, now);
             if under_load && sample.sent > 0 {
                 self.windows_under_load += 1;
             }
-            self.update_path(node, dst, now, |state, config| {
-                state.apply(sample, now, config, under_load)
-            });
+            let (entry, added) = entry_mut(row, dst);
+            self.snap.path_count += usize::from(added);
+            entry.state.apply(sample, now, &config, under_load);
+            if let Some(t) = entry.state.current_at(&config) {
+                newest = Some(newest.map_or(t, |n| n.max(t)));
+            }
+            let new = Contribution::of(&entry.state, now, &config);
+            let old = std::mem::replace(&mut entry.contribution, new);
+            if old != new {
+                changed.push((dst, old, new));
+            }
         }
-        let info = &mut self.nodes[node.0 as usize];
+        for (dst, old, new) in changed {
+            self.snap.account(node, dst, &old, -1.0);
+            self.snap.account(node, dst, &new, 1.0);
+        }
+        let info = self.snap.nodes.get_mut(node.0 as usize);
         info.applied_seq = report.sequence;
         info.last_seen = Some(now);
+        info.newest_sample = newest;
         self.dirty_nodes.insert(node);
+        self.dirty_sources.insert(node);
         Ok(Applied::Applied)
     }
 
@@ -122,7 +149,7 @@ impl Topology {
     /// queues and delays probes) and are left out of the RTT and loss figures, counted only in
     /// the lifetime totals, as perfSONAR keeps latency tests apart from throughput tests.
     pub fn note_throughput_test(&mut self, src: NodeId, dst: NodeId, from: UnixMs, until: UnixMs) {
-        let keep_after = from.0 - 10 * self.config.path.window_ms.max(1);
+        let keep_after = from.0 - 10 * self.snap.config.path.window_ms.max(1);
         for n in [src, dst] {
             let intervals = &mut self.loaded[n.0 as usize];
             intervals.retain(|(_, u)| u.0 >= keep_after);
@@ -130,19 +157,13 @@ impl Topology {
         }
     }
 
-    /// Whether `node` was in a throughput test between `from` and `to` (or up to
-    /// [`LOAD_MARGIN_MS`] before `from`).
-    pub(crate) fn loaded_between(&self, node: NodeId, from: UnixMs, to: UnixMs) -> bool {
-        self.loaded[node.0 as usize]
-            .iter()
-            .any(|(f, u)| f.0 <= to.0 && u.0 + LOAD_MARGIN_MS >= from.0)
-    }
-
     /// Latency windows left out because a throughput test loaded their path.
     pub fn windows_under_load(&self) -> u64 {
         self.windows_under_load
     }
 
+    /// Changes one path (creating it if new) and keeps the sums and the node's newest sample in
+    /// step.
     pub(crate) fn update_path(
         &mut self,
         src: NodeId,
@@ -150,34 +171,69 @@ impl Topology {
         now: UnixMs,
         change: impl FnOnce(&mut PathState, &PathConfig),
     ) {
-        let config = self.config.path;
-        let key = (src, dst);
-        let entry = self.paths.entry(key).or_insert_with(|| {
-            self.outgoing[src.0 as usize].push(dst);
-            self.incoming[dst.0 as usize].push(src);
-            PathEntry::default()
-        });
+        let config = self.snap.config.path;
+        let row = Arc::make_mut(self.snap.rows.get_mut(src.0 as usize));
+        let (entry, added) = entry_mut(row, dst);
+        self.snap.path_count += usize::from(added);
         change(&mut entry.state, &config);
-        if let Some(t) = entry.state.current_at(&config) {
-            let newest = &mut self.newest_sample[src.0 as usize];
-            *newest = Some(newest.map_or(t, |n| n.max(t)));
-        }
+        let current = entry.state.current_at(&config);
         let new = Contribution::of(&entry.state, now, &config);
         let old = std::mem::replace(&mut entry.contribution, new);
+        if let Some(t) = current {
+            let newest = &mut self.snap.nodes.get_mut(src.0 as usize).newest_sample;
+            *newest = Some(newest.map_or(t, |n| n.max(t)));
+        }
         self.dirty_sources.insert(src);
         if old != new {
-            self.account(src, dst, &old, -1.0);
-            self.account(src, dst, &new, 1.0);
+            self.snap.account(src, dst, &old, -1.0);
+            self.snap.account(src, dst, &new, 1.0);
         }
     }
+}
 
+/// The entry of `dst` in a row, added in order if new; and whether it was added.
+fn entry_mut(row: &mut Row, dst: NodeId) -> (&mut PathEntry, bool) {
+    match row.find(dst) {
+        Ok(i) => (&mut row.entries[i], false),
+        Err(i) => {
+            row.entries.insert(
+                i,
+                PathEntry {
+                    dst,
+                    ..PathEntry::default()
+                },
+            );
+            (&mut row.entries[i], true)
+        }
+    }
+}
+
+/// Whether `node` was in a throughput test between `from` and `to` (or up to
+/// [`LOAD_MARGIN_MS`] before `from`).
+fn loaded_between(
+    loaded: &[Vec<(UnixMs, UnixMs)>],
+    node: NodeId,
+    from: UnixMs,
+    to: UnixMs,
+) -> bool {
+    loaded[node.0 as usize]
+        .iter()
+        .any(|(f, u)| f.0 <= to.0 && u.0 + LOAD_MARGIN_MS >= from.0)
+}
+
+impl Snapshot {
+    /// Adds (`sign` 1) or takes out (-1) what one path contributes to the sums.
     pub(crate) fn account(&mut self, src: NodeId, dst: NodeId, c: &Contribution, sign: f64) {
         let (zs, zd) = (self.zone_of(src), self.zone_of(dst));
         if zs == zd {
-            self.node_sums[src.0 as usize].add(c, sign);
-            self.node_sums[dst.0 as usize].add(c, sign);
+            self.node_sums.get_mut(src.0 as usize).add(c, sign);
+            self.node_sums.get_mut(dst.0 as usize).add(c, sign);
         }
-        self.link_sums.entry((zs, zd)).or_default().add(c, sign);
+        let row = Arc::make_mut(self.link_sums.get_mut(zs.0 as usize));
+        if row.len() <= zd.0 as usize {
+            row.resize(zd.0 as usize + 1, Sums::default());
+        }
+        row[zd.0 as usize].add(c, sign);
     }
 }
 
@@ -259,7 +315,7 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("--max-paths"), "{e}");
-        assert_eq!(t.path_count(), 2);
+        assert_eq!(t.view().path_count(), 2);
     }
 
     #[test]
@@ -276,7 +332,7 @@ mod tests {
         assert_eq!(t.apply_report(a, &report, now).unwrap(), Applied::Applied);
         assert_eq!(t.apply_report(a, &report, now).unwrap(), Applied::Duplicate);
         let b = t.id(&name("b")).unwrap();
-        assert_eq!(t.path(a, b).unwrap().sent_total, 100);
+        assert_eq!(t.view().path(a, b).unwrap().sent_total, 100);
         assert_eq!(t.register(&hello("a", "z1"), now).1, 1);
     }
 
@@ -294,7 +350,7 @@ mod tests {
         };
         let err = t.apply_report(a, &report, now).unwrap_err();
         assert!(err.to_string().contains("paths[1].src"), "{err}");
-        assert_eq!(t.path_count(), 0);
+        assert_eq!(t.view().path_count(), 0);
         assert_eq!(t.node(a).applied_seq, 0);
     }
 
@@ -313,8 +369,8 @@ mod tests {
             UnixMs(now.0 + 1_000),
             UnixMs(now.0 + 300_000),
         );
-        let figures_before = t.path(ids[2], ids[1]).unwrap().merged;
-        let stale_after = t.config.path.stale_after_ms;
+        let figures_before = t.view().path(ids[2], ids[1]).unwrap().merged;
+        let stale_after = t.config().path.stale_after_ms;
         let report_all = |t: &mut Topology, at: UnixMs, seq: u64| {
             for (i, src) in names.iter().enumerate() {
                 let paths = names
@@ -346,11 +402,19 @@ mod tests {
         // (the loaded windows' 5 ms and 50 % loss never enter them), and they rank as measured.
         let at = UnixMs(now.0 + 2 * stale_after);
         for &id in &ids {
-            assert_eq!(t.state(id, at).0, NodeState::Ready);
+            assert_eq!(t.view().state(id, at).0, NodeState::Ready);
         }
-        assert_eq!(t.path(ids[2], ids[1]).unwrap().merged, figures_before);
-        assert!(!t.path(ids[2], ids[1]).unwrap().is_stale(at, &t.config.path));
-        let ranked = t.rank_ids(&RankQuery::default(), at).unwrap();
+        assert_eq!(
+            t.view().path(ids[2], ids[1]).unwrap().merged,
+            figures_before
+        );
+        assert!(
+            !t.view()
+                .path(ids[2], ids[1])
+                .unwrap()
+                .is_stale(at, &t.config().path)
+        );
+        let ranked = t.view().rank_ids(&RankQuery::default(), at).unwrap();
         assert!(
             ranked
                 .iter()
@@ -359,7 +423,7 @@ mod tests {
         );
         // Without the held-back windows the same figures are stale by then.
         quiet.sweep(at);
-        assert_eq!(quiet.state(ids[0], at).0, NodeState::Stale);
+        assert_eq!(quiet.view().state(ids[0], at).0, NodeState::Stale);
         // The hold is bounded: still under test, the figures go stale HOLD_STALE_AFTERS stale
         // timeouts after they were measured, plus the stale timeout.
         let mut seq = 100;
@@ -371,9 +435,14 @@ mod tests {
             report_all(&mut t, at, seq);
         }
         for &id in &ids {
-            assert_eq!(t.state(id, at).0, NodeState::Stale, "held for ever");
+            assert_eq!(t.view().state(id, at).0, NodeState::Stale, "held for ever");
         }
-        assert!(t.path(ids[2], ids[1]).unwrap().is_stale(at, &t.config.path));
+        assert!(
+            t.view()
+                .path(ids[2], ids[1])
+                .unwrap()
+                .is_stale(at, &t.config().path)
+        );
     }
 
     #[test]
@@ -396,10 +465,10 @@ mod tests {
                 ..sample("z0-n2", "z0-n1", 5_000.0, 50, None)
             }],
         };
-        let before = t.path(c, b).unwrap().clone();
+        let before = t.view().path(c, b).unwrap().clone();
         t.apply_report(c, &loaded(100, 1_012_000), UnixMs(1_012_000))
             .unwrap();
-        let after = t.path(c, b).unwrap();
+        let after = t.view().path(c, b).unwrap();
         assert_eq!(after.merged, before.merged, "figures unchanged");
         assert_eq!(
             after.sent_total,
@@ -410,7 +479,7 @@ mod tests {
         // A window that ends long after the test is measured as usual.
         t.apply_report(c, &loaded(101, 1_030_000), UnixMs(1_030_000))
             .unwrap();
-        assert!(t.path(c, b).unwrap().merged.sent > before.merged.sent);
+        assert!(t.view().path(c, b).unwrap().merged.sent > before.merged.sent);
         assert_eq!(t.windows_under_load(), 1);
         // b's own window over the test is left out too, whichever peer it probed.
         t.apply_report(

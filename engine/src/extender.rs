@@ -20,7 +20,7 @@ use zonemesh_domain::{
     NodeName, NodeState, PlaceQuery, RankQuery, UnixMs, Weights, ZoneName, ZonePolicy,
 };
 
-use crate::{NodeId, Topology};
+use crate::{NodeId, Snapshot};
 
 /// Pod label naming the job a pod belongs to.
 pub const JOB_LABEL: &str = "zonemesh.io/job";
@@ -151,7 +151,7 @@ pub fn workers(pod: &ExtenderPod) -> Result<Option<u32>, BadRequest> {
     }
 }
 
-impl Topology {
+impl Snapshot {
     /// The node of a candidate name, if zonemesh knows it.
     fn known(&self, name: &str) -> Option<NodeId> {
         NodeName::parse("node", name)
@@ -345,8 +345,8 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::EngineConfig;
     use crate::testing::*;
+    use crate::{EngineConfig, Topology};
 
     const NOW: UnixMs = UnixMs(1_000_000);
 
@@ -396,6 +396,7 @@ mod tests {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
         let r = t
+            .view()
             .extender_filter(&pod(None), &names(&ALL), &mut jobs, NOW)
             .unwrap();
         assert_eq!(r.passing.len(), 8);
@@ -407,12 +408,19 @@ mod tests {
     fn empty_lists_and_unknown_nodes_are_answered_neutrally() {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
-        let r = t.extender_filter(&pod(None), &[], &mut jobs, NOW).unwrap();
+        let r = t
+            .view()
+            .extender_filter(&pod(None), &[], &mut jobs, NOW)
+            .unwrap();
         assert!(r.passing.is_empty() && r.failed.is_empty());
         let unknown = names(&["gpu-7", "gpu-8"]);
-        let r = t.extender_filter(&pod(Some(("j", "2"))), &unknown, &mut jobs, NOW);
+        let r = t
+            .view()
+            .extender_filter(&pod(Some(("j", "2"))), &unknown, &mut jobs, NOW);
         assert_eq!(r.unwrap().passing, unknown);
-        let scores = t.extender_prioritize(&pod(None), &unknown, &jobs, NOW);
+        let scores = t
+            .view()
+            .extender_prioritize(&pod(None), &unknown, &jobs, NOW);
         assert!(scores.iter().all(|s| s.score == NEUTRAL_SCORE));
     }
 
@@ -424,10 +432,13 @@ mod tests {
         }
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
         let p = pod(Some(("resnet", "3")));
-        let r = t.extender_filter(&p, &names(&ALL), &mut jobs, NOW).unwrap();
+        let r = t
+            .view()
+            .extender_filter(&p, &names(&ALL), &mut jobs, NOW)
+            .unwrap();
         assert_eq!(r.passing.len(), 9);
         assert!(jobs.is_empty(), "no zone chosen without figures");
-        let scores = t.extender_prioritize(&p, &names(&ALL), &jobs, NOW);
+        let scores = t.view().extender_prioritize(&p, &names(&ALL), &jobs, NOW);
         assert!(
             scores.iter().all(|s| s.score == NEUTRAL_SCORE),
             "{scores:?}"
@@ -439,6 +450,7 @@ mod tests {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
         let r = t
+            .view()
             .extender_filter(&pod(None), &names(&["z2-n0"]), &mut jobs, NOW)
             .unwrap();
         assert_eq!(r.passing, ["z2-n0"]);
@@ -450,7 +462,10 @@ mod tests {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
         let p = pod(Some(("resnet", "3")));
-        let first = t.extender_filter(&p, &names(&ALL), &mut jobs, NOW).unwrap();
+        let first = t
+            .view()
+            .extender_filter(&p, &names(&ALL), &mut jobs, NOW)
+            .unwrap();
         assert_eq!(
             first.passing,
             ["z1-n0", "z1-n1", "z1-n2"],
@@ -461,11 +476,12 @@ mod tests {
         assert_eq!(placed.zones.len(), 1);
         // A later pod of the job, offered what is left, stays in zone-1.
         let second = t
+            .view()
             .extender_filter(&p, &names(&["z0-n0", "z1-n2", "z2-n1"]), &mut jobs, NOW)
             .unwrap();
         assert_eq!(second.passing, ["z1-n2"]);
         // The nodes chosen for the job score highest.
-        let scores = t.extender_prioritize(&p, &names(&ALL), &jobs, NOW);
+        let scores = t.view().extender_prioritize(&p, &names(&ALL), &jobs, NOW);
         for s in &scores {
             let chosen = placed.nodes.iter().any(|n| n.as_str() == s.node);
             assert!((0..=MAX_SCORE).contains(&s.score));
@@ -481,7 +497,8 @@ mod tests {
         // Another namespace's job of the same name is another job.
         let mut other = pod(Some(("resnet", "3")));
         other.namespace = "research".into();
-        t.extender_filter(&other, &names(&ALL), &mut jobs, NOW)
+        t.view()
+            .extender_filter(&other, &names(&ALL), &mut jobs, NOW)
             .unwrap();
         assert_eq!(jobs.len(), 2);
     }
@@ -491,6 +508,7 @@ mod tests {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
         let r = t
+            .view()
             .extender_filter(&pod(Some(("big", "5"))), &names(&ALL), &mut jobs, NOW)
             .unwrap();
         let placed = jobs.get("ml/big", NOW).unwrap();
@@ -503,6 +521,7 @@ mod tests {
         );
         // A job larger than every node offered is not held to a zone at all.
         let r = t
+            .view()
             .extender_filter(&pod(Some(("huge", "40"))), &names(&ALL), &mut jobs, NOW)
             .unwrap();
         assert_eq!(r.passing.len(), 8);
@@ -514,11 +533,14 @@ mod tests {
         let t = cluster();
         let mut jobs = Jobs::new(60_000);
         let p = pod(Some(("resnet", "3")));
-        t.extender_filter(&p, &names(&ALL), &mut jobs, NOW).unwrap();
+        t.view()
+            .extender_filter(&p, &names(&ALL), &mut jobs, NOW)
+            .unwrap();
         let seen = UnixMs(NOW.0 + 59_000);
         assert!(jobs.get("ml/resnet", seen).is_some());
         // A pod seen renews it...
-        t.extender_filter(&p, &names(&ALL), &mut jobs, seen)
+        t.view()
+            .extender_filter(&p, &names(&ALL), &mut jobs, seen)
             .unwrap();
         assert!(jobs.get("ml/resnet", UnixMs(seen.0 + 59_000)).is_some());
         // ...and a minute of silence ends it.
@@ -534,6 +556,7 @@ mod tests {
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
         for bad in ["three", "0", "-2", ""] {
             let e = t
+                .view()
                 .extender_filter(&pod(Some(("j", bad))), &names(&ALL), &mut jobs, NOW)
                 .unwrap_err();
             assert!(
@@ -547,8 +570,12 @@ mod tests {
     fn scores_follow_the_ranking_inside_zero_to_ten() {
         let t = cluster();
         let jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
-        let scores =
-            t.extender_prioritize(&pod(None), &names(&["z0-n0", "z0-n1", "z0-n2"]), &jobs, NOW);
+        let scores = t.view().extender_prioritize(
+            &pod(None),
+            &names(&["z0-n0", "z0-n1", "z0-n2"]),
+            &jobs,
+            NOW,
+        );
         let score = |h: &str| scores.iter().find(|s| s.node == h).unwrap().score;
         assert!(score("z0-n1") < score("z0-n0"), "{scores:?}");
         assert!(scores.iter().all(|s| (0..=MAX_SCORE).contains(&s.score)));

@@ -63,10 +63,10 @@
 //!     topology.apply_report(node, &Report { sequence: seq as u64 + 1, paths }, now)?;
 //! }
 //!
-//! let ranking = topology.rank(&RankQuery::default(), now)?;
+//! let ranking = topology.view().rank(&RankQuery::default(), now)?;
 //! assert_eq!(ranking.nodes.last().unwrap().node, "b1", "alone in its zone: no figures");
 //!
-//! let placement = topology.place(&PlaceQuery { workers: 2, ..PlaceQuery::default() }, now)?;
+//! let placement = topology.view().place(&PlaceQuery { workers: 2, ..PlaceQuery::default() }, now)?;
 //! let mut chosen: Vec<_> = placement.assignments.iter().map(|a| a.node.as_str()).collect();
 //! chosen.sort();
 //! assert_eq!(chosen, ["a1", "a2"]);
@@ -77,6 +77,8 @@
 //! ```
 
 mod apply;
+pub mod collective;
+mod cow;
 mod error;
 pub mod extender;
 mod ids;
@@ -94,6 +96,7 @@ pub mod testing;
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 
@@ -106,6 +109,7 @@ pub use records::{Dirty, StoredNode};
 pub use sums::Sums;
 pub use zonemesh_domain::UNKNOWN_ZONE;
 
+use cow::CowVec;
 use sums::Contribution;
 use sweep::SweepCursor;
 
@@ -167,7 +171,8 @@ impl LimitHit {
     }
 }
 
-/// What the engine knows of one node.
+/// What the engine knows of one node. Cheap to copy (its strings and addresses are shared), so
+/// that the chunks of the node table a snapshot shares are copied quickly when written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeInfo {
     /// Name.
@@ -177,9 +182,9 @@ pub struct NodeInfo {
     /// Region, when known.
     pub region: Option<ZoneName>,
     /// Advertised addresses, best first.
-    pub addresses: Vec<IpAddr>,
+    pub addresses: Arc<[IpAddr]>,
     /// Agent version.
-    pub agent_version: String,
+    pub agent_version: Arc<str>,
     /// How the agent measures RTT and loss.
     pub icmp_mode: Option<IcmpMode>,
     /// The agent's TCP responder port.
@@ -192,6 +197,10 @@ pub struct NodeInfo {
     pub last_seen: Option<UnixMs>,
     /// Highest applied report sequence.
     pub applied_seq: u64,
+    /// Every fresh probe to it was lost (evaluated by the sweep).
+    unreachable: bool,
+    /// Newest latency sample on any path from it.
+    newest_sample: Option<UnixMs>,
 }
 
 /// A zone.
@@ -205,38 +214,64 @@ pub struct ZoneInfo {
     pub members: Vec<NodeId>,
 }
 
+/// One directed path in its source's row.
 #[derive(Debug, Clone, PartialEq, Default)]
 struct PathEntry {
+    dst: NodeId,
     state: PathState,
     contribution: Contribution,
 }
 
-/// The zone-aware topology matrix.
+/// Every path from one source, by destination id: the unit a report changes and a snapshot
+/// shares.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Row {
+    entries: Vec<PathEntry>,
+}
+
+impl Row {
+    fn find(&self, dst: NodeId) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&dst, |e| e.dst)
+    }
+
+    fn get(&self, dst: NodeId) -> Option<&PathEntry> {
+        self.find(dst).ok().map(|i| &self.entries[i])
+    }
+}
+
+/// What readers see: the matrix at one moment, immutable, cheap to copy (its tables are shared
+/// copy-on-write with the [`Topology`] that published it). Every query — views, ranking,
+/// placement, the probe plan, the extender's decisions — runs on a snapshot.
 #[derive(Debug, Clone, Default)]
-pub struct Topology {
-    config: EngineConfig,
-    names: HashMap<NodeName, NodeId>,
-    nodes: Vec<NodeInfo>,
-    zone_names: HashMap<ZoneName, ZoneId>,
-    zones: Vec<ZoneInfo>,
-    paths: PairMap<(NodeId, NodeId), PathEntry>,
-    /// Paths by source and by destination, for per-node walks.
-    outgoing: Vec<Vec<NodeId>>,
-    incoming: Vec<Vec<NodeId>>,
-    node_sums: Vec<Sums>,
-    link_sums: PairMap<(ZoneId, ZoneId), Sums>,
-    /// Nodes every fresh probe to which was lost (evaluated by `sweep`).
-    unreachable: Vec<bool>,
+pub struct Snapshot {
+    config: Arc<EngineConfig>,
+    names: Arc<HashMap<NodeName, NodeId>>,
+    nodes: CowVec<NodeInfo>,
+    zone_names: Arc<HashMap<ZoneName, ZoneId>>,
+    zones: Arc<Vec<ZoneInfo>>,
+    /// Paths by source.
+    rows: CowVec<Arc<Row>>,
+    path_count: usize,
+    /// Running sums of each node's fresh paths inside its zone (both directions).
+    node_sums: CowVec<Sums>,
+    /// Running sums of the fresh paths between zones: by source zone, then destination zone.
+    link_sums: CowVec<Arc<Vec<Sums>>>,
     /// When the topology was restored from the store: agents get `down_after_ms` from then to
     /// reconnect before their nodes turn DOWN.
     restored_at: Option<UnixMs>,
-    /// Newest latency sample on any path from each node.
-    newest_sample: Vec<Option<UnixMs>>,
+    membership_version: u64,
+}
+
+/// The writer: the matrix as the one owner changes it (hellos, reports, the sweep), with what
+/// only the writer needs. [`Topology::view`] reads it in place; [`Topology::snapshot`] hands
+/// readers on other threads an immutable copy.
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    snap: Snapshot,
     /// Sweeps since the last exact recomputation of the sums.
     sweeps_since_rebuild: u32,
     /// The pass of [`Topology::sweep_step`] in progress.
     sweep_cursor: Option<SweepCursor>,
-    membership_version: u64,
     dirty_nodes: HashSet<NodeId>,
     /// Nodes whose outgoing paths changed: the store keeps a node's paths together.
     dirty_sources: HashSet<NodeId>,
@@ -245,17 +280,50 @@ pub struct Topology {
     loaded: Vec<Vec<(UnixMs, UnixMs)>>,
     /// Latency windows left out of the figures because a throughput test loaded their path.
     windows_under_load: u64,
+    /// Nodes whose agents said hello.
+    registered: usize,
 }
 
 impl Topology {
     /// An empty topology.
     pub fn new(config: EngineConfig) -> Self {
         Self {
-            config,
+            snap: Snapshot {
+                config: Arc::new(config),
+                ..Snapshot::default()
+            },
             ..Self::default()
         }
     }
 
+    /// The matrix as it is now, to read in place.
+    pub fn view(&self) -> &Snapshot {
+        &self.snap
+    }
+
+    /// An immutable copy of the matrix as it is now, for readers elsewhere: it copies one
+    /// pointer per table (the tables' chunks are shared until the writer changes them).
+    pub fn snapshot(&self) -> Snapshot {
+        self.snap.clone()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.snap.config
+    }
+
+    /// A node (short for `view().node(id)`).
+    pub fn node(&self, id: NodeId) -> &NodeInfo {
+        self.snap.node(id)
+    }
+
+    /// Looks a node up by name (short for `view().id(name)`).
+    pub fn id(&self, name: &NodeName) -> Option<NodeId> {
+        self.snap.id(name)
+    }
+}
+
+impl Snapshot {
     /// The settings.
     pub fn config(&self) -> &EngineConfig {
         &self.config
@@ -287,7 +355,7 @@ impl Topology {
 
     /// A node.
     pub fn node(&self, id: NodeId) -> &NodeInfo {
-        &self.nodes[id.0 as usize]
+        self.nodes.get(id.0 as usize)
     }
 
     /// Every node, in id order.
@@ -318,33 +386,43 @@ impl Topology {
 
     /// Number of directed paths with state.
     pub fn path_count(&self) -> usize {
-        self.paths.len()
+        self.path_count
     }
 
     /// The state of a directed path, if any sample arrived for it.
     pub fn path(&self, src: NodeId, dst: NodeId) -> Option<&PathState> {
-        self.paths.get(&(src, dst)).map(|e| &e.state)
+        self.rows.get(src.0 as usize).get(dst).map(|e| &e.state)
     }
 
-    /// Every path with state.
+    /// Every path with state, by source, then destination id.
     pub fn paths(&self) -> impl Iterator<Item = ((NodeId, NodeId), &PathState)> {
-        self.paths.iter().map(|(k, e)| (*k, &e.state))
+        self.rows.iter().enumerate().flat_map(|(s, row)| {
+            row.entries
+                .iter()
+                .map(move |e| ((NodeId(s as u32), e.dst), &e.state))
+        })
     }
 
-    /// The paths from `src` that have state, in the order they were first seen.
+    /// The paths from `src` that have state, by destination id.
     pub fn outgoing(&self, src: NodeId) -> impl Iterator<Item = (NodeId, &PathState)> {
-        self.outgoing[src.0 as usize]
+        self.rows
+            .get(src.0 as usize)
+            .entries
             .iter()
-            .map(move |d| (*d, &self.paths[&(src, *d)].state))
+            .map(|e| (e.dst, &e.state))
     }
 
     /// Running sums of a node's fresh paths inside its zone (both directions).
     pub fn node_sums(&self, id: NodeId) -> &Sums {
-        &self.node_sums[id.0 as usize]
+        self.node_sums.get(id.0 as usize)
     }
 
-    /// Running sums of the fresh paths from zone `a` to zone `b`.
+    /// Running sums of the fresh paths from zone `a` to zone `b`, if any path between them
+    /// was ever counted.
     pub fn link_sums(&self, a: ZoneId, b: ZoneId) -> Option<&Sums> {
-        self.link_sums.get(&(a, b))
+        if (a.0 as usize) >= self.link_sums.len() {
+            return None;
+        }
+        self.link_sums.get(a.0 as usize).get(b.0 as usize)
     }
 }

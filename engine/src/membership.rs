@@ -1,72 +1,82 @@
 //! Who is in the topology: nodes and zones by name, registration and departure of agents, the
 //! admission limit on agents, and node states.
 
+use std::sync::Arc;
+
 use zonemesh_domain::{Hello, NodeName, NodeState, UnixMs, ZoneName};
 
-use crate::{Error, LimitHit, NodeId, NodeInfo, Sums, Topology, UNKNOWN_ZONE, ZoneId, ZoneInfo};
+use crate::{
+    Error, LimitHit, NodeId, NodeInfo, Row, Snapshot, Sums, Topology, UNKNOWN_ZONE, ZoneId,
+    ZoneInfo,
+};
 
 impl Topology {
     pub(crate) fn intern_zone(&mut self, name: &ZoneName) -> ZoneId {
-        if let Some(id) = self.zone_names.get(name) {
+        if let Some(id) = self.snap.zone_names.get(name) {
             return *id;
         }
-        let id = ZoneId(self.zones.len() as u32);
-        self.zones.push(ZoneInfo {
+        let snap = &mut self.snap;
+        let id = ZoneId(snap.zones.len() as u32);
+        Arc::make_mut(&mut snap.zones).push(ZoneInfo {
             name: name.clone(),
             region: None,
             members: Vec::new(),
         });
-        self.zone_names.insert(name.clone(), id);
+        Arc::make_mut(&mut snap.zone_names).insert(name.clone(), id);
+        snap.link_sums.push(Arc::new(Vec::new()));
         id
     }
 
     pub(crate) fn intern_node(&mut self, name: &NodeName) -> NodeId {
-        if let Some(id) = self.names.get(name) {
+        if let Some(id) = self.snap.names.get(name) {
             return *id;
         }
         let unknown = ZoneName::parse("zone", UNKNOWN_ZONE).expect("valid zone name");
         let zone = self.intern_zone(&unknown);
-        let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(NodeInfo {
+        let snap = &mut self.snap;
+        let id = NodeId(snap.nodes.len() as u32);
+        snap.nodes.push(NodeInfo {
             name: name.clone(),
             zone,
             region: None,
-            addresses: Vec::new(),
-            agent_version: String::new(),
+            addresses: Arc::new([]),
+            agent_version: Arc::from(""),
             icmp_mode: None,
             probe_port: 0,
             registered: false,
             connected: false,
             last_seen: None,
             applied_seq: 0,
+            unreachable: false,
+            newest_sample: None,
         });
-        self.zones[zone.0 as usize].members.push(id);
-        self.names.insert(name.clone(), id);
-        self.outgoing.push(Vec::new());
-        self.incoming.push(Vec::new());
-        self.node_sums.push(Sums::default());
-        self.unreachable.push(false);
+        Arc::make_mut(&mut snap.zones)[zone.0 as usize]
+            .members
+            .push(id);
+        Arc::make_mut(&mut snap.names).insert(name.clone(), id);
+        snap.rows.push(Arc::new(Row::default()));
+        snap.node_sums.push(Sums::default());
+        snap.membership_version += 1;
         self.loaded.push(Vec::new());
-        self.newest_sample.push(None);
         self.dirty_nodes.insert(id);
-        self.membership_version += 1;
         id
     }
 
-    /// Whether a Hello from `hello.node` fits under [`EngineConfig::max_nodes`] registered nodes.
+    /// Whether a Hello from `hello.node` fits under [`EngineConfig`](crate::EngineConfig)'s
+    /// `max_nodes` registered nodes.
     ///
     /// Only nodes whose agents said hello count here, so that names an agent reported as
     /// destinations (bounded by [`Topology::admit_report`]) can never lock real agents out.
     pub fn admit_hello(&self, hello: &Hello) -> Result<(), Error> {
-        if self
-            .names
-            .get(&hello.node)
-            .is_some_and(|id| self.nodes[id.0 as usize].registered)
+        let snap = &self.snap;
+        if snap
+            .id(&hello.node)
+            .is_some_and(|id| snap.node(id).registered)
         {
             return Ok(());
         }
-        let registered = self.nodes.iter().filter(|n| n.registered).count();
-        if registered < self.config.max_nodes {
+        let registered = self.registered;
+        if registered < snap.config.max_nodes {
             return Ok(());
         }
         Err(Error::Limit {
@@ -75,7 +85,7 @@ impl Topology {
                 "hello.node: {} would be agent {} of at most {} (--max-nodes)",
                 hello.node,
                 registered + 1,
-                self.config.max_nodes
+                snap.config.max_nodes
             ),
         })
     }
@@ -84,16 +94,21 @@ impl Topology {
     /// and the highest report sequence already applied for it.
     pub fn register(&mut self, hello: &Hello, now: UnixMs) -> (NodeId, u64) {
         let id = self.intern_node(&hello.node);
-        let node = &self.nodes[id.0 as usize];
+        let node = self.snap.node(id);
         let membership_changed = !node.registered
-            || self.zone(node.zone).name != hello.zone
-            || node.addresses != hello.addresses
+            || self.snap.zone(node.zone).name != hello.zone
+            || node.addresses[..] != hello.addresses[..]
             || node.probe_port != hello.probe_port;
+        self.registered += usize::from(!node.registered);
         let moved = self.place_in_zone(id, &hello.zone, &hello.region);
-        let node = &mut self.nodes[id.0 as usize];
+        let node = self.snap.nodes.get_mut(id.0 as usize);
         node.region.clone_from(&hello.region);
-        node.addresses.clone_from(&hello.addresses);
-        node.agent_version.clone_from(&hello.agent_version);
+        if node.addresses[..] != hello.addresses[..] {
+            node.addresses = Arc::from(hello.addresses.as_slice());
+        }
+        if *node.agent_version != *hello.agent_version {
+            node.agent_version = Arc::from(hello.agent_version.as_str());
+        }
         node.icmp_mode = Some(hello.icmp_mode);
         node.probe_port = hello.probe_port;
         node.registered = true;
@@ -105,7 +120,7 @@ impl Topology {
             self.rebuild_sums(now);
         }
         if membership_changed {
-            self.membership_version += 1;
+            self.snap.membership_version += 1;
         }
         self.dirty_nodes.insert(id);
         (id, applied)
@@ -120,29 +135,35 @@ impl Topology {
         region: &Option<ZoneName>,
     ) -> bool {
         let zone = self.intern_zone(zone);
-        if self.zones[zone.0 as usize].region.is_none() {
-            self.zones[zone.0 as usize].region.clone_from(region);
+        let snap = &mut self.snap;
+        if snap.zones[zone.0 as usize].region.is_none() && region.is_some() {
+            Arc::make_mut(&mut snap.zones)[zone.0 as usize]
+                .region
+                .clone_from(region);
         }
-        let old = self.nodes[id.0 as usize].zone;
+        let old = snap.node(id).zone;
         if old == zone {
             return false;
         }
-        self.zones[old.0 as usize].members.retain(|m| *m != id);
-        let members = &mut self.zones[zone.0 as usize].members;
+        let zones = Arc::make_mut(&mut snap.zones);
+        zones[old.0 as usize].members.retain(|m| *m != id);
+        let members = &mut zones[zone.0 as usize].members;
         let at = members.partition_point(|m| *m < id);
         members.insert(at, id);
-        self.nodes[id.0 as usize].zone = zone;
+        snap.nodes.get_mut(id.0 as usize).zone = zone;
         true
     }
 
     /// The agent's stream closed. The node stays READY until `down_after_ms` passes.
     pub fn disconnect(&mut self, id: NodeId, now: UnixMs) {
-        let node = &mut self.nodes[id.0 as usize];
+        let node = self.snap.nodes.get_mut(id.0 as usize);
         node.connected = false;
         node.last_seen = Some(node.last_seen.map_or(now, |t| t.max(now)));
         self.dirty_nodes.insert(id);
     }
+}
 
+impl Snapshot {
     /// The state of a node at `now`, with the reason when it is not READY.
     pub fn state(&self, id: NodeId, now: UnixMs) -> (NodeState, &'static str) {
         let node = self.node(id);
@@ -153,10 +174,10 @@ impl Topology {
         if !node.connected && last_seen.is_none_or(|t| now.since(t) > self.config.down_after_ms) {
             return (NodeState::Down, "its agent is gone");
         }
-        if self.unreachable[id.0 as usize] {
+        if node.unreachable {
             return (NodeState::Down, "every probe to it was lost");
         }
-        match self.newest_sample[id.0 as usize] {
+        match node.newest_sample {
             Some(t) if now.since(t) > self.config.path.stale_after_ms => {
                 (NodeState::Stale, "its measurements are stale")
             }
@@ -177,8 +198,11 @@ mod tests {
         let mut t = Topology::new(EngineConfig::default());
         let (a, _) = t.register(&hello("a", "z1"), now);
         t.disconnect(a, now);
-        assert_eq!(t.state(a, UnixMs(now.0 + 30_000)).0, NodeState::Ready);
-        assert_eq!(t.state(a, UnixMs(now.0 + 30_001)).0, NodeState::Down);
+        assert_eq!(
+            t.view().state(a, UnixMs(now.0 + 30_000)).0,
+            NodeState::Ready
+        );
+        assert_eq!(t.view().state(a, UnixMs(now.0 + 30_001)).0, NodeState::Down);
     }
 
     #[test]
@@ -193,11 +217,11 @@ mod tests {
         );
         let c = t.id(&name("z0-n2")).unwrap();
         assert_eq!(
-            t.state(c, now),
+            t.view().state(c, now),
             (NodeState::Down, "every probe to it was lost")
         );
         let a = t.id(&name("z0-n0")).unwrap();
-        assert_eq!(t.state(a, now).0, NodeState::Ready);
+        assert_eq!(t.view().state(a, now).0, NodeState::Ready);
     }
 
     #[test]
@@ -205,9 +229,13 @@ mod tests {
         let now = UnixMs(1_000_000);
         let mut t = mesh(2, 2, |_, _| 80.0, |_, _| 0, now);
         let a = t.id(&name("z0-n0")).unwrap();
-        assert_eq!(t.node_sums(a).rtt_n, 2);
+        assert_eq!(t.view().node_sums(a).rtt_n, 2);
         t.register(&hello("z0-n0", "zone-1"), now);
-        assert_eq!(t.node_sums(a).rtt_n, 4, "now with the two nodes of zone-1");
-        assert_eq!(t.zone(t.zone_of(a)).members.len(), 3);
+        assert_eq!(
+            t.view().node_sums(a).rtt_n,
+            4,
+            "now with the two nodes of zone-1"
+        );
+        assert_eq!(t.view().zone(t.view().zone_of(a)).members.len(), 3);
     }
 }

@@ -13,7 +13,7 @@ pub const HOLD_STALE_AFTERS: i64 = 2;
 pub struct PathConfig {
     /// Report windows older than this leave the sliding window.
     pub window_ms: i64,
-    /// At most this many report windows are kept per path.
+    /// At most this many report windows are kept per path, at most [`MAX_WINDOWS`].
     pub max_windows: usize,
     /// A path whose newest sample is older than this is stale.
     pub stale_after_ms: i64,
@@ -35,11 +35,15 @@ impl Default for PathConfig {
     }
 }
 
+/// Report windows a path keeps at most: the sliding window lives inside the path state, with no
+/// allocation of its own, so that a path costs the same few hundred bytes whatever it saw.
+pub const MAX_WINDOWS: usize = 6;
+
 /// RTT statistics in µs (f32 keeps a path small; µs resolution needs no more).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RttFigures {
     /// Replies behind the figures.
-    pub samples: u64,
+    pub samples: u32,
     /// Smallest.
     pub min: f32,
     /// Median.
@@ -57,16 +61,74 @@ pub struct RttFigures {
 }
 
 /// One report window as kept in the sliding window.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Window {
     /// When the aggregator applied it.
     pub at: UnixMs,
     /// Probes sent.
-    pub sent: u64,
+    pub sent: u32,
     /// Replies received.
-    pub received: u64,
+    pub received: u32,
     /// RTT statistics of the replies.
     pub rtt: Option<RttFigures>,
+}
+
+/// The sliding window: at most [`MAX_WINDOWS`] report windows, oldest first, held inline.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Windows {
+    slots: [Window; MAX_WINDOWS],
+    len: u8,
+}
+
+impl Windows {
+    /// Windows held.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The windows, oldest first.
+    pub fn iter(&self) -> std::slice::Iter<'_, Window> {
+        self.slots[..self.len()].iter()
+    }
+
+    /// The oldest window.
+    pub fn first(&self) -> Option<&Window> {
+        self.slots[..self.len()].first()
+    }
+
+    /// Appends a window, dropping the oldest when all [`MAX_WINDOWS`] are taken.
+    pub fn push(&mut self, window: Window) {
+        if self.len() == MAX_WINDOWS {
+            self.remove_oldest();
+        }
+        self.slots[self.len()] = window;
+        self.len += 1;
+    }
+
+    /// Drops the oldest window.
+    pub fn remove_oldest(&mut self) {
+        if self.len > 0 {
+            let len = self.len();
+            self.slots.copy_within(1..len, 0);
+            self.len -= 1;
+        }
+    }
+}
+
+impl FromIterator<Window> for Windows {
+    /// The last [`MAX_WINDOWS`] of the windows given, oldest first.
+    fn from_iter<I: IntoIterator<Item = Window>>(iter: I) -> Self {
+        let mut windows = Self::default();
+        for w in iter {
+            windows.push(w);
+        }
+        windows
+    }
 }
 
 /// The latest throughput test and the smoothed rate.
@@ -84,9 +146,9 @@ pub struct ThroughputState {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Merged {
     /// Probes sent in the sliding window.
-    pub sent: u64,
+    pub sent: u32,
     /// Replies received in the sliding window.
-    pub received: u64,
+    pub received: u32,
     /// RTT figures of the windows: min of mins, max of maxes, each quantile as the median of the
     /// windows' values and mean and jitter as their mean, both weighted by the windows' replies.
     pub rtt: Option<RttFigures>,
@@ -95,7 +157,7 @@ pub struct Merged {
 impl Merged {
     /// Loss over the sliding window, if any probe was sent.
     pub fn loss(&self) -> Option<f64> {
-        (self.sent > 0).then(|| 1.0 - self.received as f64 / self.sent as f64)
+        (self.sent > 0).then(|| 1.0 - f64::from(self.received) / f64::from(self.sent))
     }
 }
 
@@ -103,7 +165,7 @@ impl Merged {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PathState {
     /// The sliding window, oldest first.
-    pub windows: Vec<Window>,
+    pub windows: Windows,
     /// Cached figures of `windows`.
     pub merged: Merged,
     /// Probes sent since the path was first seen.
@@ -131,12 +193,14 @@ impl PathState {
         self.sent_total = self.sent_total.saturating_add(sample.sent);
         self.received_total = self.received_total.saturating_add(sample.received);
         if sample.sent > 0 && !under_load {
+            // A window's counts fit in u32: a window of an hour at 10,000 probes/s is 36 million.
+            let count = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
             self.windows.push(Window {
                 at: now,
-                sent: sample.sent,
-                received: sample.received,
+                sent: count(sample.sent),
+                received: count(sample.received),
                 rtt: sample.rtt.map(|r| RttFigures {
-                    samples: r.samples,
+                    samples: count(r.samples),
                     min: r.min.get() as f32,
                     p50: r.p50.get() as f32,
                     p90: r.p90.get() as f32,
@@ -175,11 +239,11 @@ impl PathState {
         let before = self.windows.len();
         let horizon = now.0 - config.window_ms;
         // Keep the newest window even when old, so that a stale path still shows its last figures.
-        while self.windows.len() > 1 && self.windows[0].at.0 < horizon {
-            self.windows.remove(0);
+        while self.windows.len() > 1 && self.windows.first().is_some_and(|w| w.at.0 < horizon) {
+            self.windows.remove_oldest();
         }
-        while self.windows.len() > config.max_windows {
-            self.windows.remove(0);
+        while self.windows.len() > config.max_windows.clamp(1, MAX_WINDOWS) {
+            self.windows.remove_oldest();
         }
         let merged = merge(&self.windows);
         let changed = self.windows.len() != before || merged != self.merged;
@@ -215,20 +279,20 @@ impl PathState {
     }
 }
 
-fn merge(windows: &[Window]) -> Merged {
+fn merge(windows: &Windows) -> Merged {
     let mut merged = Merged::default();
     let mut weight = 0.0f64;
     let (mut mean, mut jitter) = (0.0f64, 0.0f64);
     let mut min = f32::INFINITY;
     let mut max = 0.0f32;
-    let mut samples = 0u64;
-    for w in windows {
-        merged.sent += w.sent;
-        merged.received += w.received;
+    let mut samples = 0u32;
+    for w in windows.iter() {
+        merged.sent = merged.sent.saturating_add(w.sent);
+        merged.received = merged.received.saturating_add(w.received);
         if let Some(r) = w.rtt {
-            let k = r.samples as f64;
+            let k = f64::from(r.samples);
             weight += k;
-            samples += r.samples;
+            samples = samples.saturating_add(r.samples);
             mean += k * f64::from(r.mean);
             jitter += k * f64::from(r.jitter);
             min = min.min(r.min);
@@ -264,18 +328,32 @@ fn merge(windows: &[Window]) -> Merged {
 /// weighted median of them is the estimate that one disturbed window (a burst of cross traffic,
 /// a descheduled agent) cannot move, where a weighted mean moves by a sixth of the disturbance
 /// when six windows are kept.
-fn weighted_median(values: impl Iterator<Item = (f32, u64)>) -> f32 {
-    let mut values: Vec<(f32, u64)> = values.filter(|&(_, k)| k > 0).collect();
+fn weighted_median(weighted: impl Iterator<Item = (f32, u32)>) -> f32 {
+    let mut values: [(f32, u64); MAX_WINDOWS] = [(0.0, 0); MAX_WINDOWS];
+    let mut n = 0;
+    for (v, k) in values_in(weighted) {
+        values[n] = (v, k);
+        n += 1;
+    }
+    let values = &mut values[..n];
     values.sort_by(|a, b| a.0.total_cmp(&b.0));
     let total: u64 = values.iter().map(|&(_, k)| k).sum();
     let mut below = 0u64;
-    for &(v, k) in &values {
+    for &(v, k) in values.iter() {
         below += k;
         if 2 * below >= total {
             return v;
         }
     }
     0.0
+}
+
+/// The weighted values with a weight, at most [`MAX_WINDOWS`] of them (one per window).
+fn values_in(values: impl Iterator<Item = (f32, u32)>) -> impl Iterator<Item = (f32, u64)> {
+    values
+        .filter(|&(_, k)| k > 0)
+        .take(MAX_WINDOWS)
+        .map(|(v, k)| (v, u64::from(k)))
 }
 
 /// Upper end of the 95 % Wilson score interval of a loss ratio from `lost` of `sent` probes.

@@ -24,7 +24,7 @@ use zonemesh_domain::{
 };
 
 use crate::rank::Scales;
-use crate::{Error, NodeId, Topology, ZoneId};
+use crate::{Error, NodeId, Snapshot, ZoneId};
 
 /// A placement.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +55,7 @@ pub struct Placement {
 pub const MAX_EXACT_CANDIDATES: usize = 20;
 
 struct Ctx<'a> {
-    topology: &'a Topology,
+    topology: &'a Snapshot,
     weights: Weights,
     scales: Scales,
     now: UnixMs,
@@ -237,7 +237,7 @@ impl Choice {
     }
 }
 
-impl Topology {
+impl Snapshot {
     /// Places a job (see the module docs).
     pub fn place_ids(&self, query: &PlaceQuery, now: UnixMs) -> Result<Placement, Error> {
         self.place_with(query, now, false)
@@ -559,6 +559,7 @@ fn provenance_word(p: Provenance) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Topology;
     use crate::testing::*;
     use proptest::prelude::*;
 
@@ -586,7 +587,7 @@ mod tests {
             workers: 3,
             ..PlaceQuery::default()
         };
-        let p = t.place(&query, now).unwrap();
+        let p = t.view().place(&query, now).unwrap();
         assert_eq!(p.zones, ["zone-1"]);
         assert_eq!(p.assignments.len(), 3);
         assert_eq!(p.worst_rtt_us, 50.0);
@@ -597,7 +598,7 @@ mod tests {
             candidates: (0..3).map(|i| (name(&format!("z0-n{i}")), 1)).collect(),
             ..PlaceQuery::default()
         };
-        let p = t.place_ids(&zone0, now).unwrap();
+        let p = t.view().place_ids(&zone0, now).unwrap();
         let chosen: Vec<&str> = p
             .assignments
             .iter()
@@ -627,6 +628,7 @@ mod tests {
             now,
         );
         let p = t
+            .view()
             .place_ids(
                 &PlaceQuery {
                     workers: 5,
@@ -638,13 +640,14 @@ mod tests {
         let mut zones: Vec<String> = p
             .zones
             .iter()
-            .map(|z| t.zone(*z).name.to_string())
+            .map(|z| t.view().zone(*z).name.to_string())
             .collect();
         zones.sort();
         assert_eq!(zones, ["zone-0", "zone-1"]);
         assert_eq!(p.worst_rtt_us, 1_000.0);
 
         let err = t
+            .view()
             .place_ids(
                 &PlaceQuery {
                     workers: 5,
@@ -669,7 +672,7 @@ mod tests {
             candidates: vec![(name("z0-n1"), 3), (name("z0-n2"), 3)],
             ..PlaceQuery::default()
         };
-        let p = t.place_ids(&query, now).unwrap();
+        let p = t.view().place_ids(&query, now).unwrap();
         assert_eq!(p.assignments.iter().map(|a| a.1).sum::<u32>(), 4);
         assert_eq!(p.assignments.len(), 2);
         let too_many = PlaceQuery {
@@ -677,7 +680,7 @@ mod tests {
             ..query
         };
         assert!(matches!(
-            t.place_ids(&too_many, now),
+            t.view().place_ids(&too_many, now),
             Err(Error::NotEnoughCapacity {
                 workers: 7,
                 capacity: 6,
@@ -696,7 +699,7 @@ mod tests {
             ..PlaceQuery::default()
         };
         assert_eq!(
-            t.place_ids(&unknown, now).unwrap_err().to_string(),
+            t.view().place_ids(&unknown, now).unwrap_err().to_string(),
             "candidates[1].node: unknown node ghost"
         );
         let twice = PlaceQuery {
@@ -705,7 +708,8 @@ mod tests {
             ..PlaceQuery::default()
         };
         assert!(
-            t.place_ids(&twice, now)
+            t.view()
+                .place_ids(&twice, now)
                 .unwrap_err()
                 .to_string()
                 .contains("listed twice")
@@ -765,7 +769,7 @@ mod tests {
             ],
         ) {
             let (t, now) = random_topology(zones, per_zone, seed, &down);
-            let all: Vec<NodeName> = t.nodes().map(|(_, n)| n.name.clone()).collect();
+            let all: Vec<NodeName> = t.view().nodes().map(|(_, n)| n.name.clone()).collect();
             let exclude: Vec<NodeName> = excluded.iter().map(|i| all[i % all.len()].clone()).collect();
             let candidates: Vec<(NodeName, u32)> =
                 all.iter().enumerate().map(|(i, n)| (n.clone(), slots[i % slots.len()])).collect();
@@ -776,8 +780,8 @@ mod tests {
                 weights: Weights::DEFAULT,
                 exclude: exclude.clone(),
             };
-            let first = t.place_ids(&query, now);
-            let again = t.place_ids(&query, now);
+            let first = t.view().place_ids(&query, now);
+            let again = t.view().place_ids(&query, now);
             prop_assert_eq!(
                 first.as_ref().map_err(ToString::to_string),
                 again.as_ref().map_err(ToString::to_string),
@@ -788,7 +792,7 @@ mod tests {
                     prop_assert_eq!(p.assignments.iter().map(|a| a.1).sum::<u32>(), workers);
                     for (node, w) in &p.assignments {
                         let name = &t.node(*node).name;
-                        prop_assert!(t.state(*node, now).0 == NodeState::Ready, "{} is not READY", name);
+                        prop_assert!(t.view().state(*node, now).0 == NodeState::Ready, "{} is not READY", name);
                         prop_assert!(!exclude.contains(name), "{} is excluded", name);
                         let slots = candidates.iter().find(|c| &c.0 == name).unwrap().1;
                         prop_assert!(*w <= slots, "{} workers on {} with {} slots", w, name, slots);

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use zonemesh_domain::{NodeState, ProbePlan, ProbeTarget, ThroughputGrant, UnixMs};
 
-use crate::{NodeId, PairMap, Topology};
+use crate::{NodeId, PairMap, Snapshot};
 
 /// Probe plan settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,7 +100,7 @@ fn hash_str(seed: u64, s: &str) -> u64 {
     s.bytes().fold(mix(seed), |h, b| mix(h ^ u64::from(b)))
 }
 
-impl Topology {
+impl Snapshot {
     /// Nodes that take part in probing: agents that said hello and are not DOWN, by zone, each
     /// zone's members in name order, zones in name order.
     fn probing_members(&self, now: UnixMs) -> Vec<(String, Vec<NodeId>)> {
@@ -175,7 +175,7 @@ impl Topology {
                     let n = self.node(*t);
                     ProbeTarget {
                         node: n.name.clone(),
-                        addresses: n.addresses.clone(),
+                        addresses: n.addresses.to_vec(),
                         probe_port: n.probe_port,
                         interval_ms: c.interval_ms,
                         train_size: c.train_size,
@@ -224,7 +224,7 @@ impl ThroughputScheduler {
     /// Grants that may start now. `connected` says whose agents can be told.
     pub fn schedule(
         &mut self,
-        topology: &Topology,
+        topology: &Snapshot,
         plans: &Plans,
         connected: &dyn Fn(NodeId) -> bool,
         now: UnixMs,
@@ -298,7 +298,7 @@ impl ThroughputScheduler {
     }
 
     /// A grant as its agent gets it.
-    pub fn describe(topology: &Topology, grant: &Grant) -> ThroughputGrant {
+    pub fn describe(topology: &Snapshot, grant: &Grant) -> ThroughputGrant {
         let c = topology.config().throughput;
         let dst = topology.node(grant.dst);
         ThroughputGrant {
@@ -335,18 +335,18 @@ mod tests {
     fn full_mesh_inside_zones_and_few_pairs_between() {
         let now = UnixMs(1_000_000);
         let t = cluster(3, 4, now);
-        let plans = t.plan(now);
+        let plans = t.view().plan(now);
         let a = t.id(&name("z0-n0")).unwrap();
         let intra: Vec<_> = plans[&a]
             .iter()
-            .filter(|d| t.zone_of(**d) == t.zone_of(a))
+            .filter(|d| t.view().zone_of(**d) == t.view().zone_of(a))
             .collect();
         assert_eq!(intra.len(), 3);
         let inter: usize = plans
             .iter()
             .map(|(s, ts)| {
                 ts.iter()
-                    .filter(|d| t.zone_of(**d) != t.zone_of(*s))
+                    .filter(|d| t.view().zone_of(**d) != t.view().zone_of(*s))
                     .count()
             })
             .sum();
@@ -361,9 +361,12 @@ mod tests {
         let rotate = t.config().plan.rotate_ms;
         let mut covered = HashSet::new();
         for epoch in 0..3 {
-            let plans = t.plan(UnixMs(epoch * rotate));
+            let plans = t.view().plan(UnixMs(epoch * rotate));
             for (s, ts) in &plans {
-                if ts.iter().any(|d| t.zone_of(*d) != t.zone_of(*s)) {
+                if ts
+                    .iter()
+                    .any(|d| t.view().zone_of(*d) != t.view().zone_of(*s))
+                {
                     covered.insert(*s);
                 }
             }
@@ -374,7 +377,7 @@ mod tests {
     #[test]
     fn probes_per_node_stay_under_three_percent_of_full_mesh_at_5000_nodes() {
         let t = cluster(50, 100, UnixMs(0));
-        let plans = t.plan(UnixMs(0));
+        let plans = t.view().plan(UnixMs(0));
         let total: usize = plans.values().map(Vec::len).sum();
         let full = 5000 * 4999;
         let share = total as f64 / full as f64;
@@ -386,23 +389,23 @@ mod tests {
     fn throughput_tests_never_overlap_on_a_node_and_respect_the_cap() {
         let now = UnixMs(10_000_000);
         let t = cluster(1, 6, now);
-        let plans = t.plan(now);
+        let plans = t.view().plan(now);
         let mut s = ThroughputScheduler::default();
-        let grants = s.schedule(&t, &plans, &|_| true, now);
+        let grants = s.schedule(t.view(), &plans, &|_| true, now);
         assert_eq!(grants.len(), 2, "max_concurrent is 2");
         let nodes: HashSet<NodeId> = grants.iter().flat_map(|g| [g.src, g.dst]).collect();
         assert_eq!(nodes.len(), 4, "no node in two tests");
         // Nothing more while they run, and the rest period (5 % share) keeps them out after.
         assert_eq!(
-            s.schedule(&t, &plans, &|_| true, UnixMs(now.0 + 1_000))
+            s.schedule(t.view(), &plans, &|_| true, UnixMs(now.0 + 1_000))
                 .len(),
             0
         );
-        let later = s.schedule(&t, &plans, &|_| true, UnixMs(grants[0].until.0 + 1));
+        let later = s.schedule(t.view(), &plans, &|_| true, UnixMs(grants[0].until.0 + 1));
         let again: HashSet<NodeId> = later.iter().flat_map(|g| [g.src, g.dst]).collect();
         assert!(again.is_disjoint(&nodes), "{later:?}");
         assert!(
-            s.schedule(&t, &plans, &|_| false, now).is_empty(),
+            s.schedule(t.view(), &plans, &|_| false, now).is_empty(),
             "nobody connected"
         );
     }

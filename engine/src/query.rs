@@ -6,7 +6,7 @@ use zonemesh_domain::{
 };
 
 use super::path::{PathState, wilson_upper_95};
-use super::{NodeId, Sums, Topology, ZoneId};
+use super::{NodeId, Snapshot, Sums, ZoneId};
 use crate::Error;
 
 /// Figures of a node pair as ranking and placement see them: the worse of the two directions
@@ -43,7 +43,7 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-impl Topology {
+impl Snapshot {
     /// Fresh latency figures of one direction: (median RTT, loss, updated at).
     fn fresh_latency(&self, path: &PathState, now: UnixMs) -> Option<(Option<f64>, f64, UnixMs)> {
         if path.is_stale(now, &self.config.path) {
@@ -134,8 +134,8 @@ impl Topology {
         let config = &self.config.path;
         let mut out = PathFigures::default();
         if let Some(path) = self.path(src, dst) {
-            out.probes_sent = path.merged.sent;
-            out.probes_received = path.merged.received;
+            out.probes_sent = u64::from(path.merged.sent);
+            out.probes_received = u64::from(path.merged.received);
             out.probes_sent_total = path.sent_total;
             out.probes_received_total = path.received_total;
             out.stale = path.is_stale(now, config);
@@ -143,7 +143,7 @@ impl Topology {
                 out.latency_provenance = Provenance::Measured;
                 out.latency_age_ms = now.since(at);
                 out.rtt = path.merged.rtt.map(|r| RttSummary {
-                    samples: r.samples,
+                    samples: u64::from(r.samples),
                     min_us: f64::from(r.min),
                     p50_us: f64::from(r.p50),
                     p90_us: f64::from(r.p90),
@@ -154,7 +154,8 @@ impl Topology {
                 });
                 let lost = path.merged.sent - path.merged.received;
                 out.loss_ratio = path.merged.loss().unwrap_or(0.0);
-                out.loss_upper_95_ratio = wilson_upper_95(lost, path.merged.sent);
+                out.loss_upper_95_ratio =
+                    wilson_upper_95(u64::from(lost), u64::from(path.merged.sent));
             }
             if let Some(t) = path.throughput {
                 out.throughput_provenance = Provenance::Measured;
@@ -208,11 +209,11 @@ impl Topology {
                     name: n.name.clone(),
                     zone: self.zone(n.zone).name.clone(),
                     region: n.region.clone(),
-                    addresses: n.addresses.clone(),
+                    addresses: n.addresses.to_vec(),
                     state,
                     state_reason: why,
                     last_seen: n.last_seen,
-                    agent_version: n.agent_version.clone(),
+                    agent_version: n.agent_version.to_string(),
                     icmp_mode: n.icmp_mode,
                     probe_port: n.probe_port,
                     zone_rtt_p50_us: sums.rtt_mean().unwrap_or(0.0),
@@ -255,10 +256,16 @@ impl Topology {
         let mut links: Vec<ZoneLink> = self
             .link_sums
             .iter()
+            .enumerate()
+            .flat_map(|(a, row)| {
+                row.iter()
+                    .enumerate()
+                    .map(move |(b, s)| ((ZoneId(a as u32), ZoneId(b as u32)), s))
+            })
             .filter(|(_, s)| s.loss_n > 0 || s.tput_n > 0)
             .map(|((a, b), s)| ZoneLink {
-                src_zone: self.zone(*a).name.clone(),
-                dst_zone: self.zone(*b).name.clone(),
+                src_zone: self.zone(a).name.clone(),
+                dst_zone: self.zone(b).name.clone(),
                 figures: sums_figures(s, now),
                 measured_paths: s.loss_n.max(s.tput_n),
             })

@@ -30,7 +30,7 @@ use std::collections::HashSet;
 
 use zonemesh_domain::{NodeState, Provenance, RankQuery, RankedNode, Ranking, UnixMs};
 
-use crate::{Error, NodeId, Topology};
+use crate::{Error, NodeId, Snapshot};
 
 /// Loss normalisation never divides by less than this.
 pub const LOSS_SCALE_FLOOR: f64 = 0.01;
@@ -162,7 +162,7 @@ impl Scales {
     }
 }
 
-impl Topology {
+impl Snapshot {
     /// Resolves a list of names to ids, refusing unknown ones and dropping repeats.
     pub(crate) fn resolve(
         &self,
@@ -395,6 +395,7 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Topology;
     use crate::testing::*;
 
     fn zone_of(n: &str) -> &str {
@@ -440,7 +441,7 @@ mod tests {
             zone: Some(zone),
             ..RankQuery::default()
         };
-        let ranked = t.rank_ids(&query, now).unwrap();
+        let ranked = t.view().rank_ids(&query, now).unwrap();
         let order = names(&t, &ranked);
         assert_eq!(&order[2..], ["z0-n2", "z0-n1"], "{order:?}");
         assert!(ranked.windows(2).all(|w| w[0].cost <= w[1].cost));
@@ -449,7 +450,10 @@ mod tests {
             candidates: (0..4).map(|i| name(&format!("z0-n{i}"))).collect(),
             ..RankQuery::default()
         };
-        assert_eq!(names(&t, &t.rank_ids(&explicit, now).unwrap()), order);
+        assert_eq!(
+            names(&t, &t.view().rank_ids(&explicit, now).unwrap()),
+            order
+        );
     }
 
     #[test]
@@ -473,7 +477,7 @@ mod tests {
                 (true, true) => 20.0,
             };
         let t = mesh_with_throughput(3, 3, noisy_rtt, lossy, tput, now);
-        let ranked = t.rank_ids(&RankQuery::default(), now).unwrap();
+        let ranked = t.view().rank_ids(&RankQuery::default(), now).unwrap();
         let order = names(&t, &ranked);
         assert_eq!(&order[7..], ["z1-n2", "z0-n1"], "{order:?}");
         // The measured means are what the answer reports: z0-n0 did lose probes to z0-n1.
@@ -488,7 +492,7 @@ mod tests {
             peers: vec![name("z0-n1")],
             ..RankQuery::default()
         };
-        let with_peer = t.rank_ids(&query, now).unwrap();
+        let with_peer = t.view().rank_ids(&query, now).unwrap();
         assert!(with_peer.iter().all(|r| r.figures.loss.unwrap() > 0.02));
     }
 
@@ -502,12 +506,12 @@ mod tests {
             _ => 0,
         };
         let t = mesh(1, 4, flat_rtt, |s, d| own(s) + own(d), now);
-        let ranked = t.rank_ids(&RankQuery::default(), now).unwrap();
+        let ranked = t.view().rank_ids(&RankQuery::default(), now).unwrap();
         let mut scored: Vec<_> = ranked
             .iter()
             .map(|r| (r.figures.rtt_us, r.figures.loss, r.figures.tput_bps))
             .collect();
-        t.own_shares(&ranked, &mut scored);
+        t.view().own_shares(&ranked, &mut scored);
         for (r, (_, loss, _)) in ranked.iter().zip(&scored) {
             let expected = f64::from(own(t.node(r.node).name.as_str()) as u32) / 100.0;
             assert!(
@@ -528,7 +532,7 @@ mod tests {
             peers: vec![name("z0-n1")],
             ..RankQuery::default()
         };
-        let ranked = t.rank_ids(&query, now).unwrap();
+        let ranked = t.view().rank_ids(&query, now).unwrap();
         assert_eq!(names(&t, &ranked), ["z0-n0", "z1-n0"]);
         assert_eq!(ranked[0].figures.measured, 2);
     }
@@ -540,7 +544,7 @@ mod tests {
         let down = t.id(&name("z0-n0")).unwrap();
         t.disconnect(down, now);
         let later = UnixMs(now.0 + 31_000);
-        let ranked = t.rank_ids(&RankQuery::default(), later).unwrap();
+        let ranked = t.view().rank_ids(&RankQuery::default(), later).unwrap();
         let last = ranked.last().unwrap();
         assert_eq!(last.node, down);
         assert!(last.reason.starts_with("DOWN"), "{}", last.reason);
@@ -559,7 +563,7 @@ mod tests {
             peers: vec![name("z0-n0"), name("nope")],
             ..RankQuery::default()
         };
-        let err = t.rank_ids(&query, now).unwrap_err();
+        let err = t.view().rank_ids(&query, now).unwrap_err();
         assert_eq!(err.to_string(), "peers[1]: unknown node nope");
     }
 
@@ -567,11 +571,14 @@ mod tests {
     fn ties_break_by_name_and_answers_repeat() {
         let now = UnixMs(1_000_000);
         let t = mesh(1, 5, |_, _| 100.0, |_, _| 0, now);
-        let first = t.rank_ids(&RankQuery::default(), now).unwrap();
+        let first = t.view().rank_ids(&RankQuery::default(), now).unwrap();
         assert_eq!(
             names(&t, &first),
             ["z0-n0", "z0-n1", "z0-n2", "z0-n3", "z0-n4"]
         );
-        assert_eq!(first, t.rank_ids(&RankQuery::default(), now).unwrap());
+        assert_eq!(
+            first,
+            t.view().rank_ids(&RankQuery::default(), now).unwrap()
+        );
     }
 }

@@ -2,11 +2,12 @@
 //! a topology rebuilt from stored records.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 
 use crate::path::PathState;
-use crate::{EngineConfig, NodeId, Topology};
+use crate::{EngineConfig, NodeId, Snapshot, Topology};
 
 /// Nodes and outgoing paths changed since the last [`Topology::take_dirty`], for the store.
 #[derive(Debug, Default)]
@@ -40,10 +41,11 @@ impl Topology {
         for stored in nodes {
             let id = topology.intern_node(&stored.name);
             topology.place_in_zone(id, &stored.zone, &stored.region);
-            let node = &mut topology.nodes[id.0 as usize];
+            topology.registered += usize::from(stored.registered);
+            let node = topology.snap.nodes.get_mut(id.0 as usize);
             node.region = stored.region;
-            node.addresses = stored.addresses;
-            node.agent_version = stored.agent_version;
+            node.addresses = Arc::from(stored.addresses);
+            node.agent_version = Arc::from(stored.agent_version);
             node.icmp_mode = stored.icmp_mode;
             node.probe_port = stored.probe_port;
             node.registered = stored.registered;
@@ -57,14 +59,16 @@ impl Topology {
                 p.expire(now, config);
             });
         }
-        topology.restored_at = Some(now);
+        topology.snap.restored_at = Some(now);
         topology.rebuild_sums(now);
         topology.sweep(now);
         topology.dirty_nodes.clear();
         topology.dirty_sources.clear();
         topology
     }
+}
 
+impl Snapshot {
     /// The record of a node, as the store keeps it.
     pub fn stored_node(&self, id: NodeId) -> StoredNode {
         let n = self.node(id);
@@ -72,8 +76,8 @@ impl Topology {
             name: n.name.clone(),
             zone: self.zone(n.zone).name.clone(),
             region: n.region.clone(),
-            addresses: n.addresses.clone(),
-            agent_version: n.agent_version.clone(),
+            addresses: n.addresses.to_vec(),
+            agent_version: n.agent_version.to_string(),
             icmp_mode: n.icmp_mode,
             probe_port: n.probe_port,
             registered: n.registered,

@@ -1,10 +1,14 @@
 //! Housekeeping: sliding windows forward, paths turning stale, nodes turning unreachable, and
 //! the exact recomputation of the running sums, in one pass or in steps.
 
+use std::sync::Arc;
+
 use zonemesh_domain::{NodeState, UnixMs};
 
+use crate::cow::CowVec;
+use crate::path::{PathConfig, PathState};
 use crate::sums::{Contribution, Sums};
-use crate::{NodeId, REBUILD_EVERY, Topology};
+use crate::{NodeId, REBUILD_EVERY, Snapshot, Topology};
 
 /// Where a stepwise sweep is, and what it has counted so far.
 #[derive(Debug, Clone, Default)]
@@ -18,19 +22,59 @@ pub(crate) struct SweepCursor {
     alive_in: Vec<u32>,
 }
 
+/// Whether the sweep has work on a path: a window to slide out, a throughput figure that aged
+/// out, or figures that turned stale (or fresh) since they were last counted.
+fn needs_sweep(
+    state: &PathState,
+    counted: &Contribution,
+    now: UnixMs,
+    config: &PathConfig,
+) -> bool {
+    let horizon = now.0 - config.window_ms;
+    let slides = state.windows.len() > config.max_windows
+        || (state.windows.len() > 1 && state.windows.first().is_some_and(|w| w.at.0 < horizon));
+    let throughput_aged = counted.tput.is_some() && state.fresh_throughput(now, config).is_none();
+    slides || throughput_aged || counted.at.is_some() == state.is_stale(now, config)
+}
+
 impl Topology {
+    /// Recomputes every sum from the paths, which clears rounding drift. Rows are written only
+    /// where a path's remembered contribution was not what it adds now (the sweeps keep them
+    /// exact), so that a rebuild does not copy the rows a snapshot shares.
     pub(crate) fn rebuild_sums(&mut self, now: UnixMs) {
         self.sweeps_since_rebuild = 0;
-        let config = self.config.path;
-        self.node_sums.iter_mut().for_each(|s| *s = Sums::default());
-        self.link_sums.clear();
-        let keys: Vec<(NodeId, NodeId)> = self.paths.keys().copied().collect();
-        for (src, dst) in keys {
-            let entry = self.paths.get_mut(&(src, dst)).expect("key from the map");
-            let c = Contribution::of(&entry.state, now, &config);
-            entry.contribution = c;
-            self.account(src, dst, &c, 1.0);
+        let config = self.snap.config.path;
+        let mut fresh = Snapshot {
+            node_sums: (0..self.snap.nodes.len())
+                .map(|_| Sums::default())
+                .collect(),
+            link_sums: (0..self.snap.zones.len())
+                .map(|_| Arc::new(Vec::new()))
+                .collect::<CowVec<_>>(),
+            ..self.snap.clone()
+        };
+        for src in 0..self.snap.rows.len() {
+            let row = self.snap.rows.get(src);
+            let stale: Vec<usize> = row
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| Contribution::of(&e.state, now, &config) != e.contribution)
+                .map(|(i, _)| i)
+                .collect();
+            if !stale.is_empty() {
+                let row = Arc::make_mut(self.snap.rows.get_mut(src));
+                for i in stale {
+                    let e = &mut row.entries[i];
+                    e.contribution = Contribution::of(&e.state, now, &config);
+                }
+            }
+            for e in &self.snap.rows.get(src).entries {
+                fresh.account(NodeId(src as u32), e.dst, &e.contribution, 1.0);
+            }
         }
+        self.snap.node_sums = fresh.node_sums;
+        self.snap.link_sums = fresh.link_sums;
     }
 
     /// Housekeeping, about once a second: slides windows, turns paths stale (taking them out of
@@ -45,53 +89,56 @@ impl Topology {
         while !self.sweep_step(now, usize::MAX) {}
     }
 
-    /// The sweep in steps, so that a server can answer queries between them: goes on with the
-    /// pass in progress (or begins one) over the outgoing paths of whole source nodes, about
-    /// `max_paths` of them, and returns whether the pass is complete. Between steps the figures
-    /// are as correct as between two passes of [`sweep`](Self::sweep): a path not yet swept
-    /// this pass keeps the state the previous pass left it in.
+    /// The sweep in steps, so that a server can publish between them: goes on with the pass in
+    /// progress (or begins one) over the outgoing paths of whole source nodes, about `max_paths`
+    /// of them, and returns whether the pass is complete. Between steps the figures are as
+    /// correct as between two passes of [`sweep`](Self::sweep): a path not yet swept this pass
+    /// keeps the state the previous pass left it in. Only rows with work are written.
     pub fn sweep_step(&mut self, now: UnixMs, max_paths: usize) -> bool {
-        let n = self.nodes.len();
+        let n = self.snap.nodes.len();
         let mut cursor = match self.sweep_cursor.take() {
             Some(c) => c,
             None => SweepCursor {
                 next_src: 0,
                 down_before: (0..n)
-                    .map(|i| self.state(NodeId(i as u32), now).0 == NodeState::Down)
+                    .map(|i| self.snap.state(NodeId(i as u32), now).0 == NodeState::Down)
                     .collect(),
                 fresh_in: vec![0; n],
                 alive_in: vec![0; n],
             },
         };
-        let config = self.config.path;
-        let horizon = now.0 - config.window_ms;
+        let config = self.snap.config.path;
         let mut changed: Vec<((NodeId, NodeId), Contribution, Contribution)> = Vec::new();
         let mut swept = 0usize;
         while cursor.next_src < n && swept < max_paths {
             let src = NodeId(cursor.next_src as u32);
             cursor.next_src += 1;
-            for &dst in &self.outgoing[src.0 as usize] {
-                swept += 1;
-                let Some(entry) = self.paths.get_mut(&(src, dst)) else {
-                    continue;
-                };
-                let state = &mut entry.state;
-                let slides = state.windows.len() > config.max_windows
-                    || (state.windows.len() > 1 && state.windows[0].at.0 < horizon);
-                if slides {
-                    state.expire(now, &config);
-                }
-                let was_fresh = entry.contribution.at.is_some();
-                let throughput_aged = entry.contribution.tput.is_some()
-                    && state.fresh_throughput(now, &config).is_none();
-                if slides || throughput_aged || was_fresh == state.is_stale(now, &config) {
-                    let new = Contribution::of(state, now, &config);
+            let work: Vec<usize> = self
+                .snap
+                .rows
+                .get(src.0 as usize)
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| needs_sweep(&e.state, &e.contribution, now, &config))
+                .map(|(i, _)| i)
+                .collect();
+            if !work.is_empty() {
+                let row = Arc::make_mut(self.snap.rows.get_mut(src.0 as usize));
+                for i in work {
+                    let entry = &mut row.entries[i];
+                    entry.state.expire(now, &config);
+                    let new = Contribution::of(&entry.state, now, &config);
                     if new != entry.contribution {
-                        changed.push(((src, dst), entry.contribution, new));
+                        changed.push(((src, entry.dst), entry.contribution, new));
                         entry.contribution = new;
                     }
                 }
-                let d = dst.0 as usize;
+            }
+            for entry in &self.snap.rows.get(src.0 as usize).entries {
+                swept += 1;
+                let d = entry.dst.0 as usize;
+                let state = &entry.state;
                 if d < cursor.fresh_in.len()
                     && !state.is_stale(now, &config)
                     && state.merged.sent > 0
@@ -102,8 +149,8 @@ impl Topology {
             }
         }
         for ((src, dst), old, new) in changed {
-            self.account(src, dst, &old, -1.0);
-            self.account(src, dst, &new, 1.0);
+            self.snap.account(src, dst, &old, -1.0);
+            self.snap.account(src, dst, &new, 1.0);
         }
         if cursor.next_src < n {
             self.sweep_cursor = Some(cursor);
@@ -115,14 +162,16 @@ impl Topology {
         }
         // Nodes that registered during the pass are judged by the next one.
         for (i, (fresh, alive)) in cursor.fresh_in.iter().zip(&cursor.alive_in).enumerate() {
-            self.unreachable[i] = *fresh > 0 && *alive == 0;
+            let unreachable = *fresh > 0 && *alive == 0;
+            if self.snap.nodes.get(i).unreachable != unreachable {
+                self.snap.nodes.get_mut(i).unreachable = unreachable;
+            }
         }
-        let changed =
-            cursor.down_before.iter().enumerate().any(|(i, before)| {
-                *before != (self.state(NodeId(i as u32), now).0 == NodeState::Down)
-            });
+        let changed = cursor.down_before.iter().enumerate().any(|(i, before)| {
+            *before != (self.snap.state(NodeId(i as u32), now).0 == NodeState::Down)
+        });
         if changed {
-            self.membership_version += 1;
+            self.snap.membership_version += 1;
         }
         true
     }
@@ -140,16 +189,19 @@ mod tests {
         let t = mesh(2, 3, |_, _| 100.0, |_, _| 0, now);
         let a = t.id(&name("z0-n0")).unwrap();
         // Two zone peers, both directions.
-        let s = t.node_sums(a);
+        let s = t.view().node_sums(a);
         assert_eq!(s.rtt_n, 4);
         assert_eq!(s.rtt_mean(), Some(100.0));
-        let (z0, z1) = (t.zone_of(a), t.zone_of(t.id(&name("z1-n0")).unwrap()));
-        assert_eq!(t.link_sums(z0, z1).unwrap().rtt_n, 9);
+        let (z0, z1) = (
+            t.view().zone_of(a),
+            t.view().zone_of(t.id(&name("z1-n0")).unwrap()),
+        );
+        assert_eq!(t.view().link_sums(z0, z1).unwrap().rtt_n, 9);
         let mut t = t;
         let later = UnixMs(now.0 + 31_000);
         t.sweep(later);
-        assert_eq!(t.node_sums(a).rtt_n, 0, "stale paths leave the sums");
-        assert_eq!(t.state(a, later).0, NodeState::Stale);
+        assert_eq!(t.view().node_sums(a).rtt_n, 0, "stale paths leave the sums");
+        assert_eq!(t.view().state(a, later).0, NodeState::Stale);
     }
 
     #[test]
@@ -168,6 +220,7 @@ mod tests {
         for n in ["z1-n0", "z1-n1", "z2-n3"] {
             let id = whole.id(&name(n)).unwrap();
             let paths = whole
+                .view()
                 .nodes()
                 .filter(|(other, _)| *other != id)
                 .map(|(_, info)| {
@@ -198,15 +251,15 @@ mod tests {
             steps >= 10,
             "{steps} steps for 132 paths of at most 5 (whole sources)"
         );
-        for (id, info) in whole.nodes() {
+        for (id, info) in whole.view().nodes() {
             assert_eq!(
-                whole.state(id, later),
-                stepped.state(id, later),
+                whole.view().state(id, later),
+                stepped.view().state(id, later),
                 "{}",
                 info.name
             );
             // The same paths, added up in another order.
-            let (a, b) = (whole.node_sums(id), stepped.node_sums(id));
+            let (a, b) = (whole.view().node_sums(id), stepped.view().node_sums(id));
             assert_eq!((a.rtt_n, a.loss_n, a.tput_n), (b.rtt_n, b.loss_n, b.tput_n));
             assert!(
                 (a.rtt - b.rtt).abs() <= 1e-6 * a.rtt.abs().max(1.0),
@@ -216,9 +269,12 @@ mod tests {
             assert!((a.loss - b.loss).abs() <= 1e-9, "{}", info.name);
         }
         let unreachable = whole.id(&name("z0-n1")).unwrap();
-        assert_eq!(whole.state(unreachable, later).0, NodeState::Down);
-        let zones = |t: &Topology| t.list_zones(later).zones;
+        assert_eq!(whole.view().state(unreachable, later).0, NodeState::Down);
+        let zones = |t: &Topology| t.view().list_zones(later).zones;
         assert_eq!(zones(&whole), zones(&stepped));
-        assert_eq!(whole.membership_version(), stepped.membership_version());
+        assert_eq!(
+            whole.view().membership_version(),
+            stepped.view().membership_version()
+        );
     }
 }

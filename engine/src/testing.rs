@@ -61,7 +61,7 @@ pub fn sample(src: &str, dst: &str, rtt_us: f64, lost: u64, tput: Option<f64>) -
 
 /// Makes a node's agent gone long ago, so that it is DOWN.
 pub fn force_down(t: &mut Topology, id: NodeId) {
-    let node = &mut t.nodes[id.0 as usize];
+    let node = t.snap.nodes.get_mut(id.0 as usize);
     node.connected = false;
     node.last_seen = Some(UnixMs(0));
 }

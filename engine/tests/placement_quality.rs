@@ -38,7 +38,11 @@ fn the_exact_placement_beats_or_ties_the_greedy_one_and_takes_one_slot_per_node(
         zonemesh_domain::NodeName::parse("node", "z0-n0").unwrap(),
         2,
     )];
-    let err = i.topology.place_exact_ids(&i.query, i.now).unwrap_err();
+    let err = i
+        .topology
+        .view()
+        .place_exact_ids(&i.query, i.now)
+        .unwrap_err();
     assert!(err.to_string().contains("candidates[0].slots"), "{err}");
 }
 

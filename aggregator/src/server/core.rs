@@ -1,10 +1,15 @@
-//! The one owner of the topology: a task fed by channels.
+//! The one owner of the topology: a task fed by channels, and the readers beside it.
 //!
-//! gRPC handlers send it commands (hello, report, goodbye) and queries (closures over the
-//! topology), and never touch the state themselves. Queries have priority over ingest, so a query
-//! waits for at most one batch of commands or one step of the sweep, never for a queue of them.
-//! The once-a-second tick and the sweep's steps come before ingest commands, so that a steady
-//! stream of reports cannot hold off housekeeping.
+//! gRPC handlers send the owner commands (hello, report, goodbye) and never touch the state
+//! themselves. After every batch of commands and every step of the sweep, the owner publishes an
+//! immutable [`Snapshot`] (copy-on-write: publishing shares every table and copies none). Queries
+//! never go to the owner: a [`Reader`] answers them from the latest published snapshot on a pool
+//! of blocking threads sized to the cores, so a query never waits behind ingest and ingest never
+//! waits behind a query. The once-a-second tick and the sweep's steps come before ingest commands,
+//! so that a steady stream of reports cannot hold off housekeeping.
+//!
+//! A report's effect is published before its acknowledgement can leave (the batch is published
+//! before it is written, and acknowledged after): acknowledged means visible to queries.
 //!
 //! Durability is group commit: while one batch is being written (on a blocking thread), every
 //! report that arrives is applied in memory and its acknowledgement waits for the *next* batch.
@@ -13,19 +18,21 @@
 //! meanwhile, and the ingest health turns NOT_SERVING.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use arc_swap::ArcSwap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use zonemesh_domain::{Hello, Report, UnixMs};
+use zonemesh_engine::planner::{Plans, ThroughputScheduler};
+use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
 use zonemesh_proto::v1;
 
 use super::metrics::Metrics;
 use crate::Error;
 use crate::store::{Batch, Store};
-use zonemesh_engine::planner::{Plans, ThroughputScheduler};
-use zonemesh_engine::{Applied, NodeId, Topology};
 
 /// Paths one step of the sweep visits (about a millisecond): a query waits for at most one
 /// step, where a whole pass over 500,000 paths takes tens of milliseconds.
@@ -33,9 +40,6 @@ pub const SWEEP_STEP_PATHS: usize = 16_384;
 
 /// What a stream sends to its agent.
 pub type Outbound = mpsc::Sender<Result<v1::AggregatorMessage, tonic::Status>>;
-
-/// A query run on the topology by the owner task.
-pub type Query = Box<dyn FnOnce(&Topology, UnixMs) + Send>;
 
 /// Commands from the Ingest streams.
 #[derive(Debug)]
@@ -57,6 +61,8 @@ pub enum Command {
         session: u64,
         /// The report.
         report: Report,
+        /// Its place in the ingest budget, given back once it is applied.
+        permit: Option<OwnedSemaphorePermit>,
     },
     /// Stop: write what is left and end the task.
     Stop,
@@ -69,11 +75,96 @@ pub enum Command {
     },
 }
 
+/// The time: the aggregator's `now` comes from here only, so that tests can drive it.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The time now.
+    fn now(&self) -> UnixMs;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> UnixMs {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        UnixMs(ms)
+    }
+}
+
+/// Answers queries from the latest published snapshot, on a pool of blocking threads: never on
+/// the owner task, never waiting for it.
+#[derive(Clone)]
+pub struct Reader {
+    published: Arc<ArcSwap<Snapshot>>,
+    pool: Arc<Semaphore>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("threads", &self.pool.available_permits())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    /// A reader of what `published` holds, running at most `threads` queries at once.
+    pub fn new(published: Arc<ArcSwap<Snapshot>>, threads: usize, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            published,
+            pool: Arc::new(Semaphore::new(threads.max(1))),
+            clock,
+        }
+    }
+
+    /// The latest published snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.published.load_full()
+    }
+
+    /// The time now, by the aggregator's clock.
+    pub fn now(&self) -> UnixMs {
+        self.clock.now()
+    }
+
+    /// Runs `f` on the latest snapshot, on the query pool, and returns its answer.
+    pub async fn query<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Snapshot, UnixMs) -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        let permit = self
+            .pool
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        let snapshot = self.snapshot();
+        let now = self.now();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&snapshot, now)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("a query panicked: {e}")))
+    }
+}
+
+/// Decoded reports that may wait to be applied at once: the ingest budget. Past it, streams
+/// stop reading (HTTP/2 flow control then holds their agents back), so that a flood of reports
+/// costs bounded memory. 1,024 reports of a 100-peer agent are about 30 MB decoded.
+pub const INGEST_BUDGET_REPORTS: usize = 1_024;
+
 /// Handle to the owner task.
 #[derive(Clone, Debug)]
 pub struct Core {
     commands: mpsc::Sender<Command>,
-    queries: mpsc::Sender<Query>,
+    reader: Reader,
+    budget: Arc<Semaphore>,
 }
 
 impl Core {
@@ -90,29 +181,23 @@ impl Core {
         let _ = self.commands.send(Command::Stop).await;
     }
 
-    /// Runs `f` on the topology and returns its answer.
+    /// The readers' side.
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The ingest budget: a permit per decoded report on its way to the owner.
+    pub fn budget(&self) -> Arc<Semaphore> {
+        self.budget.clone()
+    }
+
+    /// Runs `f` on the latest published snapshot (see [`Reader::query`]).
     pub async fn query<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Topology, UnixMs) -> T + Send + 'static,
+        f: impl FnOnce(&Snapshot, UnixMs) -> T + Send + 'static,
     ) -> Result<T, Error> {
-        let (tx, rx) = oneshot::channel();
-        let query: Query = Box::new(move |t, now| {
-            let _ = tx.send(f(t, now));
-        });
-        self.queries
-            .send(query)
-            .await
-            .map_err(|_| Error::ShuttingDown)?;
-        rx.await.map_err(|_| Error::ShuttingDown)
+        self.reader.query(f).await
     }
-}
-
-/// A wall clock reading in Unix milliseconds: the engine's `now` comes from here only.
-pub fn wall_clock() -> UnixMs {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    UnixMs(ms)
 }
 
 struct Session {
@@ -129,10 +214,17 @@ struct PendingAck {
     sequence: u64,
 }
 
-type Inflight = JoinHandle<(Box<dyn Store>, Batch, Result<(), Error>)>;
+/// A store write in progress: the store comes home with the batch and how the write went.
+type Inflight = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<(Box<dyn Store>, Batch, Result<(), Error>), tokio::task::JoinError>,
+            > + Send,
+    >,
+>;
 
 /// Settings of the owner task.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CoreConfig {
     /// How often to sweep, re-plan and grant throughput slots.
     pub tick: Duration,
@@ -141,6 +233,13 @@ pub struct CoreConfig {
     /// Fault injection for tests: every store write takes at least this long, which widens the
     /// window in which a crash finds reports applied in memory but not yet durable.
     pub commit_delay: Duration,
+    /// Queries answered at once; default: the cores.
+    pub query_threads: usize,
+    /// Write the store on the owner task itself instead of a blocking thread (tests on a paused
+    /// clock, where a write must finish before the next command is looked at).
+    pub inline_writes: bool,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for CoreConfig {
@@ -149,6 +248,9 @@ impl Default for CoreConfig {
             tick: Duration::from_secs(1),
             batch_commands: 256,
             commit_delay: Duration::ZERO,
+            query_threads: std::thread::available_parallelism().map_or(2, usize::from),
+            inline_writes: false,
+            clock: Arc::new(WallClock),
         }
     }
 }
@@ -172,7 +274,10 @@ struct Owner {
     /// A sweep pass is in progress (see [`SWEEP_STEP_PATHS`]).
     sweeping: bool,
     /// When a store write last measured the store's size.
-    size_measured: Option<std::time::Instant>,
+    size_measured: Option<tokio::time::Instant>,
+    /// Where snapshots are published for readers.
+    published: Arc<ArcSwap<Snapshot>>,
+    clock: Arc<dyn Clock>,
     scheduler: ThroughputScheduler,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
@@ -187,8 +292,13 @@ pub fn spawn(
     config: CoreConfig,
 ) -> (Core, JoinHandle<()>) {
     let (commands, command_rx) = mpsc::channel(4096);
-    let (queries, query_rx) = mpsc::channel(1024);
     metrics.store_bytes.set(store.size_bytes());
+    let published = Arc::new(ArcSwap::from_pointee(topology.snapshot()));
+    let reader = Reader::new(
+        published.clone(),
+        config.query_threads,
+        config.clock.clone(),
+    );
     let owner = Owner {
         topology,
         store: Some(store),
@@ -206,17 +316,27 @@ pub fn spawn(
         scheduler: ThroughputScheduler::default(),
         metrics,
         health,
+        published,
+        clock: config.clock.clone(),
     };
-    let handle = tokio::spawn(owner.run(command_rx, query_rx, config));
-    (Core { commands, queries }, handle)
+    let budget = Arc::new(Semaphore::new(INGEST_BUDGET_REPORTS));
+    let handle = tokio::spawn(owner.run(command_rx, config, budget.clone()));
+    (
+        Core {
+            commands,
+            reader,
+            budget,
+        },
+        handle,
+    )
 }
 
 impl Owner {
     async fn run(
         mut self,
         mut commands: mpsc::Receiver<Command>,
-        mut queries: mpsc::Receiver<Query>,
         config: CoreConfig,
+        budget: Arc<Semaphore>,
     ) {
         let mut tick = tokio::time::interval(config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -225,10 +345,6 @@ impl Owner {
         loop {
             tokio::select! {
                 biased;
-                Some(query) = queries.recv() => {
-                    let now = wall_clock();
-                    query(&self.topology, now);
-                }
                 done = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
                     inflight = None;
                     match done {
@@ -268,12 +384,13 @@ impl Owner {
                     // A pass still running when the next tick comes simply goes on.
                     self.sweeping = true;
                 }
-                // One step at a time: queries and finished writes get their turn between steps.
+                // One step at a time: finished writes and new commands get their turn between steps.
                 _ = std::future::ready(()), if self.sweeping => {
-                    if self.topology.sweep_step(wall_clock(), SWEEP_STEP_PATHS) {
+                    if self.topology.sweep_step(self.clock.now(), SWEEP_STEP_PATHS) {
                         self.sweeping = false;
                         self.after_sweep();
                     }
+                    self.publish();
                 }
                 command = commands.recv() => {
                     let Some(command) = command else { break };
@@ -287,6 +404,11 @@ impl Owner {
                             Err(_) => break,
                         }
                     }
+                    // Visible before its write starts, so before any of its acknowledgements.
+                    self.publish();
+                    self.metrics
+                        .ingest_in_flight
+                        .set((INGEST_BUDGET_REPORTS - budget.available_permits()) as u64);
                     if stop {
                         break;
                     }
@@ -295,7 +417,7 @@ impl Owner {
             let may_write = retry_at.is_none_or(|t| tokio::time::Instant::now() >= t);
             if inflight.is_none() && may_write {
                 retry_at = None;
-                inflight = self.start_write(config.commit_delay);
+                inflight = self.start_write(config.commit_delay, config.inline_writes);
             }
         }
         // Shutting down: write what is left and acknowledge it.
@@ -309,15 +431,22 @@ impl Owner {
                 Err(_) => self.failed = Some(batch),
             }
         }
-        if let Some(handle) = self.start_write(Duration::ZERO)
+        if let Some(handle) = self.start_write(Duration::ZERO, config.inline_writes)
             && let Ok((_, _, Ok(()))) = handle.await
         {
             self.acknowledge();
         }
     }
 
-    /// Starts writing what changed, if anything did (or acks are waiting).
-    fn start_write(&mut self, delay: Duration) -> Option<Inflight> {
+    /// Hands readers the matrix as it is now.
+    fn publish(&self) {
+        self.published.store(Arc::new(self.topology.snapshot()));
+        self.metrics.publishes.inc();
+    }
+
+    /// Starts writing what changed, if anything did (or acks are waiting): on a blocking thread,
+    /// or at once on this task when `inline`.
+    fn start_write(&mut self, delay: Duration, inline: bool) -> Option<Inflight> {
         let mut batch = Batch::from_dirty(&mut self.topology);
         if let Some(failed) = self.failed.take() {
             batch = merge(failed, batch);
@@ -340,9 +469,9 @@ impl Owner {
             .size_measured
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
         if measure_size {
-            self.size_measured = Some(std::time::Instant::now());
+            self.size_measured = Some(tokio::time::Instant::now());
         }
-        Some(tokio::task::spawn_blocking(move || {
+        let write = move || {
             let started = std::time::Instant::now();
             if !delay.is_zero() {
                 std::thread::sleep(delay);
@@ -356,7 +485,12 @@ impl Owner {
                 metrics.store_bytes.set(store.size_bytes());
             }
             (store, batch, result)
-        }))
+        };
+        if inline {
+            let done = write();
+            return Some(Box::pin(async move { Ok(done) }));
+        }
+        Some(Box::pin(tokio::task::spawn_blocking(write)))
     }
 
     /// Sends the acknowledgements of the batch that just became durable (the highest per stream).
@@ -377,7 +511,7 @@ impl Owner {
 
     /// Handles one command; false means stop.
     fn handle(&mut self, command: Command) -> bool {
-        let now = wall_clock();
+        let now = self.clock.now();
         match command {
             Command::Stop => return false,
             Command::Hello {
@@ -418,7 +552,10 @@ impl Owner {
                 node,
                 session,
                 report,
+                permit,
             } => {
+                // Applied (or dropped) below: its place in the ingest budget is free again.
+                let _permit = permit;
                 let Some(s) = self.sessions.get(&node).filter(|s| s.id == session) else {
                     return true; // a stream that was replaced; its agent resends on the new one
                 };
@@ -472,24 +609,24 @@ impl Owner {
 
     /// What follows a complete sweep: plans for the new membership, throughput grants, gauges.
     fn after_sweep(&mut self) {
-        let now = wall_clock();
+        let now = self.clock.now();
         let config = self.topology.config().plan;
         let epoch = if config.rotate_ms > 0 {
             now.0 / config.rotate_ms
         } else {
             0
         };
-        if self.plan_membership != Some(self.topology.membership_version())
+        if self.plan_membership != Some(self.topology.view().membership_version())
             || epoch != self.plan_epoch
         {
-            self.plans = self.topology.plan(now);
-            self.plan_membership = Some(self.topology.membership_version());
+            self.plans = self.topology.view().plan(now);
+            self.plan_membership = Some(self.topology.view().membership_version());
             self.plan_epoch = epoch;
         }
         self.push_plans();
         let sessions = &self.sessions;
         let grants = self.scheduler.schedule(
-            &self.topology,
+            self.topology.view(),
             &self.plans,
             &|n| sessions.contains_key(&n),
             now,
@@ -497,8 +634,10 @@ impl Owner {
         for grant in grants {
             self.topology
                 .note_throughput_test(grant.src, grant.dst, grant.start, grant.until);
-            let wire =
-                v1::ThroughputGrant::from(ThroughputScheduler::describe(&self.topology, &grant));
+            let wire = v1::ThroughputGrant::from(ThroughputScheduler::describe(
+                self.topology.view(),
+                &grant,
+            ));
             if let Some(s) = self.sessions.get(&grant.src) {
                 tracing::debug!(src = %self.topology.node(grant.src).name, dst = %wire.peer, id = grant.id, "throughput grant");
                 self.metrics.grants.inc();
@@ -507,7 +646,11 @@ impl Owner {
                 }));
             }
         }
-        self.metrics.observe_topology(&self.topology, now);
+        self.metrics
+            .observe_windows_under_load(self.topology.windows_under_load());
+        // The gauges are read from the snapshot just published, on the query pool.
+        let (metrics, snapshot) = (self.metrics.clone(), self.topology.snapshot());
+        tokio::task::spawn_blocking(move || metrics.observe_topology(&snapshot, now));
     }
 
     /// Sends every connected agent whose plan changed its new plan.
@@ -518,7 +661,8 @@ impl Owner {
                 continue;
             }
             self.plan_version += 1;
-            let plan = v1::ProbePlan::from(self.topology.probe_plan(&targets, self.plan_version));
+            let plan =
+                v1::ProbePlan::from(self.topology.view().probe_plan(&targets, self.plan_version));
             let message = v1::AggregatorMessage {
                 kind: Some(v1::aggregator_message::Kind::Plan(plan)),
             };

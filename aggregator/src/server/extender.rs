@@ -8,7 +8,7 @@
 //! untouched. The decisions are the engine's ([`zonemesh_engine::extender`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::State;
@@ -19,11 +19,13 @@ use axum::{Json, Router};
 use zonemesh_domain::UnixMs;
 
 use super::auth::{Guard, Need};
-use super::core::Core;
+use super::core::Reader;
 use super::metrics::Metrics;
+use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use zonemesh_engine::Topology;
+use tokio::sync::{mpsc, oneshot};
+use zonemesh_engine::Snapshot;
 use zonemesh_engine::extender::{BadRequest, ExtenderPod, Jobs};
 
 /// `ExtenderArgs`.
@@ -143,7 +145,7 @@ impl ExtenderArgs {
 /// The `filter` verb: the engine's decision, answered in the form the request came in (names
 /// for names; the request's own Node objects, untouched, for objects).
 pub fn filter(
-    topology: &Topology,
+    topology: &Snapshot,
     args: &ExtenderArgs,
     jobs: &mut Jobs,
     now: UnixMs,
@@ -178,7 +180,7 @@ pub fn filter(
 
 /// The `prioritize` verb: a score of 0..=10 for every candidate.
 pub fn prioritize(
-    topology: &Topology,
+    topology: &Snapshot,
     args: &ExtenderArgs,
     jobs: &Jobs,
     now: UnixMs,
@@ -194,21 +196,63 @@ pub fn prioritize(
         .collect())
 }
 
-/// The extender's state.
-#[derive(Debug, Clone)]
+/// One `filter` call on its way to the job memory's writer.
+struct FilterCall {
+    args: ExtenderArgs,
+    reply: oneshot::Sender<Result<FilterResult, BadRequest>>,
+}
+
+/// The extender's state. The memory of placed jobs has one writer, a thread that answers the
+/// `filter` calls one at a time on the latest snapshot, so that two pods of one job filtered at
+/// once always get the same zone; `prioritize` reads the memory that thread publishes, on the
+/// query pool.
+#[derive(Clone)]
 pub struct Extender {
-    core: Core,
+    reader: Reader,
     metrics: Arc<Metrics>,
-    jobs: Arc<Mutex<Jobs>>,
+    filters: mpsc::Sender<FilterCall>,
+    jobs: Arc<ArcSwap<Jobs>>,
+}
+
+impl std::fmt::Debug for Extender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extender")
+            .field("jobs", &self.jobs.load().len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Extender {
-    /// An extender over `core` that remembers jobs for `job_ttl_ms` after their last pod.
-    pub fn new(core: Core, metrics: Arc<Metrics>, job_ttl_ms: i64) -> Self {
+    /// An extender over `reader` that remembers jobs for `job_ttl_ms` after their last pod.
+    pub fn new(reader: Reader, metrics: Arc<Metrics>, job_ttl_ms: i64) -> Self {
+        let (filters, mut calls) = mpsc::channel::<FilterCall>(1024);
+        let jobs = Arc::new(ArcSwap::from_pointee(Jobs::new(job_ttl_ms)));
+        let (published, snapshots) = (jobs.clone(), reader.clone());
+        let writer = move || {
+            let mut memory = Jobs::new(job_ttl_ms);
+            while let Some(call) = calls.blocking_recv() {
+                let answer = filter(
+                    &snapshots.snapshot(),
+                    &call.args,
+                    &mut memory,
+                    snapshots.now(),
+                );
+                published.store(Arc::new(memory.clone()));
+                let _ = call.reply.send(answer);
+            }
+        };
+        // The thread ends when the last sender (this extender's clones) is gone.
+        if let Err(e) = std::thread::Builder::new()
+            .name("zonemesh-jobs".into())
+            .spawn(writer)
+        {
+            tracing::error!(error = %e, "the extender's job memory thread did not start; filter calls will fail");
+        }
         Self {
-            core,
+            reader,
             metrics,
-            jobs: Arc::new(Mutex::new(Jobs::new(job_ttl_ms))),
+            filters,
+            jobs,
         }
     }
 
@@ -223,14 +267,16 @@ impl Extender {
             }))
     }
 
-    async fn run<T: serde::Serialize + Send + 'static>(
+    /// Parses the body, runs `answer` and records the call.
+    async fn run<T: serde::Serialize + Send + 'static, F>(
         &self,
         verb: &'static str,
         body: &[u8],
-        f: impl FnOnce(&Topology, &Mutex<Jobs>, &ExtenderArgs, UnixMs) -> Result<T, String>
-        + Send
-        + 'static,
-    ) -> Response {
+        answer: impl FnOnce(ExtenderArgs) -> F,
+    ) -> Response
+    where
+        F: std::future::Future<Output = Result<Result<T, String>, crate::Error>>,
+    {
         let started = Instant::now();
         let args: ExtenderArgs = match serde_json::from_slice(body) {
             Ok(a) => a,
@@ -244,8 +290,7 @@ impl Extender {
                     .into_response();
             }
         };
-        let jobs = self.jobs.clone();
-        let result = self.core.query(move |t, now| f(t, &jobs, &args, now)).await;
+        let result = answer(args).await;
         let ok = matches!(result, Ok(Ok(_)));
         self.metrics
             .observe_query(verb, started.elapsed().as_secs_f64(), ok);
@@ -261,24 +306,32 @@ impl Extender {
 }
 
 async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
-    x.run("ExtenderFilter", &body, |t, jobs, args, now| {
-        let mut jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
+    let filters = x.filters.clone();
+    x.run("ExtenderFilter", &body, |args| async move {
+        let (reply, answer) = oneshot::channel();
+        filters
+            .send(FilterCall { args, reply })
+            .await
+            .map_err(|_| crate::Error::ShuttingDown)?;
+        let answer = answer.await.map_err(|_| crate::Error::ShuttingDown)?;
         // A request the verb cannot answer is an `Error` in the result, as the protocol has it.
-        Ok(match filter(t, args, &mut jobs, now) {
-            Ok(result) => result,
-            Err(bad) => FilterResult {
-                error: format!("zonemesh: {bad}"),
-                ..Default::default()
-            },
-        })
+        Ok(Ok(answer.unwrap_or_else(|bad| FilterResult {
+            error: format!("zonemesh: {bad}"),
+            ..Default::default()
+        })))
     })
     .await
 }
 
 async fn prioritize_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
-    x.run("ExtenderPrioritize", &body, |t, jobs, args, now| {
-        let jobs = jobs.lock().unwrap_or_else(|e| e.into_inner());
-        prioritize(t, args, &jobs, now).map_err(|bad| format!("zonemesh: {bad}"))
+    let (reader, jobs) = (x.reader.clone(), x.jobs.clone());
+    x.run("ExtenderPrioritize", &body, |args| async move {
+        reader
+            .query(move |snapshot, now| {
+                prioritize(snapshot, &args, &jobs.load(), now)
+                    .map_err(|bad| format!("zonemesh: {bad}"))
+            })
+            .await
     })
     .await
 }
@@ -288,8 +341,8 @@ mod tests {
     use super::*;
     use serde_json::json;
     use zonemesh_domain::{Hello, IcmpMode, NodeName, ZoneName};
-    use zonemesh_engine::EngineConfig;
     use zonemesh_engine::extender::DEFAULT_JOB_TTL_MS;
+    use zonemesh_engine::{EngineConfig, Topology};
 
     const NOW: UnixMs = UnixMs(1_000_000);
 
@@ -330,7 +383,7 @@ mod tests {
             json!({ "Pod": pod(), "Nodes": null, "NodeNames": ["z1-n0", "z2-n0"] }),
         )
         .unwrap();
-        let r = filter(&t, &args, &mut jobs, NOW).unwrap();
+        let r = filter(t.view(), &args, &mut jobs, NOW).unwrap();
         assert_eq!(r.node_names.as_deref(), Some(&["z1-n0".to_owned()][..]));
         assert!(
             r.failed_nodes["z2-n0"].contains("DOWN"),
@@ -348,7 +401,7 @@ mod tests {
             wire,
             json!({"NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""})
         );
-        let scores = prioritize(&t, &args, &jobs, NOW).unwrap();
+        let scores = prioritize(t.view(), &args, &jobs, NOW).unwrap();
         let wire = serde_json::to_value(&scores[0]).unwrap();
         assert!(
             wire.get("Host").is_some() && wire.get("Score").is_some(),
@@ -370,7 +423,7 @@ mod tests {
                       "items": [node("z1-n0"), node("z2-n0"), node("elsewhere")]}
         }))
         .unwrap();
-        let r = filter(&t, &args, &mut jobs, NOW).unwrap();
+        let r = filter(t.view(), &args, &mut jobs, NOW).unwrap();
         assert!(r.node_names.is_none());
         let nodes = r.nodes.unwrap();
         assert_eq!(nodes["kind"], "NodeList");
@@ -383,12 +436,12 @@ mod tests {
     fn a_request_without_candidates_names_what_is_missing() {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
-        let e = filter(&t, &ExtenderArgs::default(), &mut jobs, NOW).unwrap_err();
+        let e = filter(t.view(), &ExtenderArgs::default(), &mut jobs, NOW).unwrap_err();
         assert!(e.0.contains("NodeNames"), "{e}");
         let args: ExtenderArgs =
             serde_json::from_value(json!({ "Nodes": { "items": [ { "metadata": {} } ] } }))
                 .unwrap();
-        let e = prioritize(&t, &args, &jobs, NOW).unwrap_err();
+        let e = prioritize(t.view(), &args, &jobs, NOW).unwrap_err();
         assert!(e.0.contains("Nodes.items[0].metadata.name"), "{e}");
     }
 }

@@ -259,10 +259,23 @@ impl v1::ingest_server::Ingest for IngestService {
                         }
                         match zonemesh_proto::convert::report_from_agent(&name, wire) {
                             Ok(report) => {
+                                // Room in the ingest budget first: while the owner is behind,
+                                // streams stop reading and HTTP/2 flow control holds the agents.
+                                let permit = match core.budget().try_acquire_owned() {
+                                    Ok(p) => p,
+                                    Err(_) => {
+                                        metrics.ingest_budget_waits.inc();
+                                        match core.budget().acquire_owned().await {
+                                            Ok(p) => p,
+                                            Err(_) => break,
+                                        }
+                                    }
+                                };
                                 let command = Command::Report {
                                     node,
                                     session,
                                     report,
+                                    permit: Some(permit),
                                 };
                                 if core.send(command).await.is_err() {
                                     break;

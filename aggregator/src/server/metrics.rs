@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use zonemesh_domain::UnixMs;
 
 use zonemesh_domain::{NodeState, Provenance};
-use zonemesh_engine::Topology;
+use zonemesh_engine::Snapshot;
 
 pub use zonemesh_common::prom::{Counter, Gauge};
 
@@ -222,6 +222,12 @@ pub struct Metrics {
     pub connected: Gauge,
     /// Throughput grants handed out.
     pub grants: Counter,
+    /// Snapshots published for readers.
+    pub publishes: Counter,
+    /// Decoded reports waiting to be applied (the ingest budget in use).
+    pub ingest_in_flight: Gauge,
+    /// Times a stream waited for room in the ingest budget.
+    pub ingest_budget_waits: Counter,
     /// The engine's count of latency windows left out under load (a counter, read from it).
     windows_under_load: Gauge,
     query_seconds: [Histogram; RPCS.len()],
@@ -247,8 +253,9 @@ impl Metrics {
         }
     }
 
-    /// Refreshes the gauges that describe the topology.
-    pub fn observe_topology(&self, topology: &Topology, now: UnixMs) {
+    /// Refreshes the gauges that describe the topology (from a published snapshot, off the
+    /// owner task).
+    pub fn observe_topology(&self, topology: &Snapshot, now: UnixMs) {
         let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
         for (id, n) in topology.nodes() {
             if !n.registered {
@@ -299,7 +306,11 @@ impl Metrics {
                 .count() as u64,
         );
         self.paths.set(topology.path_count() as u64);
-        self.windows_under_load.set(topology.windows_under_load());
+    }
+
+    /// The engine's count of latency windows left out under load.
+    pub fn observe_windows_under_load(&self, windows: u64) {
+        self.windows_under_load.set(windows);
     }
 
     /// The Prometheus text exposition.
@@ -322,6 +333,23 @@ impl Metrics {
             "zonemesh_path_summaries_total",
             "Path summaries applied.",
             self.path_summaries.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_snapshots_published_total",
+            "Snapshots of the matrix published for queries.",
+            self.publishes.get(),
+        );
+        counter(
+            &mut out,
+            "zonemesh_ingest_budget_waits_total",
+            "Times a stream waited for room in the ingest budget (decoded reports not yet applied).",
+            self.ingest_budget_waits.get(),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP zonemesh_ingest_reports_in_flight Decoded reports not yet applied.\n# TYPE zonemesh_ingest_reports_in_flight gauge\nzonemesh_ingest_reports_in_flight {}",
+            self.ingest_in_flight.get()
         );
         counter(
             &mut out,

@@ -22,14 +22,14 @@ use zonemesh_proto::v1;
 
 use crate::Error;
 use crate::store::{MemStore, SledStore, Store};
-use core::{CoreConfig, wall_clock};
+use core::CoreConfig;
 use metrics::Metrics;
 use zonemesh_engine::{EngineConfig, Topology};
 
 /// HTTP/2 receive window of one stream (an agent's stream), bytes.
-const STREAM_WINDOW_BYTES: u32 = 2 << 20;
+const STREAM_WINDOW_BYTES: u32 = 256 << 10;
 /// HTTP/2 receive window of one connection (the fleet simulator puts many streams on one).
-const CONNECTION_WINDOW_BYTES: u32 = 32 << 20;
+const CONNECTION_WINDOW_BYTES: u32 = 2 << 20;
 
 /// Largest gRPC message the server decodes (a full report is about 2 MiB).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -135,7 +135,7 @@ pub async fn serve(
         config.engine.clone(),
         snapshot.nodes,
         snapshot.paths,
-        wall_clock(),
+        config.core.clock.now(),
     );
     tracing::info!(
         nodes,
@@ -175,7 +175,7 @@ pub async fn serve(
         store,
         metrics.clone(),
         health.clone(),
-        config.core,
+        config.core.clone(),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let reflection_v1 = reflection(|b| b.build_v1())?;
@@ -208,9 +208,12 @@ pub async fn serve(
     let mut grpc_stop = stop_rx.clone();
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
-        // Receive windows well above HTTP/2's 64 KiB, so that an agent's reports are not held
-        // to 64 KiB per round trip. Fixed, not adaptive: with adaptive windows a stream read
-        // slowly on purpose (--max-report-rate) had its connection reset within half a minute.
+        // Receive windows above HTTP/2's 64 KiB, so that an agent's reports are not held to 64 KiB
+        // per round trip, and no larger: what the windows let in before a stream is read is
+        // memory, part of the ingest budget (256 KiB a stream, 2 MiB a connection: at 5,000
+        // agents on 50 connections, 100 MiB at most). Fixed, not adaptive: with adaptive windows a
+        // stream read slowly on purpose (--max-report-rate) had its connection reset within half
+        // a minute.
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
         .add_service(health_service)
@@ -228,7 +231,8 @@ pub async fn serve(
             },
         );
     let mut http_stop = stop_rx.clone();
-    let extender = extender::Extender::new(core.clone(), metrics.clone(), config.job_ttl_ms);
+    let extender =
+        extender::Extender::new(core.reader().clone(), metrics.clone(), config.job_ttl_ms);
     let http = axum::serve(
         tls::incoming(http_listener, tls.clone(), metrics.clone()),
         http_router(metrics.clone())

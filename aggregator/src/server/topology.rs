@@ -29,7 +29,7 @@ impl TopologyService {
     async fn run<T: Send + 'static>(
         &self,
         rpc: &'static str,
-        f: impl FnOnce(&zonemesh_engine::Topology, zonemesh_domain::UnixMs) -> Result<T, Error>
+        f: impl FnOnce(&zonemesh_engine::Snapshot, zonemesh_domain::UnixMs) -> Result<T, Error>
         + Send
         + 'static,
     ) -> Result<Response<T>, Status> {

@@ -202,10 +202,10 @@ fn path_record(path: &PathState) -> PathRecord {
             .iter()
             .map(|w| WindowRecord {
                 at_unix_ms: w.at.0,
-                sent: w.sent,
-                received: w.received,
+                sent: u64::from(w.sent),
+                received: u64::from(w.received),
                 rtt: w.rtt.map(|r| RttRecord {
-                    samples: r.samples,
+                    samples: u64::from(r.samples),
                     min_p50_p90_p99_max_mean_jitter_us: vec![
                         r.min, r.p50, r.p90, r.p99, r.max, r.mean, r.jitter,
                     ],
@@ -222,6 +222,11 @@ fn path_record(path: &PathState) -> PathRecord {
         }),
         withheld_unix_ms: path.withheld_at.map(|t| t.0),
     }
+}
+
+/// A window's count as the engine keeps it (u32: far above any window's probes).
+fn count(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 /// A path state from its record (the merged figures are recomputed by the engine on restore).
@@ -242,7 +247,7 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
                     return Err(format!("windows[{i}].rtt: {v:?} is not 7 figures >= 0"));
                 }
                 Some(RttFigures {
-                    samples: rtt.samples,
+                    samples: count(rtt.samples),
                     min: v[0],
                     p50: v[1],
                     p90: v[2],
@@ -255,8 +260,8 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
         };
         windows.push(Window {
             at: UnixMs(w.at_unix_ms),
-            sent: w.sent,
-            received: w.received,
+            sent: count(w.sent),
+            received: count(w.received),
             rtt,
         });
     }
@@ -288,7 +293,7 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
         ));
     }
     Ok(PathState {
-        windows,
+        windows: windows.into_iter().collect(),
         merged: Default::default(),
         sent_total: r.sent_total,
         received_total: r.received_total,

@@ -53,6 +53,7 @@ impl Batch {
     /// The records of what changed in `topology` since the last call.
     pub fn from_dirty(topology: &mut Topology) -> Self {
         let dirty = topology.take_dirty();
+        let topology = topology.view();
         Self {
             nodes: dirty
                 .nodes
@@ -139,14 +140,15 @@ mod suite {
         let b = restored.id(&name("b")).unwrap();
         assert_eq!(restored.node(a).applied_seq, 4);
         assert_eq!(
-            restored.path(a, b),
-            t.path(t.id(&name("a")).unwrap(), t.id(&name("b")).unwrap())
+            restored.view().path(a, b),
+            t.view()
+                .path(t.id(&name("a")).unwrap(), t.id(&name("b")).unwrap())
         );
         assert_eq!(
-            restored.node_sums(a),
-            t.node_sums(t.id(&name("a")).unwrap())
+            restored.view().node_sums(a),
+            t.view().node_sums(t.id(&name("a")).unwrap())
         );
-        assert_eq!(restored.list_zones(now), t.list_zones(now));
+        assert_eq!(restored.view().list_zones(now), t.view().list_zones(now));
     }
 
     pub fn later_batches_overwrite(mut store: impl Store) {

@@ -172,8 +172,16 @@ pub struct Gap {
 }
 
 pub fn gap(i: &Instance) -> Gap {
-    let greedy: Placement = i.topology.place_ids(&i.query, i.now).expect("placed");
-    let exact: Placement = i.topology.place_exact_ids(&i.query, i.now).expect("placed");
+    let greedy: Placement = i
+        .topology
+        .view()
+        .place_ids(&i.query, i.now)
+        .expect("placed");
+    let exact: Placement = i
+        .topology
+        .view()
+        .place_exact_ids(&i.query, i.now)
+        .expect("placed");
     assert!(
         exact.worst_cost <= greedy.worst_cost + 1e-9,
         "the exhaustive search lost to the greedy walk: {} > {}",

@@ -70,26 +70,26 @@ fn finite(what: &str, v: f64) {
 
 /// Every query the Topology service answers, on `t`: none may panic, every figure is finite.
 fn query_everything(t: &Topology) {
-    let nodes = t.list_nodes(None, NOW).expect("list nodes");
+    let nodes = t.view().list_nodes(None, NOW).expect("list nodes");
     for n in &nodes {
         finite("node RTT", n.zone_rtt_p50_us);
         finite("node loss", n.zone_loss_ratio);
     }
-    let zones = t.list_zones(NOW);
-    assert!(zones.zones.len() <= t.zones().count());
+    let zones = t.view().list_zones(NOW);
+    assert!(zones.zones.len() <= t.view().zones().count());
     if let Ok(query) = RankQuery::try_from(v1::RankNodesRequest::default()) {
-        let _ = t.rank(&query, NOW);
+        let _ = t.view().rank(&query, NOW);
     }
     for workers in [1, 2, 3] {
         if let Ok(query) = PlaceQuery::try_from(v1::PlaceRequest {
             workers,
             ..Default::default()
         }) {
-            let _ = t.place(&query, NOW);
+            let _ = t.view().place(&query, NOW);
         }
     }
     if let Ok(query) = MatrixQuery::try_from(v1::GetMatrixRequest::default()) {
-        let _ = t.matrix(&query, NOW);
+        let _ = t.view().matrix(&query, NOW);
     }
 }
 
@@ -137,7 +137,7 @@ pub fn wire_to_domain(data: &[u8]) {
         1 => {
             if let Ok(request) = v1::PlaceRequest::decode(bytes)
                 && let Ok(query) = PlaceQuery::try_from(request)
-                && let Ok(answer) = t.place(&query, NOW)
+                && let Ok(answer) = t.view().place(&query, NOW)
             {
                 let placed: u32 = answer.assignments.iter().map(|a| a.workers).sum();
                 assert_eq!(placed, query.workers, "a placement of another size");
@@ -147,7 +147,7 @@ pub fn wire_to_domain(data: &[u8]) {
         2 => {
             if let Ok(request) = v1::RankNodesRequest::decode(bytes)
                 && let Ok(query) = RankQuery::try_from(request)
-                && let Ok(answer) = t.rank(&query, NOW)
+                && let Ok(answer) = t.view().rank(&query, NOW)
             {
                 for n in &answer.nodes {
                     finite("rank score", n.score);
@@ -159,7 +159,7 @@ pub fn wire_to_domain(data: &[u8]) {
             if let Ok(request) = v1::GetMatrixRequest::decode(bytes)
                 && let Ok(query) = MatrixQuery::try_from(request)
             {
-                let _ = t.matrix(&query, NOW);
+                let _ = t.view().matrix(&query, NOW);
             }
         }
     }
@@ -181,7 +181,7 @@ pub fn extender_json(data: &[u8]) {
                 .map(str::to_owned)
         }));
     }
-    if let Ok(result) = extender::filter(&t, &args, &mut jobs, NOW) {
+    if let Ok(result) = extender::filter(t.view(), &args, &mut jobs, NOW) {
         for name in result.node_names.iter().flatten() {
             assert!(
                 candidates.contains(name),
@@ -190,7 +190,7 @@ pub fn extender_json(data: &[u8]) {
         }
         let _ = serde_json::to_vec(&result).expect("the answer serialises");
     }
-    if let Ok(priorities) = extender::prioritize(&t, &args, &jobs, NOW) {
+    if let Ok(priorities) = extender::prioritize(t.view(), &args, &jobs, NOW) {
         for p in &priorities {
             assert!(
                 (0..=10).contains(&p.score),

@@ -1,0 +1,671 @@
+//! The time one iteration of a job's collective communication takes on a network, predicted
+//! with a latency–bandwidth (α–β) model.
+//!
+//! The network is what [`Network`] says: for every ordered pair of nodes a [`Link`] (its
+//! one-way delay as half the RTT, its loss, the rate a TCP transfer gets on it), each node's own
+//! ingress and egress rates, and optionally the capacity shared by everything that crosses from
+//! one zone to another. zonemesh's engine answers it from the measured network (the
+//! [`model`](crate::model)); the lab answers it from the impairments it injected (the oracle).
+//! The same functions predict both, so that a prediction error is the model's, not the formula's.
+//!
+//! Terms, for `n` bytes per iteration and `p` ranks:
+//!
+//! - **Sending `m` bytes over a link** `a → b` costs `d + 8m / r + ρ`: its one-way delay `d =
+//!   rtt / 2`, the serialisation at the link's rate `r`, and the expected cost of a loss,
+//!   `ρ = (1 − (1 − ℓ)^⌈m / MSS⌉) · rtt` (a lost segment is repaired by fast retransmit about one
+//!   round trip later). A link's rate is never above its ends' egress and ingress.
+//! - **Concurrent flows share** their ends and the zone pair they cross: in each phase a flow's
+//!   rate is at most its source's egress and its destination's ingress divided by the flows they
+//!   carry in that phase, and the capacity between two zones divided by the flows crossing it in
+//!   that direction.
+//! - **Ring all-reduce** (ranks in order `0 → 1 → … → p−1 → 0`): `2(p − 1)` steps, each moving
+//!   `n / p` bytes over every link of the ring at once. Every rank waits for its predecessor's
+//!   chunk, so the steps pace like the ring's mean cycle: the time is the larger of the steps times
+//!   the slowest serialisation `8(n / p) / r`, and — because a chunk walks `2(p − 1)` consecutive
+//!   links — one trip around the ring (delays, repairs and serialisations) times `2(p − 1) / p`.
+//!   A good rank order crosses each zone boundary once in each direction instead of at every
+//!   step.
+//! - **Hierarchical all-reduce**: the ranks of each zone (in rank order, the first one the zone's
+//!   leader) reduce-scatter in a ring inside the zone (`k − 1` steps of `n / k`) and gather to the
+//!   leader (incast: `(k − 1) · n / k` bytes into one node); the leaders all-reduce in a ring
+//!   across zones (as above, over `n` bytes); each leader then scatters `n / k` to every member
+//!   and the zone all-gathers in a ring (`k − 1` steps). The zones work in parallel; the slowest
+//!   zone sets the pace of each phase.
+//! - **Parameter server** with `s` servers (the first `s` ranks; servers are workers too): the
+//!   gradient is sharded, every worker pushes `n / s` to each server and pulls `n / s` back. A
+//!   push phase lasts as long as the worst of: a server's incast (`(p − 1) · n / s` bytes through
+//!   its ingress), a worker's egress (`n` bytes, less its own shard), and the slowest single
+//!   transfer; the pull phase mirrors it.
+//! - **All-to-all**: every rank sends `n` bytes in all, `n / (p − 1)` to each other rank, all at
+//!   once; the slowest of the per-flow transfers (with the sharing above) is the time.
+//!
+//! The [`Prediction`] names the bottleneck: the link (or node, or zone pair) whose term decided
+//! the time, and why.
+
+use std::fmt;
+
+/// TCP payload per segment on an Ethernet path, bytes.
+pub const MSS_BYTES: f64 = 1448.0;
+
+/// The collective a job runs every iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Ring all-reduce over the ranks in order.
+    RingAllReduce,
+    /// Reduce inside each zone, all-reduce across zones, broadcast inside each zone.
+    HierarchicalAllReduce,
+    /// Parameter servers on the first `servers` ranks (at least 1, at most the ranks).
+    ParameterServer {
+        /// How many of the ranks hold a shard.
+        servers: u32,
+    },
+    /// Every rank sends to every other.
+    AllToAll,
+}
+
+impl Collective {
+    /// The lower-case name users write (`ring`, `hierarchical`, `parameter-server`,
+    /// `all-to-all`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::RingAllReduce => "ring",
+            Self::HierarchicalAllReduce => "hierarchical",
+            Self::ParameterServer { .. } => "parameter-server",
+            Self::AllToAll => "all-to-all",
+        }
+    }
+}
+
+/// One job's communication per iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    /// The collective.
+    pub collective: Collective,
+    /// The gradient size; for all-to-all, the bytes each rank sends in all.
+    pub bytes_per_iteration: u64,
+}
+
+/// One direction between two nodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// Round-trip time, µs.
+    pub rtt_us: f64,
+    /// Loss ratio, 0..=1.
+    pub loss: f64,
+    /// The rate one TCP transfer gets, bit/s.
+    pub rate_bps: f64,
+}
+
+/// The network a prediction runs on. Nodes are indices chosen by the caller.
+pub trait Network {
+    /// The link from `a` to `b` (`a != b`).
+    fn link(&self, a: usize, b: usize) -> Link;
+    /// The zone of `a` (any index; equal zones are equal numbers).
+    fn zone(&self, a: usize) -> usize;
+    /// What `a` can send in all, bit/s (`f64::INFINITY` when unknown).
+    fn egress_bps(&self, a: usize) -> f64;
+    /// What `a` can receive in all, bit/s.
+    fn ingress_bps(&self, a: usize) -> f64;
+    /// What everything crossing from zone `za` to zone `zb` shares, bit/s, if known.
+    fn zone_capacity_bps(&self, za: usize, zb: usize) -> Option<f64>;
+}
+
+/// What decided a prediction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bottleneck {
+    /// Nothing moved (one rank, or nothing to send).
+    None,
+    /// A link's transfer: the ranks' nodes at both ends.
+    Link {
+        /// Sending node.
+        from: usize,
+        /// Receiving node.
+        to: usize,
+    },
+    /// A node's own link, shared by the flows it sends or receives at once.
+    Node {
+        /// The node.
+        node: usize,
+        /// Whether its receiving side (else its sending side).
+        ingress: bool,
+    },
+    /// The capacity between two zones, shared by the flows crossing it.
+    Zones {
+        /// Source zone.
+        from: usize,
+        /// Destination zone.
+        to: usize,
+    },
+    /// The delays around the ring, not any one link's rate.
+    RingLatency,
+}
+
+/// A predicted iteration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    /// Seconds per iteration of the collective.
+    pub seconds: f64,
+    /// What decided it.
+    pub bottleneck: Bottleneck,
+    /// One line: why that is the bottleneck (the term and its figures).
+    pub why: String,
+}
+
+impl fmt::Display for Prediction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3} ms: {}", self.seconds * 1e3, self.why)
+    }
+}
+
+/// One flow of a phase: `bytes` from node `from` to node `to`.
+#[derive(Debug, Clone, Copy)]
+struct Flow {
+    from: usize,
+    to: usize,
+    bytes: f64,
+}
+
+/// What one flow of a phase costs.
+#[derive(Debug, Clone)]
+struct FlowTime {
+    /// One-way delay plus the expected repair of a loss, seconds.
+    delay: f64,
+    /// Serialisation at the flow's share of the rates it passes, seconds.
+    serial: f64,
+    bottleneck: Bottleneck,
+    why: String,
+}
+
+impl FlowTime {
+    fn total(&self) -> f64 {
+        self.delay + self.serial
+    }
+}
+
+/// What each of a set of concurrent flows costs: its link's delay and repair, and its
+/// serialisation at its link's rate, shared at its ends and across zone pairs (see the module
+/// docs).
+fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
+    use std::collections::HashMap;
+    let mut out: HashMap<usize, u32> = HashMap::new();
+    let mut into: HashMap<usize, u32> = HashMap::new();
+    let mut across: HashMap<(usize, usize), u32> = HashMap::new();
+    for f in flows {
+        *out.entry(f.from).or_default() += 1;
+        *into.entry(f.to).or_default() += 1;
+        let (za, zb) = (net.zone(f.from), net.zone(f.to));
+        if za != zb {
+            *across.entry((za, zb)).or_default() += 1;
+        }
+    }
+    flows
+        .iter()
+        .map(|f| {
+            let link = net.link(f.from, f.to);
+            let egress = net.egress_bps(f.from) / f64::from(out[&f.from]);
+            let ingress = net.ingress_bps(f.to) / f64::from(into[&f.to]);
+            let (za, zb) = (net.zone(f.from), net.zone(f.to));
+            let zone_share = if za == zb {
+                f64::INFINITY
+            } else {
+                net.zone_capacity_bps(za, zb)
+                    .map_or(f64::INFINITY, |c| c / f64::from(across[&(za, zb)]))
+            };
+            let rate = link
+                .rate_bps
+                .min(egress)
+                .min(ingress)
+                .min(zone_share)
+                .max(1.0);
+            let rtt = link.rtt_us.max(0.0) / 1e6;
+            let segments = (f.bytes.max(0.0) / MSS_BYTES).ceil();
+            let repair = (1.0 - (1.0 - link.loss.clamp(0.0, 1.0)).powf(segments)) * rtt;
+            let (bottleneck, why) = if rate >= link.rate_bps {
+                (
+                    Bottleneck::Link {
+                        from: f.from,
+                        to: f.to,
+                    },
+                    format!(
+                        "the link at {:.0} Mbit/s, RTT {:.0} µs, loss {:.2} %",
+                        rate / 1e6,
+                        link.rtt_us,
+                        link.loss * 100.0
+                    ),
+                )
+            } else if rate >= egress {
+                (
+                    Bottleneck::Node {
+                        node: f.from,
+                        ingress: false,
+                    },
+                    format!(
+                        "the sender's own link, {:.0} Mbit/s shared by {} flow(s)",
+                        net.egress_bps(f.from) / 1e6,
+                        out[&f.from]
+                    ),
+                )
+            } else if rate >= ingress {
+                (
+                    Bottleneck::Node {
+                        node: f.to,
+                        ingress: true,
+                    },
+                    format!(
+                        "the receiver's own link, {:.0} Mbit/s shared by {} flow(s)",
+                        net.ingress_bps(f.to) / 1e6,
+                        into[&f.to]
+                    ),
+                )
+            } else {
+                (
+                    Bottleneck::Zones { from: za, to: zb },
+                    format!(
+                        "the capacity between the zones, shared by {} flows",
+                        across[&(za, zb)]
+                    ),
+                )
+            };
+            FlowTime {
+                delay: rtt / 2.0 + repair,
+                serial: f.bytes.max(0.0) * 8.0 / rate,
+                bottleneck,
+                why,
+            }
+        })
+        .collect()
+}
+
+/// The time of a set of concurrent flows that each must arrive whole: the slowest flow.
+fn phase(net: &dyn Network, flows: &[Flow]) -> (f64, Bottleneck, String) {
+    flow_times(net, flows)
+        .into_iter()
+        .fold((0.0, Bottleneck::None, String::new()), |worst, f| {
+            if f.total() > worst.0 {
+                (f.total(), f.bottleneck, f.why)
+            } else {
+                worst
+            }
+        })
+}
+
+/// A ring all-reduce over `nodes` in order, moving `bytes` in all (see the module docs). Each
+/// rank waits for its predecessor's chunk and for its own send: in steady state a step lasts the
+/// slower of the slowest serialisation and the mean of (delay + serialisation) around the ring.
+fn ring(net: &dyn Network, nodes: &[usize], bytes: f64) -> (f64, Bottleneck, String) {
+    let p = nodes.len();
+    if p < 2 || bytes <= 0.0 {
+        return (0.0, Bottleneck::None, "nothing crosses the network".into());
+    }
+    let chunk = bytes / p as f64;
+    let flows: Vec<Flow> = (0..p)
+        .map(|i| Flow {
+            from: nodes[i],
+            to: nodes[(i + 1) % p],
+            bytes: chunk,
+        })
+        .collect();
+    let times = flow_times(net, &flows);
+    let steps = 2.0 * (p - 1) as f64;
+    let slowest = times
+        .iter()
+        .max_by(|a, b| a.serial.total_cmp(&b.serial))
+        .expect("two flows at least");
+    let around: f64 = times.iter().map(FlowTime::total).sum();
+    let bandwidth = steps * slowest.serial;
+    let latency = steps / p as f64 * around;
+    if latency > bandwidth {
+        (
+            latency,
+            Bottleneck::RingLatency,
+            format!(
+                "the delays around the ring: {:.2} ms a trip, {:.1} trips",
+                around * 1e3,
+                steps / p as f64
+            ),
+        )
+    } else {
+        (
+            bandwidth,
+            slowest.bottleneck.clone(),
+            format!(
+                "{steps} steps of {:.0} kB, each bound by {}",
+                chunk / 1e3,
+                slowest.why
+            ),
+        )
+    }
+}
+
+/// Predicts one iteration of `job` over the ranks `ranks` (nodes of `net`, in rank order).
+pub fn predict(job: &Job, ranks: &[usize], net: &dyn Network) -> Prediction {
+    let p = ranks.len();
+    let n = job.bytes_per_iteration as f64;
+    let (seconds, bottleneck, why) = if p < 2 || n <= 0.0 {
+        (0.0, Bottleneck::None, "nothing crosses the network".into())
+    } else {
+        match job.collective {
+            Collective::RingAllReduce => ring(net, ranks, n),
+            Collective::HierarchicalAllReduce => hierarchical(net, ranks, n),
+            Collective::ParameterServer { servers } => {
+                parameter_server(net, ranks, n, (servers as usize).clamp(1, p))
+            }
+            Collective::AllToAll => {
+                let each = n / (p - 1) as f64;
+                let flows: Vec<Flow> = ranks
+                    .iter()
+                    .flat_map(|&a| {
+                        ranks.iter().filter(move |&&b| b != a).map(move |&b| Flow {
+                            from: a,
+                            to: b,
+                            bytes: each,
+                        })
+                    })
+                    .collect();
+                phase(net, &flows)
+            }
+        }
+    };
+    Prediction {
+        seconds,
+        bottleneck,
+        why,
+    }
+}
+
+fn hierarchical(net: &dyn Network, ranks: &[usize], n: f64) -> (f64, Bottleneck, String) {
+    // Zones in the order their first rank appears; members in rank order.
+    let mut zones: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &r in ranks {
+        let z = net.zone(r);
+        match zones.iter_mut().find(|(zone, _)| *zone == z) {
+            Some((_, members)) => members.push(r),
+            None => zones.push((z, vec![r])),
+        }
+    }
+    let mut total = 0.0;
+    let mut worst = (0.0, Bottleneck::None, String::new());
+    let mut note = |t: f64, b: Bottleneck, why: String, total: &mut f64| {
+        *total += t;
+        if t > worst.0 {
+            worst = (t, b, why);
+        }
+    };
+    // 1. Reduce-scatter in each zone's ring, then gather at the leader; zones in parallel.
+    let inside = |bytes_of: &dyn Fn(usize) -> f64| {
+        let mut slowest = (0.0, Bottleneck::None, String::new());
+        for (_, members) in &zones {
+            let k = members.len();
+            if k < 2 {
+                continue;
+            }
+            let chunk = n / k as f64;
+            let flows: Vec<Flow> = (0..k)
+                .map(|i| Flow {
+                    from: members[i],
+                    to: members[(i + 1) % k],
+                    bytes: chunk,
+                })
+                .collect();
+            let (step, b, why) = phase(net, &flows);
+            let t = (k - 1) as f64 * step + bytes_of(k);
+            if t > slowest.0 {
+                slowest = (t, b, why);
+            }
+        }
+        slowest
+    };
+    let (t, b, why) = inside(&|_| 0.0);
+    note(t, b, format!("inside a zone: {why}"), &mut total);
+    let gather = |to_leader: bool| {
+        let flows: Vec<Flow> = zones
+            .iter()
+            .filter(|(_, m)| m.len() > 1)
+            .flat_map(|(_, m)| {
+                let k = m.len() as f64;
+                m[1..].iter().map(move |&w| {
+                    let (from, to) = if to_leader { (w, m[0]) } else { (m[0], w) };
+                    Flow {
+                        from,
+                        to,
+                        bytes: n / k,
+                    }
+                })
+            })
+            .collect();
+        phase(net, &flows)
+    };
+    let (t, b, why) = gather(true);
+    note(
+        t,
+        b,
+        format!("gathering at a zone's leader: {why}"),
+        &mut total,
+    );
+    // 2. The leaders' ring across zones.
+    let leaders: Vec<usize> = zones.iter().map(|(_, m)| m[0]).collect();
+    let (t, b, why) = ring(net, &leaders, n);
+    note(t, b, format!("across zones: {why}"), &mut total);
+    // 3. Scatter from each leader, then all-gather inside each zone.
+    let (t, b, why) = gather(false);
+    note(
+        t,
+        b,
+        format!("scattering from a zone's leader: {why}"),
+        &mut total,
+    );
+    let (t, b, why) = inside(&|_| 0.0);
+    note(t, b, format!("inside a zone: {why}"), &mut total);
+    (total, worst.1, worst.2)
+}
+
+fn parameter_server(
+    net: &dyn Network,
+    ranks: &[usize],
+    n: f64,
+    servers: usize,
+) -> (f64, Bottleneck, String) {
+    let shard = n / servers as f64;
+    let flows = |push: bool| -> Vec<Flow> {
+        ranks[..servers]
+            .iter()
+            .flat_map(|&s| {
+                ranks.iter().filter(move |&&w| w != s).map(move |&w| {
+                    let (from, to) = if push { (w, s) } else { (s, w) };
+                    Flow {
+                        from,
+                        to,
+                        bytes: shard,
+                    }
+                })
+            })
+            .collect()
+    };
+    let (push, b_push, why_push) = phase(net, &flows(true));
+    let (pull, b_pull, why_pull) = phase(net, &flows(false));
+    let (bottleneck, why) = if push >= pull {
+        (b_push, format!("pushing gradients: {why_push}"))
+    } else {
+        (b_pull, format!("pulling parameters: {why_pull}"))
+    };
+    (push + pull, bottleneck, why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nodes `0..n`; zone of a node from `zones`; every link `rtt_us`, no loss, `rate` bit/s,
+    /// with exceptions.
+    struct Flat {
+        zones: Vec<usize>,
+        rtt_us: f64,
+        rate: f64,
+        slow: Option<(usize, f64)>,
+        lossy: Option<(usize, f64)>,
+        far: Option<(usize, usize, f64)>,
+    }
+
+    impl Flat {
+        fn new(zones: &[usize]) -> Self {
+            Self {
+                zones: zones.to_vec(),
+                rtt_us: 100.0,
+                rate: 1e9,
+                slow: None,
+                lossy: None,
+                far: None,
+            }
+        }
+    }
+
+    impl Network for Flat {
+        fn link(&self, a: usize, b: usize) -> Link {
+            let (za, zb) = (self.zones[a], self.zones[b]);
+            let rtt_us = match self.far {
+                Some((x, y, rtt)) if (za, zb) == (x, y) || (za, zb) == (y, x) => rtt,
+                _ if za != zb => 2_000.0,
+                _ => self.rtt_us,
+            };
+            let loss = match self.lossy {
+                Some((node, loss)) if node == a || node == b => loss,
+                _ => 0.0,
+            };
+            Link {
+                rtt_us,
+                loss,
+                rate_bps: self.rate,
+            }
+        }
+        fn zone(&self, a: usize) -> usize {
+            self.zones[a]
+        }
+        fn egress_bps(&self, a: usize) -> f64 {
+            match self.slow {
+                Some((n, r)) if n == a => r,
+                _ => self.rate,
+            }
+        }
+        fn ingress_bps(&self, a: usize) -> f64 {
+            self.egress_bps(a)
+        }
+        fn zone_capacity_bps(&self, _: usize, _: usize) -> Option<f64> {
+            None
+        }
+    }
+
+    fn ring_job(bytes: u64) -> Job {
+        Job {
+            collective: Collective::RingAllReduce,
+            bytes_per_iteration: bytes,
+        }
+    }
+
+    #[test]
+    fn a_ring_is_bound_by_its_slowest_link_or_by_its_delays() {
+        let net = Flat::new(&[0, 0, 0, 0]);
+        let t = predict(&ring_job(4_000_000), &[0, 1, 2, 3], &net);
+        // 6 steps of 1 MB at 1 Gbit/s (8 ms) and half an RTT each: a uniform ring's two bounds
+        // are one.
+        assert!((t.seconds - 6.0 * (0.008 + 0.00005)).abs() < 1e-6, "{t}");
+        let slow = Flat {
+            slow: Some((2, 1e8)),
+            ..Flat::new(&[0, 0, 0, 0])
+        };
+        let s = predict(&ring_job(4_000_000), &[0, 1, 2, 3], &slow);
+        assert!(s.seconds > 9.0 * t.seconds, "{s}");
+        assert!(
+            matches!(s.bottleneck, Bottleneck::Node { node: 2, .. }),
+            "{s}"
+        );
+        // Small chunks over two long links: the delays around the ring decide.
+        let far = Flat {
+            far: Some((0, 1, 10_000.0)),
+            ..Flat::new(&[0, 0, 1, 1])
+        };
+        let f = predict(&ring_job(40_000), &[0, 1, 2, 3], &far);
+        assert_eq!(f.bottleneck, Bottleneck::RingLatency, "{f}");
+        let trip = 2.0 * (0.005 + 0.000_08) + 2.0 * (0.000_05 + 0.000_08);
+        assert!((f.seconds - 1.5 * trip).abs() < 1e-6, "{f}");
+    }
+
+    #[test]
+    fn a_good_rank_order_crosses_each_zone_boundary_once() {
+        let net = Flat::new(&[0, 0, 1, 1]);
+        let grouped = predict(&ring_job(256_000), &[0, 1, 2, 3], &net);
+        let interleaved = predict(&ring_job(256_000), &[0, 2, 1, 3], &net);
+        assert!(
+            interleaved.seconds > grouped.seconds * 1.3,
+            "{grouped} / {interleaved}"
+        );
+    }
+
+    #[test]
+    fn loss_costs_a_round_trip_per_repaired_transfer() {
+        let clean = Flat::new(&[0, 0, 0, 0]);
+        let lossy = Flat {
+            lossy: Some((1, 0.05)),
+            ..Flat::new(&[0, 0, 0, 0])
+        };
+        let c = predict(&ring_job(4_000_000), &[0, 1, 2, 3], &clean);
+        let l = predict(&ring_job(4_000_000), &[0, 1, 2, 3], &lossy);
+        // 1 MB is 691 segments: at 5 % both of node 1's transfers almost surely lose one and
+        // take a round trip more, which the ring's mean cycle spreads over its four links.
+        assert!(
+            (l.seconds - c.seconds - 1.5 * 2.0 * 100e-6).abs() < 1e-6,
+            "{c} / {l}"
+        );
+    }
+
+    #[test]
+    fn a_parameter_server_is_bound_by_its_incast() {
+        let net = Flat::new(&[0, 0, 0, 0]);
+        let job = Job {
+            collective: Collective::ParameterServer { servers: 1 },
+            bytes_per_iteration: 4_000_000,
+        };
+        let one = predict(&job, &[0, 1, 2, 3], &net);
+        // Three gradients in and out over the server's 1 Gbit/s: 2 * 3 * 32 ms, plus delays.
+        assert!(
+            (one.seconds - 2.0 * (0.096 + 0.00005)).abs() < 1e-6,
+            "{one}"
+        );
+        assert_eq!(
+            one.bottleneck,
+            Bottleneck::Node {
+                node: 0,
+                ingress: true
+            }
+        );
+        let two = Job {
+            collective: Collective::ParameterServer { servers: 2 },
+            ..job
+        };
+        assert!(predict(&two, &[0, 1, 2, 3], &net).seconds < one.seconds);
+    }
+
+    #[test]
+    fn hierarchical_all_reduce_crosses_zones_once_per_zone() {
+        let net = Flat {
+            far: Some((0, 1, 20_000.0)),
+            ..Flat::new(&[0, 0, 0, 1, 1, 1])
+        };
+        let job = |collective| Job {
+            collective,
+            bytes_per_iteration: 256_000,
+        };
+        let ranks = [0, 1, 2, 3, 4, 5];
+        let h = predict(&job(Collective::HierarchicalAllReduce), &ranks, &net);
+        let r = predict(&job(Collective::RingAllReduce), &ranks, &net);
+        assert!(h.seconds < r.seconds, "{h} / {r}");
+        let a = predict(&job(Collective::AllToAll), &ranks, &net);
+        assert!(a.seconds > 0.010, "a far flow at least: {a}");
+    }
+
+    #[test]
+    fn one_rank_or_nothing_to_send_costs_nothing() {
+        let net = Flat::new(&[0, 0]);
+        assert_eq!(predict(&ring_job(1_000), &[0], &net).seconds, 0.0);
+        assert_eq!(predict(&ring_job(0), &[0, 1], &net).seconds, 0.0);
+    }
+}
