@@ -406,8 +406,11 @@ pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Optio
         }
     }
     let link = |a: &str, b: &str| figure(a, b).map_or(crate::model::LOOPBACK, PathFigure::link);
-    let s = scenarios::predict_named(Collective::RingAllReduce, bytes, ranks, &link);
-    (Some(s), estimated)
+    // TODO(issue 18): a node's own rates, once zonemesh answers them (the model's node caps);
+    // until then only the paths' figures limit.
+    let unknown = |_: &str| f64::INFINITY;
+    let s = scenarios::predict_named(Collective::RingAllReduce, bytes, ranks, &link, &unknown);
+    (Some(s.seconds), estimated)
 }
 
 /// Runs one lab of `setup` through `plan`. `progress` hears what happens.
@@ -465,11 +468,10 @@ pub async fn evaluate_lab(
             } else {
                 predicted(&network, &ranks, bytes)
             };
-            let truth = |a: &str, b: &str| setup.truth(a, b);
             let truth_model_s = if ranks.is_empty() {
                 f64::NAN
             } else {
-                scenarios::predict_named(Collective::RingAllReduce, bytes, &ranks, &truth)
+                setup.truth_model(bytes, &ranks).seconds
             };
             progress(&format!(
                 "{tag}: {} B {} -> {} (predicted {:?}, truth model {truth_model_s:.4} s){}",
@@ -541,8 +543,10 @@ pub async fn evaluate_lab(
                     let outcome = tokio::task::block_in_place(|| mpi::run(&lab, program, &job));
                     match outcome {
                         Ok(m) => {
+                            let mean = m.iterations.iter().sum::<Duration>().as_secs_f64()
+                                / m.iterations.len() as f64;
                             progress(&format!(
-                                "{tag}: mpi {bytes} B {} run {run} [{}]: median {:.4} s",
+                                "{tag}: mpi {bytes} B {} run {run} [{}]: mean {mean:.4} s, median {:.4} s",
                                 algorithm.key(),
                                 ranks.join(","),
                                 m.median().as_secs_f64()
@@ -636,15 +640,14 @@ fn tcp_run(lab: &Lab, ranks: &[String], bytes: u64, collective: Collective) -> T
     record
 }
 
-/// Medians of a record's runs (each run's median iteration).
-pub fn run_medians(record: &MpiRecord) -> Vec<f64> {
+/// Each run's time: the mean of its timed iterations (a job's time is the sum of its
+/// iterations, retransmission timeouts included, which a median would hide).
+pub fn run_times(record: &MpiRecord) -> Vec<f64> {
     record
         .runs
         .iter()
-        .map(|r| {
-            let d: Vec<Duration> = r.iter().map(|s| Duration::from_secs_f64(*s)).collect();
-            mpi::median(&d).as_secs_f64()
-        })
+        .filter(|r| !r.is_empty())
+        .map(|r| r.iter().sum::<f64>() / r.len() as f64)
         .collect()
 }
 
@@ -680,12 +683,13 @@ pub fn by_lab(results: &[LabResult]) -> BTreeMap<(scenarios::Scenario, u64), &La
 /// What the runs of one placement measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measurement {
-    /// Median over runs of each run's median iteration, seconds.
-    pub median: f64,
-    /// Lowest and highest run median, seconds.
+    /// The median over runs of each run's time (its mean iteration), seconds.
+    pub time: f64,
+    /// The lowest and the highest run time, seconds.
     pub range: (f64, f64),
-    /// Mean of every timed iteration of every run (tails included), seconds.
-    pub mean: f64,
+    /// The median of every timed iteration of every run, seconds (what a median hides: compare
+    /// with `time`).
+    pub iteration_median: f64,
     /// Successful runs.
     pub runs: usize,
     /// Failed runs.
@@ -693,10 +697,15 @@ pub struct Measurement {
 }
 
 impl Measurement {
-    /// Run-to-run spread: (highest − lowest run median) / median.
+    /// Run-to-run spread: (highest − lowest run time) / time.
     pub fn spread(&self) -> f64 {
-        (self.range.1 - self.range.0) / self.median
+        (self.range.1 - self.range.0) / self.time
     }
+}
+
+fn median_f64(values: &[f64]) -> f64 {
+    let d: Vec<Duration> = values.iter().map(|s| Duration::from_secs_f64(*s)).collect();
+    mpi::median(&d).as_secs_f64()
 }
 
 /// What `strategy`'s placement at `bytes` measured with `algorithm` in `result` (`None` when it
@@ -709,23 +718,19 @@ pub fn measured(
 ) -> Option<Measurement> {
     let p = result.placement(strategy, bytes)?;
     let r = result.mpi(&p.ranks, bytes, algorithm)?;
-    let medians = run_medians(r);
-    if medians.is_empty() {
+    let times = run_times(r);
+    if times.is_empty() {
         return None;
     }
-    let d: Vec<Duration> = medians
-        .iter()
-        .map(|s| Duration::from_secs_f64(*s))
-        .collect();
     let all: Vec<f64> = r.runs.iter().flatten().copied().collect();
     Some(Measurement {
-        median: mpi::median(&d).as_secs_f64(),
+        time: median_f64(&times),
         range: (
-            medians.iter().copied().fold(f64::INFINITY, f64::min),
-            medians.iter().copied().fold(0.0, f64::max),
+            times.iter().copied().fold(f64::INFINITY, f64::min),
+            times.iter().copied().fold(0.0, f64::max),
         ),
-        mean: all.iter().sum::<f64>() / all.len() as f64,
-        runs: medians.len(),
+        iteration_median: median_f64(&all),
+        runs: times.len(),
         failed: r.failures.len(),
     })
 }

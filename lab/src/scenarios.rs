@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::LabSpec;
 use crate::evaluate::Rng;
-use crate::model::{self, Collective, LOOPBACK, Link};
+use crate::model::{Collective, LOOPBACK, Link, Named};
 
 /// The zones and nodes of every scenario's lab.
 pub const ZONES: [(&str, [&str; 4]); 3] = [
@@ -246,6 +246,22 @@ impl Setup {
             loss: if b == self.lossy { self.loss } else { 0.0 },
             rate_bps: rate(a).min(rate(b)) as f64,
         }
+    }
+
+    /// What `node`'s own link carries each way, bit/s (`tbf` on both ends of its veth).
+    pub fn node_bps(&self, node: &str) -> f64 {
+        if node == self.slow {
+            SLOW_BPS as f64
+        } else {
+            NODE_BPS as f64
+        }
+    }
+
+    /// The model of the ring over `bytes` for `ranks` on the truth the lab injected.
+    pub fn truth_model(&self, bytes: u64, ranks: &[String]) -> crate::model::Prediction {
+        let truth = |a: &str, b: &str| self.truth(a, b);
+        let rate = |n: &str| self.node_bps(n);
+        predict_named(Collective::RingAllReduce, bytes, ranks, &truth, &rate)
     }
 
     /// Candidates with their free slots, in node order.
@@ -505,41 +521,53 @@ fn permutations<T>(items: &mut [T], k: usize, visit: &mut dyn FnMut(&[T])) {
     }
 }
 
+/// Every node's name, zone by zone (a network index is a position here).
+pub fn node_names() -> Vec<String> {
+    all_nodes().map(str::to_owned).collect()
+}
+
 /// The oracle: the placement that minimises the model of `collective` over `bytes` on the truth
 /// the lab injected, searched exhaustively. Returns the rank order and the model's seconds.
 pub fn oracle(setup: &Setup, collective: Collective, bytes: u64) -> (Vec<String>, f64) {
-    let nodes: Vec<&str> = all_nodes().collect();
+    let nodes = node_names();
     let candidates: Vec<(usize, u32)> = nodes
         .iter()
         .enumerate()
-        .filter_map(|(i, n)| setup.slots.get(*n).map(|s| (i, *s)))
+        .filter_map(|(i, n)| setup.slots.get(n).map(|s| (i, *s)))
         .collect();
-    let zone = |i: usize| i / 4;
-    let link = |a: usize, b: usize| setup.truth(nodes[a], nodes[b]);
-    let cost = |ranks: &[usize]| model::predict(collective, bytes, ranks, &zone, &link).seconds;
+    let truth = |a: &str, b: &str| setup.truth(a, b);
+    let rate = |n: &str| setup.node_bps(n);
+    let zone = |n: &str| zone_of(n).to_owned();
+    let net = Named {
+        nodes: &nodes,
+        zone: &zone,
+        link: &truth,
+        node_bps: &rate,
+    };
+    let cost = |ranks: &[usize]| crate::model::predict(collective, bytes, ranks, &net).seconds;
     let (ranks, seconds) =
         exhaustive(&candidates, setup.workers, &cost).expect("the candidates hold the job");
-    (
-        ranks.iter().map(|&i| nodes[i].to_owned()).collect(),
-        seconds,
-    )
+    (ranks.iter().map(|&i| nodes[i].clone()).collect(), seconds)
 }
 
-/// The model of `collective` over `bytes` for `ranks` with the path figures `link`.
+/// The model of `collective` over `bytes` for `ranks` on the network of the lab's nodes given by
+/// `link` (the path between two distinct nodes) and `node_bps` (a node's own rate).
 pub fn predict_named(
     collective: Collective,
     bytes: u64,
     ranks: &[String],
     link: &dyn Fn(&str, &str) -> Link,
-) -> f64 {
-    let nodes: Vec<&str> = all_nodes().collect();
-    let index: Vec<usize> = ranks
-        .iter()
-        .map(|r| nodes.iter().position(|n| n == r).expect("a lab node"))
-        .collect();
-    let zone = |i: usize| i / 4;
-    let by_index = |a: usize, b: usize| link(nodes[a], nodes[b]);
-    model::predict(collective, bytes, &index, &zone, &by_index).seconds
+    node_bps: &dyn Fn(&str) -> f64,
+) -> crate::model::Prediction {
+    let nodes = node_names();
+    let zone = |n: &str| zone_of(n).to_owned();
+    Named {
+        nodes: &nodes,
+        zone: &zone,
+        link,
+        node_bps,
+    }
+    .predict(collective, bytes, ranks)
 }
 
 #[cfg(test)]
@@ -670,9 +698,11 @@ mod tests {
     }
 
     #[test]
-    fn the_oracle_avoids_what_the_lab_injected() {
+    fn the_oracle_avoids_the_slow_node_and_beats_the_others() {
+        // Six of twelve nodes is 110,880 rings to try: one seed of those (a debug build is slow).
         for s in SCENARIOS {
-            for seed in 1..=3 {
+            let seeds = if s.workers() > 4 { 1..=1 } else { 1..=3 };
+            for seed in seeds {
                 let setup = Setup::new(s, seed);
                 for bytes in SIZES {
                     let (ranks, seconds) = oracle(&setup, Collective::RingAllReduce, bytes);
@@ -682,11 +712,11 @@ mod tests {
                         "{s} seed {seed}: {ranks:?} uses the slow node"
                     );
                     // No placement the label strategy or a random one makes predicts faster.
-                    let truth = |a: &str, b: &str| setup.truth(a, b);
                     for other in [labels_only(&setup), random(&setup, &mut Rng::new(seed))] {
-                        let p = predict_named(Collective::RingAllReduce, bytes, &other, &truth);
+                        let p = setup.truth_model(bytes, &other).seconds;
                         assert!(p >= seconds - 1e-12, "{other:?} {p} < {seconds}");
                     }
+                    assert!((setup.truth_model(bytes, &ranks).seconds - seconds).abs() < 1e-12);
                 }
             }
         }

@@ -153,7 +153,7 @@ impl<'a> Data<'a> {
         let m: Option<Vec<f64>> = self
             .measured(scenario, strategy, bytes, algorithm)
             .into_iter()
-            .map(|m| m.map(|m| m.median))
+            .map(|m| m.map(|m| m.time))
             .collect();
         geomean(&m?)
     }
@@ -170,8 +170,8 @@ impl<'a> Data<'a> {
         let r: Option<Vec<f64>> = self
             .labs_of(scenario)
             .map(|lab| {
-                let x = measured(lab, a, bytes, algorithm)?.median;
-                let y = measured(lab, b, bytes, algorithm)?.median;
+                let x = measured(lab, a, bytes, algorithm)?.time;
+                let y = measured(lab, b, bytes, algorithm)?.time;
                 Some(x / y)
             })
             .collect();
@@ -278,8 +278,8 @@ measured.\n\n";
     let _ = write!(
         md,
         "## At a glance\n\n![measured all-reduce time per scenario and strategy]({svg})\n\n\
-Forced ring, geometric mean over the seeds of each placement's measured time (the median of its \
-runs), and in brackets the regret against the oracle's placement (measured: how much slower). \
+Forced ring, geometric mean over the seeds of each placement's measured time (the median over its \
+runs of each run's mean iteration), and in brackets the regret against the oracle's placement (measured: how much slower). \
 — where a seed's runs all failed.\n\n"
     );
     for &bytes in &data.sizes {
@@ -486,7 +486,7 @@ fn prediction_errors(data: &Data, strategies: &[Strategy]) -> Vec<f64> {
                     prediction(lab, s, bytes),
                     measured(lab, s, bytes, Algorithm::Ring),
                 ) {
-                    out.push((p - m.median).abs() / m.median);
+                    out.push((p - m.time).abs() / m.time);
                 }
             }
         }
@@ -555,12 +555,14 @@ the rank's `eth0`. Open MPI's TCP transport (also between two ranks of one node)
 `coll_tuned_allreduce_algorithm 4`: rank r sends to r + 1, so the rank order is what it \
 measures. *Open MPI's choice* is its fixed decision table (Rabenseifner at these sizes). Each \
 `mpirun` times {} iterations after {} warm-ups at 256 KiB and {} after {} at 16 MiB; an \
-iteration's time is the slowest rank's (barrier, then the timed all-reduce). A placement's \
-*measured* time is the median over {} `mpirun`s ({} with Open MPI's choice) of each run's \
-median iteration, and its *spread* (highest − lowest run median) / median. The placements of a lab run interleaved, run \
-by run, so that a slow spell of the machine falls on all of them. *Mean* includes every \
-iteration: loss shows in the tail (a lost segment at the end of a transfer waits for TCP's \
-200 ms retransmission timeout), which a median hides.\n\n\
+iteration's time is the slowest rank's (barrier, then the timed all-reduce). A run's time is its \
+mean iteration: a job's time is the sum of its iterations, and a lossy node shows in the tail \
+(a lost segment that fast retransmit cannot repair waits for TCP's 200 ms retransmission \
+timeout), which a median of iterations hides (compare the two columns of a placement with the \
+lossy node in the tables below). A placement's *measured* time is the median over {} `mpirun`s ({} with \
+Open MPI's choice) of the runs' times, and its *spread* (highest − lowest run time) / measured. \
+*Iteration median* is the median of all its iterations, for comparison. The placements of a \
+lab run interleaved, run by run, so that a slow spell of the machine falls on all of them.\n\n\
 **Predicted** is the model of the ring over zonemesh's figures of the placement's paths \
 (`Place`'s own prediction for zonemesh predicted-time). **Truth model** is the same model over \
 the lab's injected truth. **Regret** is how much slower a placement ran than the oracle's, in \
@@ -642,7 +644,7 @@ load average {:.1} before the runs, {:.1} after.\n\n",
             let oracle = measured(lab, Strategy::Oracle, bytes, Algorithm::Ring);
             let _ = write!(
                 md,
-                "{}:\n\n| strategy | ranks | predicted | truth model | measured (runs' range) | mean | regret | Open MPI's choice |\n\
+                "{}:\n\n| strategy | ranks | predicted | truth model | measured (runs' range) | iteration median | regret | Open MPI's choice |\n\
 |---|---|---|---|---|---|---|---|\n",
                 size(bytes)
             );
@@ -673,7 +675,7 @@ load average {:.1} before the runs, {:.1} after.\n\n",
                     time(p.truth_model_s),
                     ring.map_or("—".into(), |m| format!(
                         "{} ({}–{}){}",
-                        time(m.median),
+                        time(m.time),
                         time(m.range.0),
                         time(m.range.1),
                         if failures > 0 {
@@ -682,13 +684,12 @@ load average {:.1} before the runs, {:.1} after.\n\n",
                             String::new()
                         }
                     )),
-                    ring.map_or("—".into(), |m| time(m.mean)),
+                    ring.map_or("—".into(), |m| time(m.iteration_median)),
                     match (ring, oracle) {
-                        (Some(m), Some(o)) if s != Strategy::Oracle =>
-                            pct(m.median / o.median - 1.0),
+                        (Some(m), Some(o)) if s != Strategy::Oracle => pct(m.time / o.time - 1.0),
                         _ => "—".into(),
                     },
-                    choice.map_or("—".into(), |m| time(m.median)),
+                    choice.map_or("—".into(), |m| time(m.time)),
                 );
             }
             md.push('\n');

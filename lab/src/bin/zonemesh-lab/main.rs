@@ -95,12 +95,12 @@ enum Cmd {
         #[arg(long, default_value = "docs/ACCURACY.md")]
         out: std::path::PathBuf,
     },
-    /// Place a distributed-training job with five strategies (kube-scheduler's default spread,
+    /// Evaluation v1: place a distributed-training job with five strategies (kube-scheduler's default spread,
     /// random, zone-only, zone-then-score, zonemesh) on labs of three zones of four nodes, run it
     /// (ring all-reduce and parameter server over real TCP), and write the report.
     Evaluate {
         /// Where the Markdown report goes (the SVG plot goes beside it).
-        #[arg(long, default_value = "docs/EVALUATION.md")]
+        #[arg(long, default_value = "docs/EVALUATION-v1.md")]
         out: std::path::PathBuf,
         /// Lab seeds (each one a lab with its own delays and degraded nodes).
         #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
