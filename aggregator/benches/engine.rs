@@ -91,6 +91,18 @@ fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)
     out
 }
 
+/// This process's resident set, bytes.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
 fn quantiles(mut d: Vec<Duration>) -> (Duration, Duration) {
     d.sort();
     let q = |p: f64| d[((d.len() as f64 - 1.0) * p).round() as usize];
@@ -106,6 +118,7 @@ fn main() {
         ZONES * PER_ZONE
     );
     let now = UnixMs(1_700_000_000_000);
+    let rss_empty = rss_bytes();
     let mut topology = Topology::new(EngineConfig::default());
     for z in 0..ZONES {
         let zone = ZoneName::parse("zone", format!("zone-{z:02}")).unwrap();
@@ -158,6 +171,33 @@ fn main() {
         "sweep (exact recompute of all sums): {:?}",
         started.elapsed()
     );
+    drop(batch);
+    let rss_engine = rss_bytes().saturating_sub(rss_empty);
+    println!(
+        "engine state: RSS {:.0} MiB above the empty process for {} paths = {:.0} bytes a path (target < 600)",
+        rss_engine as f64 / f64::from(1 << 20),
+        topology.view().path_count(),
+        rss_engine as f64 / topology.view().path_count() as f64
+    );
+    // Publishing: a snapshot copies one pointer per table; the writer's next write copies the
+    // chunks (and rows) it touches.
+    let mut times = Vec::new();
+    let mut writes = Vec::new();
+    for (node, report) in reports(&topology, later, 3).iter().take(200) {
+        let started = Instant::now();
+        let snapshot = topology.snapshot();
+        times.push(started.elapsed());
+        let id = topology.id(node).unwrap();
+        let started = Instant::now();
+        topology.apply_report(id, report, later).unwrap();
+        writes.push(started.elapsed());
+        drop(snapshot);
+    }
+    let (p50, p99) = quantiles(times);
+    let (w50, w99) = quantiles(writes);
+    println!(
+        "publish a snapshot: p50 {p50:?} p99 {p99:?}; the next report's apply (copies its row): p50 {w50:?} p99 {w99:?}"
+    );
 
     if wants("rank") {
         let mut times = Vec::new();
@@ -195,7 +235,7 @@ fn main() {
         let mut times = Vec::new();
         for _ in 0..300 {
             let started = Instant::now();
-            let z = topology.view().list_zones(later);
+            let z = topology.view().list_zones(&Default::default(), later);
             times.push(started.elapsed());
             assert_eq!(z.zones.len(), ZONES);
         }
@@ -207,6 +247,7 @@ fn main() {
                 metric: Metric::RttP50Us,
                 zone: Some(ZoneName::parse("zone", format!("zone-{:02}", i % ZONES)).unwrap()),
                 nodes: Vec::new(),
+                page: Default::default(),
             };
             let started = Instant::now();
             let m = topology.view().matrix(&query, later).unwrap();

@@ -238,7 +238,7 @@ async fn agents_register_report_and_are_acknowledged_and_queried() {
     );
 
     let zones = topology
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -451,6 +451,7 @@ async fn bad_input_is_refused_with_the_field_and_changes_nothing() {
     let status = topology
         .list_nodes(v1::ListNodesRequest {
             zone: "nowhere".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -476,7 +477,7 @@ async fn a_restarted_server_has_the_matrix_it_had() {
         .await;
     assert_eq!(a.ack().await, 7);
     let before = v1::topology_client::TopologyClient::new(channel)
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -486,7 +487,7 @@ async fn a_restarted_server_has_the_matrix_it_had() {
     let server = Server::start(Some(dir.path().to_owned())).await;
     let channel = server.channel().await;
     let mut after = v1::topology_client::TopologyClient::new(channel.clone())
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await
         .unwrap()
         .into_inner();

@@ -160,7 +160,7 @@ pub async fn run(options: Options) -> Result<()> {
 
     println!("\nZone to zone (ListZones):");
     let zones = topology
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await?
         .into_inner();
     print!("{}", render::zones(&zones, &render::Style::plain()));

@@ -339,20 +339,49 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
         }};
     }
     match query {
+        // Long answers come in pages (each under the 4 MiB gRPC clients accept): follow them.
         Query::Nodes { zone } => {
-            let answer = call!(
-                "ListNodes",
-                list_nodes,
-                v1::ListNodesRequest {
-                    zone: zone.unwrap_or_default()
+            let mut answer = v1::ListNodesResponse::default();
+            let mut page_token = String::new();
+            loop {
+                let page = call!(
+                    "ListNodes",
+                    list_nodes,
+                    v1::ListNodesRequest {
+                        zone: zone.clone().unwrap_or_default(),
+                        page_token,
+                        ..Default::default()
+                    }
+                );
+                answer.nodes.extend(page.nodes);
+                if page.next_page_token.is_empty() {
+                    break;
                 }
-            );
+                page_token = page.next_page_token;
+            }
             print(connection, json::nodes(&answer), |s| {
                 render::nodes(&answer, s)
             });
         }
         Query::Zones => {
-            let answer = call!("ListZones", list_zones, v1::ListZonesRequest {});
+            let mut answer = v1::ListZonesResponse::default();
+            let mut page_token = String::new();
+            loop {
+                let page = call!(
+                    "ListZones",
+                    list_zones,
+                    v1::ListZonesRequest {
+                        page_token,
+                        ..Default::default()
+                    }
+                );
+                answer.zones = page.zones;
+                answer.links.extend(page.links);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
             print(connection, json::zones(&answer), |s| {
                 render::zones(&answer, s)
             });
@@ -372,15 +401,35 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                     format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
                 ));
             };
-            let answer = call!(
-                "GetMatrix",
-                get_matrix,
-                v1::GetMatrixRequest {
-                    metric: metric as i32,
-                    nodes,
-                    zone: zone.unwrap_or_default(),
+            let mut answer = v1::GetMatrixResponse::default();
+            let mut page_token = String::new();
+            loop {
+                let page = call!(
+                    "GetMatrix",
+                    get_matrix,
+                    v1::GetMatrixRequest {
+                        metric: metric as i32,
+                        nodes: nodes.clone(),
+                        zone: zone.clone().unwrap_or_default(),
+                        page_token,
+                        ..Default::default()
+                    }
+                );
+                if page.first_row == 0 {
+                    answer = page.clone();
+                } else if page.nodes != answer.nodes {
+                    return Err(Failure::new(
+                        exit::UNAVAILABLE,
+                        "GetMatrix: the matrix's nodes changed between its pages; try again",
+                    ));
+                } else {
+                    answer.cells.extend(page.cells);
                 }
-            );
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
             print(connection, json::matrix(&answer), |s| {
                 render::matrix(&answer, s)
             });

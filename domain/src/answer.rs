@@ -154,13 +154,24 @@ pub struct ZoneLink {
     pub measured_paths: u32,
 }
 
-/// `ListZones`.
+/// `ListZones`: every zone, and a page of the links between them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Zones {
     /// Zones, by name.
     pub zones: Vec<ZoneView>,
     /// Links with measured paths, by source and destination zone.
     pub links: Vec<ZoneLink>,
+    /// Where the next page of links starts, if there is one.
+    pub next_offset: Option<usize>,
+}
+
+/// `ListNodes`: a page of nodes, by name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Nodes {
+    /// The nodes.
+    pub nodes: Vec<NodeView>,
+    /// Where the next page starts, if there is one.
+    pub next_offset: Option<usize>,
 }
 
 /// `GetPath`.
@@ -187,16 +198,20 @@ pub struct MatrixCell {
     pub stale: bool,
 }
 
-/// `GetMatrix`: cell (i, j) is the path `nodes[i] -> nodes[j]`, row-major; the diagonal is
-/// unknown.
+/// `GetMatrix`: a page of rows. Cell `(i, j)` of the page is the path `nodes[first_row + i] ->
+/// nodes[j]`, row-major; the diagonal is unknown.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Matrix {
     /// The metric.
     pub metric: Metric,
-    /// Row and column order.
+    /// Row and column order: every node of the matrix, in every page.
     pub nodes: Vec<NodeName>,
-    /// The cells.
+    /// The row this page starts at.
+    pub first_row: usize,
+    /// The cells of this page's rows.
     pub cells: Vec<MatrixCell>,
+    /// Where the next page of rows starts, if there is one.
+    pub next_offset: Option<usize>,
 }
 
 /// One ranked node with the figures behind its score.

@@ -32,8 +32,8 @@ mod report;
 mod units;
 
 pub use answer::{
-    Assignment, Matrix, MatrixCell, NodeState, NodeView, PathAnswer, PathFigures, PlaceAnswer,
-    Provenance, RankedNode, Ranking, RttSummary, ZoneLink, ZoneView, Zones,
+    Assignment, Matrix, MatrixCell, NodeState, NodeView, Nodes, PathAnswer, PathFigures,
+    PlaceAnswer, Provenance, RankedNode, Ranking, RttSummary, ZoneLink, ZoneView, Zones,
 };
 pub use error::FieldError;
 pub use names::{
@@ -41,7 +41,8 @@ pub use names::{
 };
 pub use plan::{ProbePlan, ProbeTarget, ThroughputGrant};
 pub use query::{
-    MAX_MATRIX_NODES, MAX_WORKERS, MatrixQuery, Metric, PlaceQuery, RankQuery, Weights, ZonePolicy,
+    MAX_LINKS_PAGE, MAX_MATRIX_CELLS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_WORKERS,
+    MatrixQuery, Metric, NodesQuery, Page, PlaceQuery, RankQuery, Weights, ZonePolicy, ZonesQuery,
 };
 pub use report::{
     Hello, IcmpMode, MAX_ADDRESSES, MAX_HISTOGRAM_BYTES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES,

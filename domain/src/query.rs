@@ -78,8 +78,53 @@ pub enum Metric {
     ThroughputBps,
 }
 
-/// Largest matrix side `GetMatrix` answers (the answer grows with its square).
+/// Most nodes a `GetMatrix` request may name (rows and columns).
 pub const MAX_MATRIX_NODES: usize = 2_000;
+
+/// Most nodes one page of `ListNodes` holds (about 1.5 MB encoded).
+pub const MAX_NODES_PAGE: usize = 10_000;
+/// Most zone links one page of `ListZones` holds (about 1.1 MB encoded).
+pub const MAX_LINKS_PAGE: usize = 10_000;
+/// Most cells one page of `GetMatrix` holds (about 2 MB encoded): every answer stays under the
+/// 4 MiB that grpcurl and grpcio accept by default.
+pub const MAX_MATRIX_CELLS_PAGE: usize = 100_000;
+
+/// A page of a long answer (`page_size` and `page_token` of AIP-158): up to `size` items from
+/// `offset`; `size` 0 asks for the largest page the answer allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Page {
+    /// The first item.
+    pub offset: usize,
+    /// Items asked for; 0 for the most a page holds.
+    pub size: usize,
+}
+
+impl Page {
+    /// Checks a page of an answer `rpc` whose pages hold at most `max` items; errors name
+    /// `page_size` and say how to ask for less.
+    pub fn checked(self, rpc: &str, max: usize) -> Result<Self, FieldError> {
+        if self.size > max {
+            return Err(FieldError::new(
+                "page_size",
+                format!(
+                    "{} is above {max}, the most one page of {rpc} holds: ask for at most {max} \
+                     and follow next_page_token",
+                    self.size
+                ),
+            ));
+        }
+        Ok(self)
+    }
+
+    /// The items of this page out of `total`, at most `max` of them: the range, and the offset
+    /// of the next page if there is one.
+    pub fn range(&self, total: usize, max: usize) -> (std::ops::Range<usize>, Option<usize>) {
+        let size = if self.size == 0 { max } else { self.size.min(max) };
+        let start = self.offset.min(total);
+        let end = start.saturating_add(size.max(1)).min(total);
+        (start..end, (end < total).then_some(end))
+    }
+}
 
 /// A checked `GetMatrix` request.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -90,6 +135,24 @@ pub struct MatrixQuery {
     pub nodes: Vec<NodeName>,
     /// The zone when `nodes` is empty.
     pub zone: Option<ZoneName>,
+    /// The rows of this page (every column is in every page).
+    pub page: Page,
+}
+
+/// A checked `ListNodes` request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodesQuery {
+    /// Only the nodes of this zone.
+    pub zone: Option<ZoneName>,
+    /// The nodes of this page, by name.
+    pub page: Page,
+}
+
+/// A checked `ListZones` request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ZonesQuery {
+    /// The links of this page (every zone is in every page).
+    pub page: Page,
 }
 
 /// A checked `RankNodes` request.

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use zonemesh_domain::{FieldError, Report, UnixMs};
 
-use crate::path::{PathConfig, PathState};
 use crate::sums::Contribution;
-use crate::{Error, LimitHit, NodeId, PathEntry, Row, Snapshot, Sums, Topology};
+use crate::{Error, LimitHit, NodeId, Snapshot, Sums, Topology};
 
 /// Outcome of [`Topology::apply_report`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,8 +103,18 @@ impl Topology {
         let config = self.snap.config.path;
         let mut newest = self.snap.node(node).newest_sample;
         let mut changed: Vec<(NodeId, Contribution, Contribution)> = Vec::new();
-        // One row, changed in place (copied first if a snapshot shares it).
+        // One row, changed in place (copied first if a snapshot shares it); new paths merged in
+        // at once.
         let row = Arc::make_mut(self.snap.rows.get_mut(node.0 as usize));
+        let mut new: Vec<NodeId> = dsts
+            .iter()
+            .copied()
+            .filter(|d| row.find(*d).is_err())
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        row.add(&new);
+        self.snap.path_count += new.len();
         for (sample, &dst) in report.paths.iter().zip(&dsts) {
             // The window's span by this aggregator's clock: it ended when it arrived.
             let span = sample
@@ -119,8 +128,8 @@ impl Topology {
             if under_load && sample.sent > 0 {
                 self.windows_under_load += 1;
             }
-            let (entry, added) = entry_mut(row, dst);
-            self.snap.path_count += usize::from(added);
+            let i = row.find(dst).expect("added above");
+            let entry = &mut row.entries[i];
             entry.state.apply(sample, now, &config, under_load);
             if let Some(t) = entry.state.current_at(&config) {
                 newest = Some(newest.map_or(t, |n| n.max(t)));
@@ -160,51 +169,6 @@ impl Topology {
     /// Latency windows left out because a throughput test loaded their path.
     pub fn windows_under_load(&self) -> u64 {
         self.windows_under_load
-    }
-
-    /// Changes one path (creating it if new) and keeps the sums and the node's newest sample in
-    /// step.
-    pub(crate) fn update_path(
-        &mut self,
-        src: NodeId,
-        dst: NodeId,
-        now: UnixMs,
-        change: impl FnOnce(&mut PathState, &PathConfig),
-    ) {
-        let config = self.snap.config.path;
-        let row = Arc::make_mut(self.snap.rows.get_mut(src.0 as usize));
-        let (entry, added) = entry_mut(row, dst);
-        self.snap.path_count += usize::from(added);
-        change(&mut entry.state, &config);
-        let current = entry.state.current_at(&config);
-        let new = Contribution::of(&entry.state, now, &config);
-        let old = std::mem::replace(&mut entry.contribution, new);
-        if let Some(t) = current {
-            let newest = &mut self.snap.nodes.get_mut(src.0 as usize).newest_sample;
-            *newest = Some(newest.map_or(t, |n| n.max(t)));
-        }
-        self.dirty_sources.insert(src);
-        if old != new {
-            self.snap.account(src, dst, &old, -1.0);
-            self.snap.account(src, dst, &new, 1.0);
-        }
-    }
-}
-
-/// The entry of `dst` in a row, added in order if new; and whether it was added.
-fn entry_mut(row: &mut Row, dst: NodeId) -> (&mut PathEntry, bool) {
-    match row.find(dst) {
-        Ok(i) => (&mut row.entries[i], false),
-        Err(i) => {
-            row.entries.insert(
-                i,
-                PathEntry {
-                    dst,
-                    ..PathEntry::default()
-                },
-            );
-            (&mut row.entries[i], true)
-        }
     }
 }
 

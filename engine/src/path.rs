@@ -69,8 +69,26 @@ pub struct Window {
     pub sent: u32,
     /// Replies received.
     pub received: u32,
-    /// RTT statistics of the replies.
-    pub rtt: Option<RttFigures>,
+    /// RTT statistics of the replies (`samples` 0 when none came back: no `Option`, whose tag
+    /// would cost 8 bytes a window).
+    rtt: RttFigures,
+}
+
+impl Window {
+    /// A window of `sent` probes and `received` replies with their RTT statistics.
+    pub fn new(at: UnixMs, sent: u32, received: u32, rtt: Option<RttFigures>) -> Self {
+        Self {
+            at,
+            sent,
+            received,
+            rtt: rtt.filter(|r| r.samples > 0).unwrap_or_default(),
+        }
+    }
+
+    /// RTT statistics of the replies, if any came back.
+    pub fn rtt(&self) -> Option<&RttFigures> {
+        (self.rtt.samples > 0).then_some(&self.rtt)
+    }
 }
 
 /// The sliding window: at most [`MAX_WINDOWS`] report windows, oldest first, held inline.
@@ -195,11 +213,11 @@ impl PathState {
         if sample.sent > 0 && !under_load {
             // A window's counts fit in u32: a window of an hour at 10,000 probes/s is 36 million.
             let count = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-            self.windows.push(Window {
-                at: now,
-                sent: count(sample.sent),
-                received: count(sample.received),
-                rtt: sample.rtt.map(|r| RttFigures {
+            self.windows.push(Window::new(
+                now,
+                count(sample.sent),
+                count(sample.received),
+                sample.rtt.map(|r| RttFigures {
                     samples: count(r.samples),
                     min: r.min.get() as f32,
                     p50: r.p50.get() as f32,
@@ -209,7 +227,7 @@ impl PathState {
                     mean: r.mean.get() as f32,
                     jitter: r.jitter.get() as f32,
                 }),
-            });
+            ));
             self.last_update = Some(self.last_update.map_or(now, |t| t.max(now)));
         }
         if sample.sent > 0 && under_load {
@@ -289,7 +307,7 @@ fn merge(windows: &Windows) -> Merged {
     for w in windows.iter() {
         merged.sent = merged.sent.saturating_add(w.sent);
         merged.received = merged.received.saturating_add(w.received);
-        if let Some(r) = w.rtt {
+        if let Some(r) = w.rtt() {
             let k = f64::from(r.samples);
             weight += k;
             samples = samples.saturating_add(r.samples);
@@ -304,7 +322,7 @@ fn merge(windows: &Windows) -> Merged {
             weighted_median(
                 windows
                     .iter()
-                    .filter_map(|w| w.rtt.as_ref())
+                    .filter_map(Window::rtt)
                     .map(|r| (q(r), r.samples)),
             )
         };

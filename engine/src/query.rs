@@ -1,8 +1,9 @@
 //! Read-only views of the matrix: nodes, zones, one path, a matrix.
 
 use zonemesh_domain::{
-    Matrix, MatrixCell, MatrixQuery, Metric, NodeState, NodeView, PathFigures, Provenance,
-    RttSummary, UnixMs, ZoneLink, ZoneName, ZoneView, Zones,
+    FieldError, MAX_LINKS_PAGE, MAX_MATRIX_CELLS_PAGE, MAX_NODES_PAGE, Matrix, MatrixCell,
+    MatrixQuery, Metric, NodeState, NodeView, Nodes, NodesQuery, PathFigures, Provenance,
+    RttSummary, UnixMs, ZoneLink, ZoneName, ZoneView, Zones, ZonesQuery,
 };
 
 use super::path::{PathState, wilson_upper_95};
@@ -196,13 +197,24 @@ impl Snapshot {
         out
     }
 
-    /// `ListNodes`.
-    pub fn list_nodes(&self, zone: Option<&ZoneName>, now: UnixMs) -> Result<Vec<NodeView>, Error> {
-        let zone = zone.map(|z| self.require_zone("zone", z)).transpose()?;
-        let mut nodes: Vec<NodeView> = self
-            .nodes()
-            .filter(|(id, _)| zone.is_none_or(|z| self.zone_of(*id) == z))
-            .map(|(id, n)| {
+    /// `ListNodes`: a page of the nodes (of a zone, or all), by name. Only the page's nodes are
+    /// described.
+    pub fn list_nodes(&self, query: &NodesQuery, now: UnixMs) -> Result<Nodes, Error> {
+        let zone = query
+            .zone
+            .as_ref()
+            .map(|z| self.require_zone("zone", z))
+            .transpose()?;
+        let mut ids: Vec<NodeId> = match zone {
+            Some(z) => self.zone(z).members.clone(),
+            None => self.nodes().map(|(id, _)| id).collect(),
+        };
+        ids.sort_by(|a, b| self.node(*a).name.cmp(&self.node(*b).name));
+        let (range, next_offset) = query.page.range(ids.len(), MAX_NODES_PAGE);
+        let nodes = ids[range]
+            .iter()
+            .map(|&id| {
+                let n = self.node(id);
                 let sums = self.node_sums(id);
                 let (state, why) = self.state(id, now);
                 NodeView {
@@ -224,8 +236,7 @@ impl Snapshot {
                 }
             })
             .collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(nodes)
+        Ok(Nodes { nodes, next_offset })
     }
 
     /// Looks a zone up, or fails with NOT_FOUND naming it.
@@ -236,8 +247,18 @@ impl Snapshot {
         })
     }
 
-    /// `ListZones`: zones with node counts, and a link for every zone pair with measured paths.
-    pub fn list_zones(&self, now: UnixMs) -> Zones {
+    /// `ListZones`: every zone with its node counts, and a page of the links (one for every zone
+    /// pair with measured paths, by source and destination zone).
+    pub fn list_zones(&self, query: &ZonesQuery, now: UnixMs) -> Zones {
+        let mut zones = self.zone_links(now);
+        let (range, next_offset) = query.page.range(zones.links.len(), MAX_LINKS_PAGE);
+        zones.links = zones.links.drain(range).collect();
+        zones.next_offset = next_offset;
+        zones
+    }
+
+    /// Every zone with its node counts, and every link between zones with measured paths.
+    pub fn zone_links(&self, now: UnixMs) -> Zones {
         let mut zones: Vec<ZoneView> = self
             .zones()
             .filter(|(_, z)| !z.members.is_empty())
@@ -271,10 +292,15 @@ impl Snapshot {
             })
             .collect();
         links.sort_by(|a, b| (&a.src_zone, &a.dst_zone).cmp(&(&b.src_zone, &b.dst_zone)));
-        Zones { zones, links }
+        Zones {
+            zones,
+            links,
+            next_offset: None,
+        }
     }
 
-    /// `GetMatrix`.
+    /// `GetMatrix`: a page of rows over every column. Only the page's cells are computed; a page
+    /// above [`MAX_MATRIX_CELLS_PAGE`] cells is refused, naming how many rows fit.
     pub fn matrix(&self, query: &MatrixQuery, now: UnixMs) -> Result<Matrix, Error> {
         let ids: Vec<NodeId> = if !query.nodes.is_empty() {
             query
@@ -288,8 +314,24 @@ impl Snapshot {
         } else {
             self.nodes().map(|(id, _)| id).collect()
         };
-        let mut cells = Vec::with_capacity(ids.len() * ids.len());
-        for &src in &ids {
+        let columns = ids.len().max(1);
+        let rows_fit = (MAX_MATRIX_CELLS_PAGE / columns).max(1);
+        if query.page.size.saturating_mul(columns) > MAX_MATRIX_CELLS_PAGE {
+            return Err(Error::InvalidArgument(FieldError::new(
+                "page_size",
+                format!(
+                    "{} rows of {columns} columns are {} cells, above the {MAX_MATRIX_CELLS_PAGE} \
+                     one page of GetMatrix holds: ask for at most {rows_fit} rows and follow \
+                     next_page_token, or for fewer nodes (a zone, or `nodes`)",
+                    query.page.size,
+                    query.page.size.saturating_mul(columns)
+                ),
+            )));
+        }
+        let (rows, next_offset) = query.page.range(ids.len(), rows_fit);
+        let first_row = rows.start;
+        let mut cells = Vec::with_capacity(rows.len() * ids.len());
+        for &src in &ids[rows] {
             for &dst in &ids {
                 if src == dst {
                     cells.push(MatrixCell::default());
@@ -325,7 +367,9 @@ impl Snapshot {
         Ok(Matrix {
             metric: query.metric,
             nodes: ids.iter().map(|id| self.node(*id).name.clone()).collect(),
+            first_row,
             cells,
+            next_offset,
         })
     }
 }
@@ -366,5 +410,119 @@ fn sums_figures(s: &Sums, now: UnixMs) -> PathFigures {
         throughput_bps: s.tput_mean().unwrap_or(0.0),
         throughput_smoothed_bps: s.tput_mean().unwrap_or(0.0),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use zonemesh_domain::{
+        MAX_MATRIX_CELLS_PAGE, MatrixQuery, NodesQuery, Page, UnixMs, ZonesQuery,
+    };
+
+    use crate::testing::*;
+
+    #[test]
+    fn long_answers_come_in_pages_that_add_up_to_the_whole() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(5, 5, |_, _| 100.0, |_, _| 0, now);
+        let t = t.view();
+        // Nodes by name, in pages of 10: 10, 10, 5.
+        let mut names = Vec::new();
+        let mut page = Page {
+            offset: 0,
+            size: 10,
+        };
+        let mut pages = 0;
+        loop {
+            let answer = t
+                .list_nodes(&NodesQuery { zone: None, page }, now)
+                .unwrap();
+            pages += 1;
+            names.extend(answer.nodes.iter().map(|n| n.name.to_string()));
+            match answer.next_offset {
+                Some(next) => page.offset = next,
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3);
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        assert_eq!(names.len(), 25);
+        // Links: 25 zone pairs, in pages of 7.
+        let all = t.zone_links(now).links;
+        let mut links = Vec::new();
+        let mut page = Page { offset: 0, size: 7 };
+        loop {
+            let answer = t.list_zones(&ZonesQuery { page }, now);
+            assert_eq!(answer.zones.len(), 5, "every page holds every zone");
+            links.extend(answer.links);
+            match answer.next_offset {
+                Some(next) => page.offset = next,
+                None => break,
+            }
+        }
+        assert_eq!(links, all);
+        // A matrix in pages of 4 rows: the rows of the whole, in order.
+        let whole = t.matrix(&MatrixQuery::default(), now).unwrap();
+        assert_eq!(whole.cells.len(), 25 * 25);
+        assert_eq!(whole.next_offset, None);
+        let mut cells = Vec::new();
+        let mut page = Page { offset: 0, size: 4 };
+        loop {
+            let answer = t
+                .matrix(
+                    &MatrixQuery {
+                        page,
+                        ..MatrixQuery::default()
+                    },
+                    now,
+                )
+                .unwrap();
+            assert_eq!(answer.first_row, page.offset);
+            assert_eq!(answer.nodes, whole.nodes);
+            cells.extend(answer.cells);
+            match answer.next_offset {
+                Some(next) => page.offset = next,
+                None => break,
+            }
+        }
+        assert_eq!(cells, whole.cells);
+    }
+
+    #[test]
+    fn a_page_above_the_cap_is_refused_with_what_fits() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(1, 3, |_, _| 100.0, |_, _| 0, now);
+        let too_many = MAX_MATRIX_CELLS_PAGE / 3 + 1;
+        let e = t
+            .view()
+            .matrix(
+                &MatrixQuery {
+                    page: Page {
+                        offset: 0,
+                        size: too_many,
+                    },
+                    ..MatrixQuery::default()
+                },
+                now,
+            )
+            .unwrap_err();
+        let message = e.to_string();
+        assert!(message.starts_with("page_size:"), "{message}");
+        assert!(
+            message.contains(&format!("at most {} rows", MAX_MATRIX_CELLS_PAGE / 3)),
+            "{message}"
+        );
+        assert!(
+            Page {
+                offset: 0,
+                size: 20_000
+            }
+            .checked("ListNodes", 10_000)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 10000 and follow next_page_token")
+        );
     }
 }

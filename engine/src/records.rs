@@ -52,12 +52,31 @@ impl Topology {
             node.last_seen = stored.last_seen;
             node.applied_seq = stored.applied_seq;
         }
+        // Rows whole: each source's paths sorted and merged into its row at once.
+        let mut rows: std::collections::BTreeMap<NodeId, Vec<(NodeId, PathState)>> =
+            std::collections::BTreeMap::new();
         for (src, dst, state) in paths {
             let (s, d) = (topology.intern_node(&src), topology.intern_node(&dst));
-            topology.update_path(s, d, now, |p, config| {
-                *p = state;
-                p.expire(now, config);
-            });
+            rows.entry(s).or_default().push((d, state));
+        }
+        let config = topology.snap.config.path;
+        for (src, mut paths) in rows {
+            paths.sort_by_key(|(d, _)| *d);
+            paths.dedup_by_key(|(d, _)| *d);
+            let dsts: Vec<NodeId> = paths.iter().map(|(d, _)| *d).collect();
+            let row = Arc::make_mut(topology.snap.rows.get_mut(src.0 as usize));
+            row.add(&dsts);
+            let mut newest = None;
+            for (d, mut state) in paths {
+                state.expire(now, &config);
+                if let Some(t) = state.current_at(&config) {
+                    newest = Some(newest.map_or(t, |n: UnixMs| n.max(t)));
+                }
+                let i = row.find(d).expect("added above");
+                row.entries[i].state = state;
+            }
+            topology.snap.path_count += dsts.len();
+            topology.snap.nodes.get_mut(src.0 as usize).newest_sample = newest;
         }
         topology.snap.restored_at = Some(now);
         topology.rebuild_sums(now);

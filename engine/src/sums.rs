@@ -39,17 +39,17 @@ impl Sums {
             }
         };
         if let Some([p50, p90, p99]) = c.rtt {
-            self.rtt += sign * p50;
-            self.rtt_p90 += sign * p90;
-            self.rtt_p99 += sign * p99;
+            self.rtt += sign * f64::from(p50);
+            self.rtt_p90 += sign * f64::from(p90);
+            self.rtt_p99 += sign * f64::from(p99);
             step(&mut self.rtt_n);
         }
         if let Some(l) = c.loss {
-            self.loss += sign * l;
+            self.loss += sign * f64::from(l);
             step(&mut self.loss_n);
         }
         if let Some(t) = c.tput {
-            self.tput += sign * t;
+            self.tput += sign * f64::from(t);
             step(&mut self.tput_n);
         }
         if sign > 0.0
@@ -83,10 +83,10 @@ impl Sums {
 /// What one path adds to the sums, remembered so that it can be taken out exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct Contribution {
-    /// RTT p50, p90, p99, µs.
-    pub(crate) rtt: Option<[f64; 3]>,
-    pub(crate) loss: Option<f64>,
-    pub(crate) tput: Option<f64>,
+    /// RTT p50, p90, p99, µs (f32 as the path keeps them: what is added is taken out exactly).
+    pub(crate) rtt: Option<[f32; 3]>,
+    pub(crate) loss: Option<f32>,
+    pub(crate) tput: Option<f32>,
     pub(crate) at: Option<UnixMs>,
 }
 
@@ -94,17 +94,18 @@ impl Contribution {
     pub(crate) fn of(path: &PathState, now: UnixMs, config: &PathConfig) -> Self {
         if path.is_stale(now, config) {
             return Self {
-                tput: path.fresh_throughput(now, config).map(|t| t.latest_bps),
+                tput: path
+                    .fresh_throughput(now, config)
+                    .map(|t| t.latest_bps as f32),
                 ..Self::default()
             };
         }
         Self {
-            rtt: path
-                .merged
-                .rtt
-                .map(|r| [f64::from(r.p50), f64::from(r.p90), f64::from(r.p99)]),
-            loss: path.merged.loss(),
-            tput: path.fresh_throughput(now, config).map(|t| t.latest_bps),
+            rtt: path.merged.rtt.map(|r| [r.p50, r.p90, r.p99]),
+            loss: path.merged.loss().map(|l| l as f32),
+            tput: path
+                .fresh_throughput(now, config)
+                .map(|t| t.latest_bps as f32),
             at: path.last_update,
         }
     }

@@ -69,8 +69,8 @@ impl Topology {
                     e.contribution = Contribution::of(&e.state, now, &config);
                 }
             }
-            for e in &self.snap.rows.get(src).entries {
-                fresh.account(NodeId(src as u32), e.dst, &e.contribution, 1.0);
+            for (dst, e) in self.snap.rows.get(src).iter() {
+                fresh.account(NodeId(src as u32), dst, &e.contribution, 1.0);
             }
         }
         self.snap.node_sums = fresh.node_sums;
@@ -126,18 +126,18 @@ impl Topology {
             if !work.is_empty() {
                 let row = Arc::make_mut(self.snap.rows.get_mut(src.0 as usize));
                 for i in work {
-                    let entry = &mut row.entries[i];
+                    let (dst, entry) = (row.dsts[i], &mut row.entries[i]);
                     entry.state.expire(now, &config);
                     let new = Contribution::of(&entry.state, now, &config);
                     if new != entry.contribution {
-                        changed.push(((src, entry.dst), entry.contribution, new));
+                        changed.push(((src, dst), entry.contribution, new));
                         entry.contribution = new;
                     }
                 }
             }
-            for entry in &self.snap.rows.get(src.0 as usize).entries {
+            for (dst, entry) in self.snap.rows.get(src.0 as usize).iter() {
                 swept += 1;
-                let d = entry.dst.0 as usize;
+                let d = dst.0 as usize;
                 let state = &entry.state;
                 if d < cursor.fresh_in.len()
                     && !state.is_stale(now, &config)
@@ -270,7 +270,7 @@ mod tests {
         }
         let unreachable = whole.id(&name("z0-n1")).unwrap();
         assert_eq!(whole.view().state(unreachable, later).0, NodeState::Down);
-        let zones = |t: &Topology| t.view().list_zones(later).zones;
+        let zones = |t: &Topology| t.view().zone_links(later).zones;
         assert_eq!(zones(&whole), zones(&stepped));
         assert_eq!(
             whole.view().membership_version(),

@@ -225,7 +225,8 @@ pub async fn fill(
                     metric: metric as i32,
                     nodes: zone.nodes.clone(),
                     zone: String::new(),
-                })
+            ..Default::default()
+        })
                 .await?
                 .into_inner();
             let k = m.nodes.len();
@@ -236,7 +237,7 @@ pub async fn fill(
         }
     }
     let zones = topology
-        .list_zones(v1::ListZonesRequest {})
+        .list_zones(v1::ListZonesRequest::default())
         .await?
         .into_inner();
     let z = spec.zones.len();

@@ -8,11 +8,12 @@ use std::net::IpAddr;
 
 use zonemesh_domain::{
     Assignment, Bps, FieldError, Hello, IcmpMode, MAX_ADDRESSES, MAX_HISTOGRAM_BYTES,
-    MAX_MATRIX_NODES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery,
-    Metric, Micros, NodeName, NodeState, NodeView, PathAnswer, PathFigures, PathSample,
-    PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode, Ranking,
-    Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample, UnixMs, Weights, ZoneLink,
-    ZoneName, ZonePolicy, ZoneView, Zones, node_names,
+    MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES,
+    Matrix, MatrixCell, MatrixQuery, Metric, Micros, NodeName, NodeState, NodeView, Nodes,
+    NodesQuery, Page, PathAnswer, PathFigures, PathSample, PlaceAnswer, PlaceQuery, ProbePlan,
+    ProbeTarget, Provenance, RankQuery, RankedNode, Ranking, Report, Rtt, RttSummary,
+    ThroughputGrant, ThroughputSample, UnixMs, Weights, ZoneLink, ZoneName, ZonePolicy, ZoneView,
+    Zones, ZonesQuery, node_names,
 };
 
 use crate::v1;
@@ -364,6 +365,50 @@ impl From<Metric> for v1::Metric {
     }
 }
 
+/// Reads a `page_token` (opaque to clients: the offset of the page's first item).
+fn page(size: u32, token: &str) -> Result<Page, FieldError> {
+    let offset = if token.is_empty() {
+        0
+    } else {
+        token.parse::<usize>().map_err(|_| {
+            FieldError::new(
+                "page_token",
+                format!("{token:?} is not a next_page_token of this RPC"),
+            )
+        })?
+    };
+    Ok(Page {
+        offset,
+        size: size as usize,
+    })
+}
+
+/// The `next_page_token` of an answer: empty on the last page.
+pub fn next_page_token(next: Option<usize>) -> String {
+    next.map(|o| o.to_string()).unwrap_or_default()
+}
+
+impl TryFrom<v1::ListNodesRequest> for NodesQuery {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::ListNodesRequest) -> Result<Self, FieldError> {
+        Ok(Self {
+            zone: ZoneName::parse_optional("zone", wire.zone)?,
+            page: page(wire.page_size, &wire.page_token)?.checked("ListNodes", MAX_NODES_PAGE)?,
+        })
+    }
+}
+
+impl TryFrom<v1::ListZonesRequest> for ZonesQuery {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::ListZonesRequest) -> Result<Self, FieldError> {
+        Ok(Self {
+            page: page(wire.page_size, &wire.page_token)?.checked("ListZones", MAX_LINKS_PAGE)?,
+        })
+    }
+}
+
 impl TryFrom<v1::GetMatrixRequest> for MatrixQuery {
     type Error = FieldError;
 
@@ -382,6 +427,9 @@ impl TryFrom<v1::GetMatrixRequest> for MatrixQuery {
             metric,
             nodes: node_names("nodes", wire.nodes)?,
             zone: ZoneName::parse_optional("zone", wire.zone)?,
+            // Rows; the engine checks the cells against MAX_MATRIX_CELLS_PAGE once it knows the
+            // columns.
+            page: page(wire.page_size, &wire.page_token)?,
         })
     }
 }
@@ -562,6 +610,16 @@ impl From<Zones> for v1::ListZonesResponse {
         Self {
             zones: z.zones.into_iter().map(Into::into).collect(),
             links: z.links.into_iter().map(Into::into).collect(),
+            next_page_token: next_page_token(z.next_offset),
+        }
+    }
+}
+
+impl From<Nodes> for v1::ListNodesResponse {
+    fn from(n: Nodes) -> Self {
+        Self {
+            nodes: n.nodes.into_iter().map(Into::into).collect(),
+            next_page_token: next_page_token(n.next_offset),
         }
     }
 }
@@ -593,6 +651,8 @@ impl From<Matrix> for v1::GetMatrixResponse {
             metric: v1::Metric::from(m.metric) as i32,
             nodes: m.nodes.into_iter().map(String::from).collect(),
             cells: m.cells.into_iter().map(Into::into).collect(),
+            first_row: u32::try_from(m.first_row).unwrap_or(u32::MAX),
+            next_page_token: next_page_token(m.next_offset),
         }
     }
 }

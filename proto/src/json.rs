@@ -183,6 +183,7 @@ mod tests {
                 cell(0.2, v1::Provenance::Estimated),
                 cell(0.0, v1::Provenance::Unknown),
             ],
+            ..Default::default()
         };
         let v = matrix(&m);
         assert_eq!(v["metric"], "LOSS_RATIO");

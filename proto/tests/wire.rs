@@ -128,7 +128,11 @@ fn every_ingest_message_round_trips() {
 
 #[test]
 fn every_topology_message_round_trips() {
-    round_trip(v1::ListNodesRequest { zone: "z".into() });
+    round_trip(v1::ListNodesRequest {
+        zone: "z".into(),
+        page_size: 10,
+        page_token: "20".into(),
+    });
     round_trip(v1::ListNodesResponse {
         nodes: vec![v1::Node {
             name: "node-a".into(),
@@ -147,8 +151,9 @@ fn every_topology_message_round_trips() {
             connected: true,
             state_reason: "its agent is gone".into(),
         }],
+        next_page_token: "1".into(),
     });
-    round_trip(v1::ListZonesRequest {});
+    round_trip(v1::ListZonesRequest::default());
     round_trip(v1::ListZonesResponse {
         zones: vec![v1::Zone {
             name: "z".into(),
@@ -162,6 +167,7 @@ fn every_topology_message_round_trips() {
             figures: Some(figures()),
             measured_paths: 4,
         }],
+        next_page_token: "1".into(),
     });
     round_trip(v1::GetPathRequest {
         src: "a".into(),
@@ -176,6 +182,8 @@ fn every_topology_message_round_trips() {
         metric: v1::Metric::LossRatio as i32,
         nodes: vec!["a".into(), "b".into()],
         zone: String::new(),
+        page_size: 1,
+        page_token: "1".into(),
     });
     round_trip(v1::GetMatrixResponse {
         metric: v1::Metric::ThroughputBps as i32,
@@ -189,6 +197,8 @@ fn every_topology_message_round_trips() {
             };
             4
         ],
+        first_row: 2,
+        next_page_token: "4".into(),
     });
     round_trip(v1::RankNodesRequest {
         candidates: vec!["a".into()],

@@ -274,7 +274,7 @@ impl Metrics {
             g.set(by_zone.values().map(|c| c[i]).sum());
         }
         let links = topology
-            .list_zones(now)
+            .zone_links(now)
             .links
             .into_iter()
             .map(|l| {

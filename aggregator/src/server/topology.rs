@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tonic::{Request, Response, Status};
-use zonemesh_domain::{NodeName, ZoneName};
+use zonemesh_domain::NodeName;
 use zonemesh_proto::v1;
 
 use super::core::Core;
 use super::metrics::Metrics;
 use crate::Error;
-use zonemesh_domain::{MatrixQuery, PlaceQuery, RankQuery};
+use zonemesh_domain::{MatrixQuery, NodesQuery, PlaceQuery, RankQuery, ZonesQuery};
 
 /// The Topology service.
 #[derive(Debug, Clone)]
@@ -69,24 +69,19 @@ impl v1::topology_server::Topology for TopologyService {
         &self,
         request: Request<v1::ListNodesRequest>,
     ) -> Result<Response<v1::ListNodesResponse>, Status> {
-        let zone = ZoneName::parse_optional("zone", request.into_inner().zone).map_err(invalid)?;
+        let query = NodesQuery::try_from(request.into_inner()).map_err(invalid)?;
         self.run("ListNodes", move |t, now| {
-            Ok(v1::ListNodesResponse {
-                nodes: t
-                    .list_nodes(zone.as_ref(), now)?
-                    .into_iter()
-                    .map(Into::into)
-                    .collect(),
-            })
+            Ok(t.list_nodes(&query, now)?.into())
         })
         .await
     }
 
     async fn list_zones(
         &self,
-        _request: Request<v1::ListZonesRequest>,
+        request: Request<v1::ListZonesRequest>,
     ) -> Result<Response<v1::ListZonesResponse>, Status> {
-        self.run("ListZones", |t, now| Ok(t.list_zones(now).into()))
+        let query = ZonesQuery::try_from(request.into_inner()).map_err(invalid)?;
+        self.run("ListZones", move |t, now| Ok(t.list_zones(&query, now).into()))
             .await
     }
 

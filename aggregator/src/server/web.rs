@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::Value;
-use tonic::Request;
+use tonic::{Request, Status};
 use zonemesh_proto::json;
 use zonemesh_proto::v1;
 use zonemesh_proto::v1::topology_server::Topology as _;
@@ -106,18 +106,99 @@ fn text(params: &HashMap<String, String>, key: &str) -> String {
     params.get(key).cloned().unwrap_or_default()
 }
 
+// The web API answers whole: it follows the gRPC answers' pages in the process (the page caps
+// are for clients that receive at most 4 MiB; the page asks for large answers on purpose).
+
+/// Pages one view may take before the web API gives up (a matrix whose nodes keep changing
+/// between pages starts over).
+const MAX_PAGES: usize = 1_000;
+
+async fn all_zones(t: &TopologyService) -> Result<tonic::Response<v1::ListZonesResponse>, Status> {
+    let mut whole = v1::ListZonesResponse::default();
+    let mut token = String::new();
+    for _ in 0..MAX_PAGES {
+        let page = t
+            .list_zones(Request::new(v1::ListZonesRequest {
+                page_token: token,
+                ..Default::default()
+            }))
+            .await?
+            .into_inner();
+        whole.zones = page.zones;
+        whole.links.extend(page.links);
+        if page.next_page_token.is_empty() {
+            return Ok(tonic::Response::new(whole));
+        }
+        token = page.next_page_token;
+    }
+    Err(Status::unavailable("ListZones: more pages than the web API follows"))
+}
+
 async fn zones(State(t): State<TopologyService>) -> Response {
-    answer(
-        t.list_zones(Request::new(v1::ListZonesRequest {})).await,
-        json::zones,
-    )
+    answer(all_zones(&t).await, json::zones)
+}
+
+async fn all_nodes(
+    t: &TopologyService,
+    zone: String,
+) -> Result<tonic::Response<v1::ListNodesResponse>, Status> {
+    let mut whole = v1::ListNodesResponse::default();
+    let mut token = String::new();
+    for _ in 0..MAX_PAGES {
+        let page = t
+            .list_nodes(Request::new(v1::ListNodesRequest {
+                zone: zone.clone(),
+                page_token: token,
+                ..Default::default()
+            }))
+            .await?
+            .into_inner();
+        whole.nodes.extend(page.nodes);
+        if page.next_page_token.is_empty() {
+            return Ok(tonic::Response::new(whole));
+        }
+        token = page.next_page_token;
+    }
+    Err(Status::unavailable("ListNodes: more pages than the web API follows"))
 }
 
 async fn nodes(State(t): State<TopologyService>, Query(p): Params) -> Response {
-    let request = v1::ListNodesRequest {
-        zone: text(&p, "zone"),
-    };
-    answer(t.list_nodes(Request::new(request)).await, json::nodes)
+    answer(all_nodes(&t, text(&p, "zone")).await, json::nodes)
+}
+
+async fn whole_matrix(
+    t: &TopologyService,
+    request: v1::GetMatrixRequest,
+) -> Result<tonic::Response<v1::GetMatrixResponse>, Status> {
+    let mut whole = v1::GetMatrixResponse::default();
+    let mut token = String::new();
+    for _ in 0..MAX_PAGES {
+        let page = t
+            .get_matrix(Request::new(v1::GetMatrixRequest {
+                page_token: token,
+                ..request.clone()
+            }))
+            .await?
+            .into_inner();
+        if page.first_row == 0 || page.nodes != whole.nodes {
+            // The first page, or the nodes changed between pages: start over from this one.
+            if page.first_row != 0 {
+                token = String::new();
+                continue;
+            }
+            whole = v1::GetMatrixResponse {
+                next_page_token: String::new(),
+                ..page.clone()
+            };
+        } else {
+            whole.cells.extend(page.cells);
+        }
+        if page.next_page_token.is_empty() {
+            return Ok(tonic::Response::new(whole));
+        }
+        token = page.next_page_token;
+    }
+    Err(Status::unavailable("GetMatrix: more pages than the web API follows"))
 }
 
 async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response {
@@ -131,8 +212,9 @@ async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response 
         metric: metric as i32,
         nodes: list(&p, "nodes"),
         zone: text(&p, "zone"),
+        ..Default::default()
     };
-    answer(t.get_matrix(Request::new(request)).await, json::matrix)
+    answer(whole_matrix(&t, request).await, json::matrix)
 }
 
 async fn path(State(t): State<TopologyService>, Query(p): Params) -> Response {

@@ -204,7 +204,7 @@ fn path_record(path: &PathState) -> PathRecord {
                 at_unix_ms: w.at.0,
                 sent: u64::from(w.sent),
                 received: u64::from(w.received),
-                rtt: w.rtt.map(|r| RttRecord {
+                rtt: w.rtt().map(|r| RttRecord {
                     samples: u64::from(r.samples),
                     min_p50_p90_p99_max_mean_jitter_us: vec![
                         r.min, r.p50, r.p90, r.p99, r.max, r.mean, r.jitter,
@@ -258,12 +258,12 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
                 })
             }
         };
-        windows.push(Window {
-            at: UnixMs(w.at_unix_ms),
-            sent: count(w.sent),
-            received: count(w.received),
+        windows.push(Window::new(
+            UnixMs(w.at_unix_ms),
+            count(w.sent),
+            count(w.received),
             rtt,
-        });
+        ));
     }
     let throughput = match r.throughput {
         None => None,

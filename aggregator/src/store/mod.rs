@@ -148,7 +148,7 @@ mod suite {
             restored.view().node_sums(a),
             t.view().node_sums(t.id(&name("a")).unwrap())
         );
-        assert_eq!(restored.view().list_zones(now), t.view().list_zones(now));
+        assert_eq!(restored.view().zone_links(now), t.view().zone_links(now));
     }
 
     pub fn later_batches_overwrite(mut store: impl Store) {

@@ -70,12 +70,12 @@ fn finite(what: &str, v: f64) {
 
 /// Every query the Topology service answers, on `t`: none may panic, every figure is finite.
 fn query_everything(t: &Topology) {
-    let nodes = t.view().list_nodes(None, NOW).expect("list nodes");
+    let nodes = t.view().list_nodes(&Default::default(), NOW).expect("list nodes").nodes;
     for n in &nodes {
         finite("node RTT", n.zone_rtt_p50_us);
         finite("node loss", n.zone_loss_ratio);
     }
-    let zones = t.view().list_zones(NOW);
+    let zones = t.view().zone_links(NOW);
     assert!(zones.zones.len() <= t.view().zones().count());
     if let Ok(query) = RankQuery::try_from(v1::RankNodesRequest::default()) {
         let _ = t.view().rank(&query, NOW);
