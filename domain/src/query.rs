@@ -119,7 +119,11 @@ impl Page {
     /// The items of this page out of `total`, at most `max` of them: the range, and the offset
     /// of the next page if there is one.
     pub fn range(&self, total: usize, max: usize) -> (std::ops::Range<usize>, Option<usize>) {
-        let size = if self.size == 0 { max } else { self.size.min(max) };
+        let size = if self.size == 0 {
+            max
+        } else {
+            self.size.min(max)
+        };
         let start = self.offset.min(total);
         let end = start.saturating_add(size.max(1)).min(total);
         (start..end, (end < total).then_some(end))

@@ -434,9 +434,7 @@ mod tests {
         };
         let mut pages = 0;
         loop {
-            let answer = t
-                .list_nodes(&NodesQuery { zone: None, page }, now)
-                .unwrap();
+            let answer = t.list_nodes(&NodesQuery { zone: None, page }, now).unwrap();
             pages += 1;
             names.extend(answer.nodes.iter().map(|n| n.name.to_string()));
             match answer.next_offset {

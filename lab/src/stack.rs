@@ -225,8 +225,8 @@ pub async fn fill(
                     metric: metric as i32,
                     nodes: zone.nodes.clone(),
                     zone: String::new(),
-            ..Default::default()
-        })
+                    ..Default::default()
+                })
                 .await?
                 .into_inner();
             let k = m.nodes.len();

@@ -147,8 +147,8 @@ async fn three_agents_fill_the_matrix_agree_with_ping_and_survive_an_aggregator_
                     metric: v1::Metric::RttP50Us as i32,
                     nodes: names,
                     zone: String::new(),
-            ..Default::default()
-        })
+                    ..Default::default()
+                })
                 .await
                 .ok()?
                 .into_inner();

@@ -81,8 +81,10 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::ListZonesRequest>,
     ) -> Result<Response<v1::ListZonesResponse>, Status> {
         let query = ZonesQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run("ListZones", move |t, now| Ok(t.list_zones(&query, now).into()))
-            .await
+        self.run("ListZones", move |t, now| {
+            Ok(t.list_zones(&query, now).into())
+        })
+        .await
     }
 
     async fn get_path(

@@ -131,7 +131,9 @@ async fn all_zones(t: &TopologyService) -> Result<tonic::Response<v1::ListZonesR
         }
         token = page.next_page_token;
     }
-    Err(Status::unavailable("ListZones: more pages than the web API follows"))
+    Err(Status::unavailable(
+        "ListZones: more pages than the web API follows",
+    ))
 }
 
 async fn zones(State(t): State<TopologyService>) -> Response {
@@ -159,7 +161,9 @@ async fn all_nodes(
         }
         token = page.next_page_token;
     }
-    Err(Status::unavailable("ListNodes: more pages than the web API follows"))
+    Err(Status::unavailable(
+        "ListNodes: more pages than the web API follows",
+    ))
 }
 
 async fn nodes(State(t): State<TopologyService>, Query(p): Params) -> Response {
@@ -198,7 +202,9 @@ async fn whole_matrix(
         }
         token = page.next_page_token;
     }
-    Err(Status::unavailable("GetMatrix: more pages than the web API follows"))
+    Err(Status::unavailable(
+        "GetMatrix: more pages than the web API follows",
+    ))
 }
 
 async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response {

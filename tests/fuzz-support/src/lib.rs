@@ -70,7 +70,11 @@ fn finite(what: &str, v: f64) {
 
 /// Every query the Topology service answers, on `t`: none may panic, every figure is finite.
 fn query_everything(t: &Topology) {
-    let nodes = t.view().list_nodes(&Default::default(), NOW).expect("list nodes").nodes;
+    let nodes = t
+        .view()
+        .list_nodes(&Default::default(), NOW)
+        .expect("list nodes")
+        .nodes;
     for n in &nodes {
         finite("node RTT", n.zone_rtt_p50_us);
         finite("node loss", n.zone_loss_ratio);
