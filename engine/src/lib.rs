@@ -86,6 +86,8 @@ mod membership;
 pub mod path;
 pub mod place;
 pub mod planner;
+#[cfg(test)]
+mod proptests;
 pub mod query;
 pub mod rank;
 mod records;
@@ -323,6 +325,8 @@ pub struct Topology {
     windows_under_load: u64,
     /// Nodes whose agents said hello.
     registered: usize,
+    /// Which nodes were DOWN when the last sweep pass ended.
+    down_after_last_pass: Vec<bool>,
 }
 
 impl Topology {

@@ -10,12 +10,30 @@ use crate::path::PathState;
 use crate::{EngineConfig, NodeId, Snapshot, Topology};
 
 /// Nodes and outgoing paths changed since the last [`Topology::take_dirty`], for the store.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Dirty {
-    /// Nodes whose records changed.
+    /// Nodes whose records changed, in id order.
     pub nodes: Vec<NodeId>,
-    /// Nodes some of whose outgoing paths changed.
+    /// Nodes some of whose outgoing paths changed, in id order.
     pub sources: Vec<NodeId>,
+}
+
+impl Dirty {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.sources.is_empty()
+    }
+
+    /// What changed in either (a write that failed, and what changed after it).
+    pub fn union(mut self, other: Dirty) -> Dirty {
+        self.nodes.extend(other.nodes);
+        self.nodes.sort_unstable();
+        self.nodes.dedup();
+        self.sources.extend(other.sources);
+        self.sources.sort_unstable();
+        self.sources.dedup();
+        self
+    }
 }
 
 impl Topology {

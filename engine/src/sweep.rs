@@ -15,8 +15,6 @@ use crate::{NodeId, REBUILD_EVERY, Snapshot, Topology};
 pub(crate) struct SweepCursor {
     /// The next source node whose outgoing paths are swept.
     next_src: usize,
-    /// Which nodes were DOWN when the pass began.
-    down_before: Vec<bool>,
     /// Per destination: fresh paths into it, and those with a reply.
     fresh_in: Vec<u32>,
     alive_in: Vec<u32>,
@@ -77,6 +75,27 @@ impl Topology {
         self.snap.link_sums = fresh.link_sums;
     }
 
+    /// The sums recounted from what every path says it added (its remembered contribution): what
+    /// the running sums must equal, up to rounding, whenever they are read.
+    #[cfg(test)]
+    pub(crate) fn recounted(&self) -> Snapshot {
+        let mut fresh = Snapshot {
+            node_sums: (0..self.snap.nodes.len())
+                .map(|_| Sums::default())
+                .collect(),
+            link_sums: (0..self.snap.zones.len())
+                .map(|_| Arc::new(Vec::new()))
+                .collect::<CowVec<_>>(),
+            ..self.snap.clone()
+        };
+        for src in 0..self.snap.rows.len() {
+            for (dst, e) in self.snap.rows.get(src).iter() {
+                fresh.account(NodeId(src as u32), dst, &e.contribution, 1.0);
+            }
+        }
+        fresh
+    }
+
     /// Housekeeping, about once a second: slides windows, turns paths stale (taking them out of
     /// the sums) and re-evaluates which nodes are unreachable or DOWN, in one pass over the paths
     /// that does real work only for paths whose figures change. Every [`REBUILD_EVERY`] sweeps it
@@ -100,9 +119,6 @@ impl Topology {
             Some(c) => c,
             None => SweepCursor {
                 next_src: 0,
-                down_before: (0..n)
-                    .map(|i| self.snap.state(NodeId(i as u32), now).0 == NodeState::Down)
-                    .collect(),
                 fresh_in: vec![0; n],
                 alive_in: vec![0; n],
             },
@@ -167,12 +183,18 @@ impl Topology {
                 self.snap.nodes.get_mut(i).unreachable = unreachable;
             }
         }
-        let changed = cursor.down_before.iter().enumerate().any(|(i, before)| {
-            *before != (self.snap.state(NodeId(i as u32), now).0 == NodeState::Down)
-        });
+        // Up and down as this pass leaves them, beside what the previous pass left: a node that
+        // turned DOWN between passes (its agent's time ran out) changes the plan as one that
+        // turned DOWN during a pass does.
+        let down: Vec<bool> = (0..self.snap.nodes.len())
+            .map(|i| self.snap.state(NodeId(i as u32), now).0 == NodeState::Down)
+            .collect();
+        let changed =
+            down.len() != self.down_after_last_pass.len() || down != self.down_after_last_pass;
         if changed {
             self.snap.membership_version += 1;
         }
+        self.down_after_last_pass = down;
         true
     }
 }

@@ -27,7 +27,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use zonemesh_domain::{Hello, Report, UnixMs};
 use zonemesh_engine::planner::{Plans, ThroughputScheduler};
-use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
+use zonemesh_engine::{Applied, Dirty, NodeId, Snapshot, Topology};
 use zonemesh_proto::v1;
 
 use super::metrics::Metrics;
@@ -212,13 +212,16 @@ struct PendingAck {
     session: u64,
     outbound: Outbound,
     sequence: u64,
+    /// The report's place in the ingest budget: held until it is acknowledged, so that at most
+    /// the budget's reports are applied and not yet durable, and a write never holds more rows.
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
-/// A store write in progress: the store comes home with the batch and how the write went.
+/// A store write in progress: the store comes home with what was written and how it went.
 type Inflight = std::pin::Pin<
     Box<
         dyn std::future::Future<
-                Output = Result<(Box<dyn Store>, Batch, Result<(), Error>), tokio::task::JoinError>,
+                Output = Result<(Box<dyn Store>, Dirty, Result<(), Error>), tokio::task::JoinError>,
             > + Send,
     >,
 >;
@@ -265,8 +268,8 @@ struct Owner {
     waiting: Vec<PendingAck>,
     /// Acks for the in-flight batch.
     inflight_acks: Vec<PendingAck>,
-    /// A batch that failed to write, to be retried.
-    failed: Option<Batch>,
+    /// What a write that failed should have written, to be written again with what follows.
+    failed: Option<Dirty>,
     plans: Plans,
     plan_membership: Option<u64>,
     plan_epoch: i64,
@@ -348,7 +351,7 @@ impl Owner {
                 done = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
                     inflight = None;
                     match done {
-                        Ok((store, batch, result)) => {
+                        Ok((store, written, result)) => {
                             self.store = Some(store);
                             match result {
                                 Ok(()) => {
@@ -368,7 +371,7 @@ impl Owner {
                                     } else {
                                         tracing::debug!(error = %e, "store write failed again");
                                     }
-                                    self.failed = Some(batch);
+                                    self.failed = Some(written);
                                     retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
                                 }
                             }
@@ -422,13 +425,13 @@ impl Owner {
         }
         // Shutting down: write what is left and acknowledge it.
         if let Some(handle) = inflight.take()
-            && let Ok((store, batch, result)) = handle.await
+            && let Ok((store, written, result)) = handle.await
         {
             self.store = Some(store);
             match result {
                 Ok(()) => self.acknowledge(),
                 // Written again below with the rest; its acks wait for that write.
-                Err(_) => self.failed = Some(batch),
+                Err(_) => self.failed = Some(written),
             }
         }
         if let Some(handle) = self.start_write(Duration::ZERO, config.inline_writes)
@@ -446,12 +449,15 @@ impl Owner {
 
     /// Starts writing what changed, if anything did (or acks are waiting): on a blocking thread,
     /// or at once on this task when `inline`.
+    ///
+    /// The records are taken from a snapshot on the writing thread: the owner hands over which
+    /// nodes and rows changed, never copies them.
     fn start_write(&mut self, delay: Duration, inline: bool) -> Option<Inflight> {
-        let mut batch = Batch::from_dirty(&mut self.topology);
+        let mut dirty = self.topology.take_dirty();
         if let Some(failed) = self.failed.take() {
-            batch = merge(failed, batch);
+            dirty = failed.union(dirty);
         }
-        if batch.is_empty() {
+        if dirty.is_empty() {
             // Everything before is durable already: waiting acks can go.
             self.inflight_acks.append(&mut self.waiting);
             self.acknowledge();
@@ -471,11 +477,14 @@ impl Owner {
         if measure_size {
             self.size_measured = Some(tokio::time::Instant::now());
         }
+        let snapshot = self.topology.snapshot();
         let write = move || {
             let started = std::time::Instant::now();
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }
+            let batch = Batch::from_snapshot(&snapshot, &dirty);
+            drop(snapshot);
             let result = store.commit(&batch);
             metrics
                 .commit_seconds
@@ -484,7 +493,7 @@ impl Owner {
             if measure_size {
                 metrics.store_bytes.set(store.size_bytes());
             }
-            (store, batch, result)
+            (store, dirty, result)
         };
         if inline {
             let done = write();
@@ -536,6 +545,7 @@ impl Owner {
                     session,
                     outbound: outbound.clone(),
                     sequence: applied,
+                    _permit: None,
                 });
                 self.sessions.insert(
                     node,
@@ -554,8 +564,8 @@ impl Owner {
                 report,
                 permit,
             } => {
-                // Applied (or dropped) below: its place in the ingest budget is free again.
-                let _permit = permit;
+                // Its place in the ingest budget is given back with its acknowledgement (or at
+                // once, if it is refused).
                 let Some(s) = self.sessions.get(&node).filter(|s| s.id == session) else {
                     return true; // a stream that was replaced; its agent resends on the new one
                 };
@@ -593,6 +603,7 @@ impl Owner {
                     session,
                     outbound,
                     sequence: report.sequence,
+                    _permit: permit,
                 });
             }
             Command::Goodbye { node, session } => {
@@ -674,22 +685,318 @@ impl Owner {
     }
 }
 
-/// A failed batch and what came after it: later records of the same key win.
-fn merge(older: Batch, newer: Batch) -> Batch {
-    let mut nodes: HashMap<_, _> = older
-        .nodes
-        .into_iter()
-        .map(|n| (n.name.clone(), n))
-        .collect();
-    for n in newer.nodes {
-        nodes.insert(n.name.clone(), n);
+#[cfg(test)]
+mod tests {
+    //! The owner task on an injected clock, with writes done inline on the task: group commit,
+    //! acknowledgements held while the store fails, housekeeping under a steady stream of
+    //! reports, and "acknowledged means visible".
+
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+
+    use zonemesh_domain::NodeState;
+    use zonemesh_engine::testing::{hello, name, sample};
+    use zonemesh_engine::{EngineConfig, NodeId};
+
+    use super::*;
+    use crate::store::{Contents, MemStore};
+
+    /// A clock the test moves.
+    #[derive(Debug, Default)]
+    struct ManualClock(AtomicI64);
+
+    impl ManualClock {
+        fn at(ms: i64) -> Arc<Self> {
+            Arc::new(Self(AtomicI64::new(ms)))
+        }
+        fn advance(&self, ms: i64) {
+            self.0.fetch_add(ms, Ordering::SeqCst);
+        }
     }
-    let mut rows: HashMap<_, _> = older.rows.into_iter().map(|r| (r.src.clone(), r)).collect();
-    for r in newer.rows {
-        rows.insert(r.src.clone(), r);
+
+    impl Clock for ManualClock {
+        fn now(&self) -> UnixMs {
+            UnixMs(self.0.load(Ordering::SeqCst))
+        }
     }
-    Batch {
-        nodes: nodes.into_values().collect(),
-        rows: rows.into_values().collect(),
+
+    /// A store in memory that counts its writes and fails them while `failing` is set.
+    #[derive(Debug, Default)]
+    struct Flaky {
+        inner: MemStore,
+        failing: Arc<AtomicBool>,
+        commits: Arc<AtomicUsize>,
+        reports_written: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Store for Flaky {
+        fn load(&self) -> Result<Contents, Error> {
+            self.inner.load()
+        }
+        fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(Error::Store {
+                    path: "memory".into(),
+                    action: "write",
+                    source: std::io::Error::other("the disk is full"),
+                });
+            }
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            self.reports_written.lock().unwrap().push(batch.rows.len());
+            self.inner.commit(batch)
+        }
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+    }
+
+    struct Harness {
+        core: Core,
+        clock: Arc<ManualClock>,
+        failing: Arc<AtomicBool>,
+        commits: Arc<AtomicUsize>,
+        metrics: Arc<Metrics>,
+    }
+
+    fn harness() -> Harness {
+        let clock = ManualClock::at(1_000_000);
+        let store = Flaky::default();
+        let (failing, commits) = (store.failing.clone(), store.commits.clone());
+        let metrics = Arc::new(Metrics::default());
+        let (health, _) = tonic_health::server::health_reporter();
+        let config = CoreConfig {
+            tick: Duration::from_millis(100),
+            inline_writes: true,
+            query_threads: 1,
+            clock: clock.clone(),
+            ..CoreConfig::default()
+        };
+        let (core, _task) = spawn(
+            Topology::new(EngineConfig::default()),
+            Box::new(store),
+            metrics.clone(),
+            health,
+            config,
+        );
+        Harness {
+            core,
+            clock,
+            failing,
+            commits,
+            metrics,
+        }
+    }
+
+    /// An agent's session: its node and its outbound channel's receiving end.
+    struct Agent {
+        node: NodeId,
+        session: u64,
+        inbox: mpsc::Receiver<Result<v1::AggregatorMessage, tonic::Status>>,
+        name: &'static str,
+    }
+
+    async fn connect(h: &Harness, node: &'static str, zone: &str) -> Agent {
+        let (outbound, inbox) = mpsc::channel(1024);
+        let (reply, replied) = oneshot::channel();
+        h.core
+            .send(Command::Hello {
+                hello: hello(node, zone),
+                outbound,
+                reply,
+            })
+            .await
+            .unwrap();
+        let (id, session) = replied.await.unwrap().unwrap();
+        Agent {
+            node: id,
+            session,
+            inbox,
+            name: node,
+        }
+    }
+
+    async fn report(h: &Harness, agent: &Agent, sequence: u64, to: &str, rtt_us: f64) {
+        let mut s = sample(agent.name, to, rtt_us, 0, None);
+        let now = h.clock.now();
+        s.window_start = UnixMs(now.0 - 10_000);
+        s.window_end = now;
+        let permit = h.core.budget().try_acquire_owned().ok();
+        h.core
+            .send(Command::Report {
+                node: agent.node,
+                session: agent.session,
+                report: Report {
+                    sequence,
+                    paths: vec![s],
+                },
+                permit,
+            })
+            .await
+            .unwrap();
+    }
+
+    /// The highest sequence acknowledged among the messages waiting, within `limit`.
+    async fn acked(agent: &mut Agent, limit: Duration) -> Option<u64> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut highest = None;
+        loop {
+            let next = tokio::time::timeout_at(deadline, agent.inbox.recv()).await;
+            match next {
+                Ok(Some(Ok(v1::AggregatorMessage {
+                    kind: Some(v1::aggregator_message::Kind::Ack(a)),
+                }))) => {
+                    highest = Some(a.sequence);
+                    return highest;
+                }
+                Ok(Some(_)) => continue,
+                _ => return highest,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_report_acknowledged_is_visible_to_queries_and_writes_are_grouped() {
+        let h = harness();
+        let mut a = connect(&h, "a", "z1").await;
+        let _b = connect(&h, "b", "z1").await;
+        assert_eq!(
+            acked(&mut a, Duration::from_secs(5)).await,
+            Some(0),
+            "the hello's ack"
+        );
+        for seq in 1..=50 {
+            report(&h, &a, seq, "b", 100.0 + seq as f64).await;
+        }
+        // Wait for the last report's acknowledgement; then a query sees it, with no wait.
+        let mut last = 0;
+        while last < 50 {
+            last = acked(&mut a, Duration::from_secs(5))
+                .await
+                .expect("acks come");
+        }
+        let (src, dst) = (a.node, h.core.reader().snapshot().id(&name("b")).unwrap());
+        let seen = h
+            .core
+            .query(move |t, _| t.path(src, dst).map(|p| p.sent_total))
+            .await
+            .unwrap();
+        assert_eq!(
+            seen,
+            Some(50 * 100),
+            "every acknowledged report is in the snapshot"
+        );
+        assert_eq!(
+            h.core.budget().available_permits(),
+            INGEST_BUDGET_REPORTS,
+            "all given back"
+        );
+        let commits = h.commits.load(Ordering::SeqCst);
+        assert!(
+            commits < 50,
+            "50 reports in {commits} writes: acknowledgements wait for a group commit"
+        );
+    }
+
+    #[tokio::test]
+    async fn acknowledgements_wait_while_the_store_fails_and_come_when_it_recovers() {
+        let h = harness();
+        let mut a = connect(&h, "a", "z1").await;
+        let _b = connect(&h, "b", "z1").await;
+        assert_eq!(acked(&mut a, Duration::from_secs(5)).await, Some(0));
+        h.failing.store(true, Ordering::SeqCst);
+        report(&h, &a, 1, "b", 100.0).await;
+        report(&h, &a, 2, "b", 100.0).await;
+        assert_eq!(
+            acked(&mut a, Duration::from_millis(1_500)).await,
+            None,
+            "nothing acknowledged while writes fail"
+        );
+        assert!(h.metrics.store_errors.get() >= 1);
+        // Applied (and visible) all the same: only the acknowledgement waits for durability.
+        let visible = h.core.query(|t, _| t.path_count()).await.unwrap();
+        assert_eq!(visible, 1);
+        assert_eq!(
+            h.core.budget().available_permits(),
+            INGEST_BUDGET_REPORTS - 2,
+            "held until acknowledged"
+        );
+        h.failing.store(false, Ordering::SeqCst);
+        let mut last = 0;
+        while last < 2 {
+            last = acked(&mut a, Duration::from_secs(5))
+                .await
+                .expect("acknowledged once the write succeeds (retried every second)");
+        }
+        assert_eq!(h.core.budget().available_permits(), INGEST_BUDGET_REPORTS);
+    }
+
+    #[tokio::test]
+    async fn housekeeping_runs_under_a_steady_stream_of_reports() {
+        let h = harness();
+        let mut a = connect(&h, "a", "z1").await;
+        let gone = connect(&h, "gone", "z1").await;
+        let _b = connect(&h, "b", "z1").await;
+        assert_eq!(acked(&mut a, Duration::from_secs(5)).await, Some(0));
+        h.core
+            .send(Command::Goodbye {
+                node: gone.node,
+                session: gone.session,
+            })
+            .await
+            .unwrap();
+        // "gone" is DOWN once 30 s pass without its agent; the sweep must notice while a
+        // reports without a pause.
+        let gone_id = gone.node;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while h.core.reader().snapshot().node(gone_id).connected {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the goodbye is applied"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        h.clock.advance(31_000);
+        let feeder = {
+            let (core, clock) = (h.core.clone(), h.clock.clone());
+            let a = Agent {
+                node: a.node,
+                session: a.session,
+                inbox: mpsc::channel(1).1,
+                name: "a",
+            };
+            tokio::spawn(async move {
+                let h = Harness {
+                    core,
+                    clock,
+                    failing: Arc::default(),
+                    commits: Arc::default(),
+                    metrics: Arc::default(),
+                };
+                for seq in 1..=100_000 {
+                    report(&h, &a, seq, "b", 100.0).await;
+                }
+            })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let version_before = h.core.reader().snapshot().membership_version();
+        loop {
+            let snapshot = h.core.reader().snapshot();
+            let now = h.clock.now();
+            if snapshot.state(gone_id, now).0 == NodeState::Down
+                && snapshot.membership_version() > version_before
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no sweep under a stream of reports: membership {} (before {version_before}), {:?}, publishes {}",
+                snapshot.membership_version(),
+                snapshot.state(gone_id, now),
+                h.metrics.publishes.get()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!feeder.is_finished(), "the reports were still coming");
+        feeder.abort();
     }
 }

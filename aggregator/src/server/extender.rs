@@ -444,4 +444,67 @@ mod tests {
         let e = prioritize(t.view(), &args, &jobs, NOW).unwrap_err();
         assert!(e.0.contains("Nodes.items[0].metadata.name"), "{e}");
     }
+
+    /// A clock that stands still.
+    #[derive(Debug)]
+    struct Still(UnixMs);
+
+    impl super::super::core::Clock for Still {
+        fn now(&self) -> UnixMs {
+            self.0
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn filter_calls_for_one_job_at_once_keep_it_in_one_zone() {
+        // Two zones alike; each call offers one zone only. Two writers of the job memory would
+        // let the first pod of each zone choose its own zone.
+        let now = UnixMs(1_000_000);
+        let t = zonemesh_engine::testing::mesh(2, 4, |_, _| 100.0, |_, _| 0, now);
+        let reader = Reader::new(
+            Arc::new(ArcSwap::from_pointee(t.snapshot())),
+            2,
+            Arc::new(Still(now)),
+        );
+        let extender = Extender::new(reader, Arc::new(Metrics::default()), DEFAULT_JOB_TTL_MS);
+        let pod = json!({ "metadata": { "name": "w", "namespace": "ml",
+            "labels": { "zonemesh.io/job": "resnet" }, "annotations": { "zonemesh.io/workers": "2" } } });
+        let mut calls = Vec::new();
+        for i in 0..32 {
+            let zone = i % 2;
+            let names: Vec<String> = (0..4).map(|n| format!("z{zone}-n{n}")).collect();
+            let body = serde_json::to_vec(&json!({ "Pod": pod, "NodeNames": names })).unwrap();
+            let x = extender.clone();
+            calls.push(tokio::spawn(async move {
+                filter_verb(State(x), axum::body::Bytes::from(body)).await
+            }));
+        }
+        let mut passed: Vec<String> = Vec::new();
+        for call in calls {
+            let response = call.await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let result: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            passed.extend(
+                result["NodeNames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_str().unwrap().to_owned()),
+            );
+        }
+        let zones: std::collections::BTreeSet<&str> = passed.iter().map(|n| &n[..2]).collect();
+        assert_eq!(
+            zones.len(),
+            1,
+            "every pod of the job kept in one zone: {passed:?}"
+        );
+        assert_eq!(
+            passed.len(),
+            16 * 4,
+            "the job's zone was offered whole 16 times"
+        );
+    }
 }

@@ -304,7 +304,7 @@ fn path_state(r: PathRecord) -> Result<PathState, String> {
 }
 
 /// Decodes one stored key/value pair into the snapshot being built.
-pub fn decode_into(snapshot: &mut super::Snapshot, key: &[u8], value: &[u8]) -> Result<(), String> {
+pub fn decode_into(snapshot: &mut super::Contents, key: &[u8], value: &[u8]) -> Result<(), String> {
     if key == META_KEY {
         return if value == FORMAT {
             Ok(())
@@ -378,7 +378,7 @@ mod tests {
                 .unwrap_err()
                 .contains("paths[0] (b): windows[0].rtt")
         );
-        let mut snapshot = super::super::Snapshot::default();
+        let mut snapshot = super::super::Contents::default();
         assert!(decode_into(&mut snapshot, META_KEY, b"other").is_err());
         assert!(decode_into(&mut snapshot, b"x/y", b"").is_err());
     }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Batch, Snapshot, Store, codec};
+use super::{Batch, Contents, Store, codec};
 use crate::Error;
 
 /// Keeps encoded records in memory.
@@ -13,8 +13,8 @@ pub struct MemStore {
 }
 
 impl Store for MemStore {
-    fn load(&self) -> Result<Snapshot, Error> {
-        let mut snapshot = Snapshot::default();
+    fn load(&self) -> Result<Contents, Error> {
+        let mut snapshot = Contents::default();
         for (key, value) in &self.records {
             codec::decode_into(&mut snapshot, key, value).map_err(|reason| Error::Corrupt {
                 path: "memory".into(),

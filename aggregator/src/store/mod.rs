@@ -16,14 +16,14 @@ pub use sled_store::{DEFAULT_CACHE_BYTES, SledStore};
 use zonemesh_domain::NodeName;
 
 use crate::Error;
-use zonemesh_engine::{PathState, StoredNode, Topology};
+use zonemesh_engine::{Dirty, PathState, Snapshot, StoredNode, Topology};
 
 /// One path as stored.
 pub type StoredPath = (NodeName, NodeName, PathState);
 
 /// Everything a store holds, as loaded at start.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Snapshot {
+pub struct Contents {
     /// Nodes.
     pub nodes: Vec<StoredNode>,
     /// Paths.
@@ -53,7 +53,11 @@ impl Batch {
     /// The records of what changed in `topology` since the last call.
     pub fn from_dirty(topology: &mut Topology) -> Self {
         let dirty = topology.take_dirty();
-        let topology = topology.view();
+        Self::from_snapshot(topology.view(), &dirty)
+    }
+
+    /// The records of the nodes and rows `dirty` names, as `topology` has them.
+    pub fn from_snapshot(topology: &Snapshot, dirty: &Dirty) -> Self {
         Self {
             nodes: dirty
                 .nodes
@@ -87,9 +91,9 @@ impl Batch {
 
 /// Durable storage of the topology.
 pub trait Store: Send + 'static {
-    /// Reads everything. Fails (never returns a silently empty snapshot) when a record is
+    /// Reads everything. Fails (never returns silently empty contents) when a record is
     /// unreadable.
-    fn load(&self) -> Result<Snapshot, Error>;
+    fn load(&self) -> Result<Contents, Error>;
     /// Writes a batch atomically; returns once it is durable.
     fn commit(&mut self, batch: &Batch) -> Result<(), Error>;
     /// Bytes the store takes (on disk, or encoded in memory).
@@ -124,7 +128,7 @@ mod suite {
     }
 
     pub fn round_trips_a_topology(mut store: impl Store) {
-        assert_eq!(store.load().unwrap(), Snapshot::default());
+        assert_eq!(store.load().unwrap(), Contents::default());
         let mut t = filled();
         let batch = Batch::from_dirty(&mut t);
         assert_eq!(batch.nodes.len(), 4, "a, b, c and the destination-only d");

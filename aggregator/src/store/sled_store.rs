@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Batch, Snapshot, Store, codec};
+use super::{Batch, Contents, Store, codec};
 use crate::Error;
 
 /// A sled database in a data directory.
@@ -140,8 +140,8 @@ fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, Error> {
 }
 
 impl Store for SledStore {
-    fn load(&self) -> Result<Snapshot, Error> {
-        let mut snapshot = Snapshot::default();
+    fn load(&self) -> Result<Contents, Error> {
+        let mut snapshot = Contents::default();
         for item in self.db()?.iter() {
             let (key, value) = item.map_err(|e| Error::Store {
                 path: self.shown(),

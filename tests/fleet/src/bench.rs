@@ -82,6 +82,10 @@ pub struct ScaleFigures {
     pub flooded: BTreeMap<&'static str, Latency>,
     /// Aggregator RSS after the paced phase, bytes.
     pub paced_rss_bytes: u64,
+    /// Aggregator peak RSS after the paced phase (before flooding), bytes.
+    pub paced_peak_rss_bytes: u64,
+    /// Queries per second with one query client, and with two at once, while ingest is paced.
+    pub qps: (f64, f64),
     /// Aggregator RSS at the end, bytes.
     pub rss_bytes: u64,
     /// Aggregator peak RSS, bytes.
@@ -154,7 +158,15 @@ pub async fn run_scale(run: &ScaleRun, progress: impl Fn(&str)) -> Result<ScaleF
     progress(&format!(
         "{n} nodes: {paced_ingest_per_s:.0} summaries/s at the plan's pace"
     ));
-    let (paced_rss_bytes, _) = rss(pid)?;
+    let (paced_rss_bytes, paced_peak_rss_bytes) = rss(pid)?;
+    let qps = (
+        throughput(&aggregator.grpc.to_string(), fleet.spec.zones, 1, QPS_PHASE).await?,
+        throughput(&aggregator.grpc.to_string(), fleet.spec.zones, 2, QPS_PHASE).await?,
+    );
+    progress(&format!(
+        "{n} nodes: {:.0} queries/s with one client, {:.0} with two",
+        qps.0, qps.1
+    ));
     control.set_flood(true);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (flood_ingest_per_s, flooded, flood_cpu) =
@@ -207,6 +219,8 @@ pub async fn run_scale(run: &ScaleRun, progress: impl Fn(&str)) -> Result<ScaleF
         flood_cpu,
         flooded,
         paced_rss_bytes,
+        paced_peak_rss_bytes,
+        qps,
         rss_bytes,
         peak_rss_bytes,
         store_bytes,
@@ -215,6 +229,29 @@ pub async fn run_scale(run: &ScaleRun, progress: impl Fn(&str)) -> Result<ScaleF
         errors: counters.errors.load(Ordering::Relaxed),
         departures: counters.departures.load(Ordering::Relaxed),
     })
+}
+
+/// How long the one-client and two-client query rates are measured.
+const QPS_PHASE: Duration = Duration::from_secs(8);
+
+/// Queries answered per second by `clients` query loops at once, each on its own connection,
+/// over `length`.
+async fn throughput(grpc: &str, zones: usize, clients: usize, length: Duration) -> Result<f64> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut loops = Vec::new();
+    for _ in 0..clients {
+        // Each on its own connection, as two schedulers would be.
+        let channel = query_channel(&format!("http://{grpc}")).await?;
+        loops.push(tokio::spawn(query_loop(channel, zones, stop.clone())));
+    }
+    let t0 = Instant::now();
+    tokio::time::sleep(length).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut calls = 0u64;
+    for l in loops {
+        calls += l.await??.values().map(Histogram::len).sum::<u64>();
+    }
+    Ok(calls as f64 / t0.elapsed().as_secs_f64())
 }
 
 /// Times the queries in a loop for `length` while the fleet reports; returns the durable ingest

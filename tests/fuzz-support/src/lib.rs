@@ -6,7 +6,7 @@
 
 use prost::Message;
 use zonemesh_aggregator::server::extender::{self, ExtenderArgs};
-use zonemesh_aggregator::store::{Snapshot, codec};
+use zonemesh_aggregator::store::{Contents, codec};
 use zonemesh_domain::{Hello, MatrixQuery, NodeName, PlaceQuery, RankQuery, UnixMs};
 use zonemesh_engine::extender::Jobs;
 use zonemesh_engine::{EngineConfig, Topology};
@@ -227,7 +227,7 @@ pub fn store_record(data: &[u8]) {
             "a node record changed through encode and decode"
         );
     }
-    let mut snapshot = Snapshot::default();
+    let mut snapshot = Contents::default();
     if codec::decode_into(&mut snapshot, key, value).is_err() {
         return;
     }

@@ -306,6 +306,17 @@ fn table(rows: &[ScaleFigures]) -> String {
     line("probes per node per second", &|r| {
         format!("{:.1}", r.probes_per_node_per_s)
     });
+    line(
+        "queries/s, one client / two clients at once (ratio), ingest paced",
+        &|r| {
+            format!(
+                "{:.0} / {:.0} ({:.2}×)",
+                r.qps.0,
+                r.qps.1,
+                r.qps.1 / r.qps.0
+            )
+        },
+    );
     line("durable ingest at the plan's pace, summaries/s", &|r| {
         format!("{:.0}", r.paced_ingest_per_s)
     });
@@ -337,12 +348,35 @@ fn table(rows: &[ScaleFigures]) -> String {
             });
         }
     }
-    line("aggregator RSS after the paced phase", &|r| {
-        mib(r.paced_rss_bytes)
+    line("aggregator RSS after the paced phase (peak)", &|r| {
+        format!(
+            "{} ({})",
+            mib(r.paced_rss_bytes),
+            mib(r.paced_peak_rss_bytes)
+        )
     });
-    line("aggregator RSS after flooding (peak)", &|r| {
-        format!("{} ({})", mib(r.rss_bytes), mib(r.peak_rss_bytes))
-    });
+    line(
+        "bytes a path: (paced RSS − sled's 64 MiB cache) / paths",
+        &|r| {
+            let paths = r.targets_per_node * r.nodes as f64;
+            format!(
+                "{:.0} ({:.0} paths)",
+                (r.paced_rss_bytes as f64 - f64::from(64u32 << 20)) / paths,
+                paths
+            )
+        },
+    );
+    line(
+        "aggregator RSS after flooding (peak; peak / paced peak)",
+        &|r| {
+            format!(
+                "{} ({}; {:.2}×)",
+                mib(r.rss_bytes),
+                mib(r.peak_rss_bytes),
+                r.peak_rss_bytes as f64 / r.paced_peak_rss_bytes as f64
+            )
+        },
+    );
     line("sled directory", &|r| mib(r.store_bytes));
     line(
         "restart on the full store until every node is listed",
