@@ -38,12 +38,20 @@ pub async fn run(
                 continue;
             }
             let started = std::time::Instant::now();
-            let result: LabResult =
-                evaluate_mpi::evaluate_lab(&setup, plan, &program, &options, &mut |m| {
-                    println!("{m}")
-                })
-                .await
-                .with_context(|| format!("scenario {scenario} seed {seed}"))?;
+            let result: LabResult = evaluate_mpi::evaluate_lab(
+                &setup,
+                plan,
+                &program,
+                &options,
+                &mut |m| println!("{m}"),
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "scenario {scenario} seed {seed} (the aggregator's and agents' logs are in {})",
+                    logs.display()
+                )
+            })?;
             std::fs::write(&path, serde_json::to_string_pretty(&result)? + "\n")?;
             println!(
                 "{scenario} seed {seed}: wrote {} after {:.0} s",
@@ -52,6 +60,8 @@ pub async fn run(
             );
         }
     }
+    // Every lab finished: the processes' logs are not needed.
+    let _ = std::fs::remove_dir_all(&logs);
     Ok(())
 }
 
