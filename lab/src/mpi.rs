@@ -271,7 +271,7 @@ exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $name && $*\"\n",
 pub fn run(lab: &Lab, program: &AllReduce, job: &Job) -> Result<Measured> {
     ensure!(!job.ranks.is_empty(), "an MPI job needs at least one rank");
     ensure!(
-        job.bytes >= 4 && job.bytes % 4 == 0,
+        job.bytes >= 4 && job.bytes.is_multiple_of(4),
         "{} bytes: the all-reduce sums floats, give a multiple of 4",
         job.bytes
     );
