@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use zonemesh_aggregator::store::{Batch, SledStore, Store};
 use zonemesh_domain::{
-    Bps, Hello, IcmpMode, MatrixQuery, Metric, Micros, NodeName, PathSample, PlaceQuery, RankQuery,
-    Report, Rtt, ThroughputSample, UnixMs, ZoneName,
+    Bps, Collective, Hello, IcmpMode, Job, MatrixQuery, Metric, Micros, NodeName, PathSample,
+    PlaceQuery, RankQuery, Report, Rtt, ThroughputSample, UnixMs, ZoneName,
 };
 use zonemesh_engine::model::{Model, holdout};
 use zonemesh_engine::testing::synthetic;
@@ -318,6 +318,52 @@ fn main() {
             }
         }
     }
+    if wants("place-job") {
+        // The same Place with the job model: nodes and rank order by predicted time.
+        let jobs = [
+            ("ring all-reduce", Collective::RingAllReduce),
+            ("hierarchical all-reduce", Collective::HierarchicalAllReduce),
+            (
+                "parameter server (4 servers)",
+                Collective::ParameterServer { servers: 4 },
+            ),
+            ("all-to-all", Collective::AllToAll),
+        ];
+        for (what, collective) in jobs {
+            let mut times = Vec::new();
+            let mut last = None;
+            for _ in 0..100 {
+                let started = Instant::now();
+                let p = topology
+                    .view()
+                    .place(
+                        &PlaceQuery {
+                            workers: 64,
+                            job: Some(Job {
+                                collective,
+                                bytes_per_iteration: 25 << 20,
+                            }),
+                            ..PlaceQuery::default()
+                        },
+                        later,
+                    )
+                    .unwrap();
+                times.push(started.elapsed());
+                last = Some(p);
+            }
+            let (p50, p99) = quantiles(times);
+            let p = last.unwrap();
+            let job = p.prediction.unwrap();
+            println!(
+                "Place 64 workers, {what} of 25 MiB, among 5000 nodes in 50 zones: p50 {p50:?} p99 {p99:?} (target p99 < 20 ms); zones {:?}, predicted {:.2} ms, {} of {} figures estimated",
+                p.zones,
+                job.seconds * 1e3,
+                job.estimated_figures,
+                job.figures
+            );
+        }
+    }
+
     if wants("store") {
         let dir = tempfile::tempdir().unwrap();
         let mut store = SledStore::open(dir.path()).unwrap();

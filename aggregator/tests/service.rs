@@ -283,6 +283,25 @@ async fn agents_register_report_and_are_acknowledged_and_queried() {
     assert_eq!(placed.zones, ["zone-1"]);
     assert_eq!(placed.worst_rtt_us, 120.0);
     assert!((placed.worst_loss_ratio - 0.1).abs() < 1e-9);
+    assert_eq!(placed.predicted_seconds, 0.0, "no job, no prediction");
+
+    // With the job's collective, the answer carries its predicted time and rank order.
+    let job = topology
+        .place(v1::PlaceRequest {
+            workers: 2,
+            zone_policy: v1::ZonePolicy::RequireOne as i32,
+            collective: v1::Collective::Ring as i32,
+            bytes_per_iteration: 25 << 20,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(job.rank_order.len(), 2);
+    assert!(job.predicted_seconds > 0.0, "{job:?}");
+    let bottleneck = job.bottleneck.expect("a bottleneck");
+    assert!(!bottleneck.why.is_empty());
+    assert_eq!(job.prediction_figures, 2);
     server.stop().await;
 }
 
@@ -454,6 +473,44 @@ async fn bad_input_is_refused_with_the_field_and_changes_nothing() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    for (field, request) in [
+        (
+            "collective",
+            v1::PlaceRequest {
+                workers: 1,
+                collective: 42,
+                bytes_per_iteration: 1,
+                ..Default::default()
+            },
+        ),
+        (
+            "bytes_per_iteration",
+            v1::PlaceRequest {
+                workers: 1,
+                collective: v1::Collective::Ring as i32,
+                bytes_per_iteration: (64 << 30) + 1,
+                ..Default::default()
+            },
+        ),
+        (
+            "servers",
+            v1::PlaceRequest {
+                workers: 1,
+                collective: v1::Collective::ParameterServer as i32,
+                bytes_per_iteration: 1,
+                servers: 2,
+                ..Default::default()
+            },
+        ),
+    ] {
+        let status = topology.place(request).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(
+            status.message().starts_with(field),
+            "{field}: {}",
+            status.message()
+        );
+    }
     let status = topology
         .list_nodes(v1::ListNodesRequest {
             zone: "nowhere".into(),

@@ -226,6 +226,25 @@ pub async fn run(options: Options) -> Result<()> {
         Err(s) => println!("  no placement: {}", s.message()),
     }
 
+    println!("\nA 4-worker ring all-reduce of 25 MiB (Place with the job's collective):");
+    let place = topology
+        .place(v1::PlaceRequest {
+            workers: 4,
+            zone_policy: v1::ZonePolicy::PreferOne as i32,
+            collective: v1::Collective::Ring as i32,
+            bytes_per_iteration: 25 << 20,
+            alternatives: 2,
+            ..Default::default()
+        })
+        .await;
+    match place {
+        Ok(p) => {
+            let p = p.into_inner();
+            print!("{}", render::placement(&p));
+        }
+        Err(s) => println!("  no placement: {}", s.message()),
+    }
+
     if !options.wait {
         return Ok(());
     }
@@ -243,6 +262,10 @@ pub async fn run(options: Options) -> Result<()> {
         (
             "Place",
             r#"{"workers":4,"zone_policy":"ZONE_POLICY_PREFER_ONE"}"#,
+        ),
+        (
+            "Place",
+            r#"{"workers":4,"collective":"COLLECTIVE_RING","bytes_per_iteration":26214400}"#,
         ),
     ] {
         let data = if body.is_empty() {

@@ -195,6 +195,22 @@ pub enum Query {
         /// Nodes never to use, comma-separated.
         #[arg(long, value_delimiter = ',')]
         exclude: Vec<String>,
+        /// The job's collective: nodes and rank order are chosen for its predicted time.
+        #[arg(long, value_enum)]
+        collective: Option<CollectiveArg>,
+        /// Bytes one iteration moves (the gradient size; for all-to-all, what each rank sends),
+        /// a Kubernetes quantity such as 25Mi or 4M. Needed with --collective.
+        #[arg(long)]
+        bytes: Option<String>,
+        /// Parameter servers (with --collective parameter-server; default 1).
+        #[arg(long)]
+        servers: Option<u32>,
+        /// Also show up to this many runner-up placements with their predicted times.
+        #[arg(long, default_value_t = 0)]
+        alternatives: u32,
+        /// Print an MPI hostfile in rank order (`host slots=N` lines, as Open MPI reads).
+        #[arg(long)]
+        hostfile: bool,
     },
     /// The measured tiers: zones, groups of near zones, the cluster, with the figures behind
     /// every cut.
@@ -202,6 +218,19 @@ pub enum Query {
     /// What the aggregator's publisher writes to Kubernetes: --dry-run prints it, --delete
     /// removes everything zonemesh owns.
     Publish(crate::tiers::Publish),
+}
+
+/// `PlaceRequest.collective`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CollectiveArg {
+    /// Ring all-reduce over the ranks in order.
+    Ring,
+    /// Reduce inside each zone, all-reduce across zones, broadcast inside each zone.
+    Hierarchical,
+    /// Parameter servers on the first ranks.
+    ParameterServer,
+    /// Every rank sends to every other.
+    AllToAll,
 }
 
 /// `PlaceRequest.zone_policy`.
@@ -213,6 +242,33 @@ pub enum Policy {
     RequireOne,
     /// Any nodes; only the figures count.
     Any,
+}
+
+/// The job flags of `place`: the collective and its bytes (a Kubernetes quantity), both or
+/// neither.
+pub fn place_job(
+    collective: Option<CollectiveArg>,
+    bytes: Option<&str>,
+) -> Result<(v1::Collective, u64), Failure> {
+    let usage = |m: String| Failure::new(exit::USAGE, m);
+    match (collective, bytes) {
+        (None, None) => Ok((v1::Collective::Unspecified, 0)),
+        (None, Some(_)) => Err(usage("--bytes needs --collective".into())),
+        (Some(_), None) => Err(usage(
+            "--collective needs --bytes (the bytes one iteration moves, such as 25Mi)".into(),
+        )),
+        (Some(c), Some(b)) => {
+            let bytes =
+                zonemesh_domain::parse_quantity(b).map_err(|e| usage(format!("--bytes: {e}")))?;
+            let c = match c {
+                CollectiveArg::Ring => v1::Collective::Ring,
+                CollectiveArg::Hierarchical => v1::Collective::Hierarchical,
+                CollectiveArg::ParameterServer => v1::Collective::ParameterServer,
+                CollectiveArg::AllToAll => v1::Collective::AllToAll,
+            };
+            Ok((c, bytes))
+        }
+    }
 }
 
 /// A spinner on standard error while `work` runs, after a short delay and on a terminal only
@@ -371,6 +427,12 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
         ));
     }
+    if let Query::Place {
+        collective, bytes, ..
+    } = &query
+    {
+        place_job(*collective, bytes.as_deref())?;
+    }
     let publish = match &query {
         Query::Publish(p) => {
             let settings = p.settings()?;
@@ -521,12 +583,18 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             workers,
             policy,
             exclude,
+            collective,
+            bytes,
+            servers,
+            alternatives,
+            hostfile,
         } => {
             let zone_policy = match policy {
                 Policy::PreferOne => v1::ZonePolicy::PreferOne,
                 Policy::RequireOne => v1::ZonePolicy::RequireOne,
                 Policy::Any => v1::ZonePolicy::Any,
             };
+            let (collective, bytes_per_iteration) = place_job(collective, bytes.as_deref())?;
             let answer = call!(
                 "Place",
                 place,
@@ -534,12 +602,20 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                     workers,
                     zone_policy: zone_policy as i32,
                     exclude,
+                    collective: collective as i32,
+                    bytes_per_iteration,
+                    servers: servers.unwrap_or(0),
+                    alternatives,
                     ..Default::default()
                 }
             );
-            print(connection, json::AsJson(&answer), |_| {
-                render::placement(&answer)
-            });
+            if hostfile {
+                print!("{}", render::hostfile(&answer));
+            } else {
+                print(connection, json::AsJson(&answer), |_| {
+                    render::placement(&answer)
+                });
+            }
         }
         Query::Tiers => {
             let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});

@@ -559,12 +559,97 @@ pub fn placement(answer: &v1::PlaceResponse) -> String {
         percent(answer.worst_loss_ratio),
         rate(answer.bottleneck_throughput_bps)
     );
+    if let Some(b) = &answer.bottleneck {
+        let _ = writeln!(
+            out,
+            "  predicted time per iteration: {}",
+            seconds(answer.predicted_seconds)
+        );
+        let what = match v1::BottleneckKind::try_from(b.kind) {
+            Ok(v1::BottleneckKind::Link) => format!("link {} → {}", b.from, b.to),
+            Ok(v1::BottleneckKind::NodeEgress) => format!("node {} (sending)", b.from),
+            Ok(v1::BottleneckKind::NodeIngress) => format!("node {} (receiving)", b.to),
+            Ok(v1::BottleneckKind::Zones) => format!("zones {} → {}", b.from, b.to),
+            Ok(v1::BottleneckKind::RingLatency) => String::new(),
+            _ => "nothing".to_owned(),
+        };
+        if what.is_empty() {
+            // The why names the ring's delays itself.
+            let _ = writeln!(out, "  bottleneck: {}", b.why);
+        } else {
+            let _ = writeln!(out, "  bottleneck: {what}: {}", b.why);
+        }
+        let _ = writeln!(
+            out,
+            "  estimated figures: {} of {}",
+            answer.estimated_figures, answer.prediction_figures
+        );
+    }
+    if !answer.rank_order.is_empty() {
+        let _ = writeln!(out, "  rank order: {}", answer.rank_order.join(", "));
+    }
+    for (i, a) in answer.alternatives.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  alternative {}: {} ({})",
+            i + 1,
+            seconds(a.predicted_seconds),
+            a.rank_order.join(", ")
+        );
+    }
     out
+}
+
+/// A duration in seconds, in the unit that reads best.
+pub fn seconds(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.0} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// An MPI hostfile of a `Place` answer in rank order: one `host slots=N` line per run of
+/// consecutive ranks on one node, as Open MPI reads it (ranks fill a host's slots in order).
+pub fn hostfile(answer: &v1::PlaceResponse) -> String {
+    let mut out = String::new();
+    for (host, ranks) in node_runs(&answer.rank_order) {
+        let _ = writeln!(out, "{host} slots={ranks}");
+    }
+    out
+}
+
+/// Consecutive ranks on one node: (node, ranks), in rank order.
+pub fn node_runs(ranks: &[String]) -> Vec<(&str, u32)> {
+    let mut runs: Vec<(&str, u32)> = Vec::new();
+    for r in ranks {
+        match runs.last_mut() {
+            Some((n, k)) if *n == r.as_str() => *k += 1,
+            _ => runs.push((r.as_str(), 1)),
+        }
+    }
+    runs
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hostfile_lists_the_hosts_in_rank_order() {
+        let answer = v1::PlaceResponse {
+            rank_order: ["b2", "b1", "a1", "a1", "a3"].map(String::from).to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(
+            hostfile(&answer),
+            "b2 slots=1\nb1 slots=1\na1 slots=2\na3 slots=1\n"
+        );
+        assert_eq!(seconds(0.012_34), "12.34 ms");
+        assert_eq!(seconds(0.000_5), "500 µs");
+    }
 
     #[test]
     fn units_read_well() {

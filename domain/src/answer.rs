@@ -283,4 +283,65 @@ pub struct PlaceAnswer {
     pub oldest_age_ms: i64,
     /// One line: why these nodes.
     pub explanation: String,
+    /// The node of each rank, rank 0 first (a node with several workers holds consecutive
+    /// ranks). With a job, the order that minimises its predicted time; else the assignments'.
+    pub ranks: Vec<NodeName>,
+    /// The job's predicted time per iteration, when the query gave a job.
+    pub prediction: Option<JobPrediction>,
+    /// Runner-up placements (with a job, as many as asked for and found), fastest first.
+    pub alternatives: Vec<PlaceAlternative>,
+}
+
+/// What decided a predicted time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobBottleneck {
+    /// Nothing crosses the network.
+    None,
+    /// The link between two nodes.
+    Link {
+        /// Sending node.
+        from: NodeName,
+        /// Receiving node.
+        to: NodeName,
+    },
+    /// A node's own link, shared by the flows it sends or receives at once.
+    Node {
+        /// The node.
+        node: NodeName,
+        /// Its receiving side (else its sending side).
+        ingress: bool,
+    },
+    /// The capacity between two zones.
+    Zones {
+        /// Source zone.
+        from: ZoneName,
+        /// Destination zone.
+        to: ZoneName,
+    },
+    /// The delays around the ring, not any one link's rate.
+    RingLatency,
+}
+
+/// A job's predicted time per iteration on a placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPrediction {
+    /// Seconds per iteration of the collective.
+    pub seconds: f64,
+    /// What decided it.
+    pub bottleneck: JobBottleneck,
+    /// One line: why that is the bottleneck (the term and its figures).
+    pub why: String,
+    /// Link figures (RTT and loss, rate) the prediction used.
+    pub figures: u32,
+    /// How many of them were estimated rather than measured.
+    pub estimated_figures: u32,
+}
+
+/// A runner-up placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaceAlternative {
+    /// The node of each rank.
+    pub ranks: Vec<NodeName>,
+    /// Its predicted time per iteration, seconds.
+    pub seconds: f64,
 }

@@ -25,6 +25,7 @@
 
 mod answer;
 mod error;
+mod job;
 mod names;
 mod plan;
 mod query;
@@ -33,17 +34,20 @@ mod tiers;
 mod units;
 
 pub use answer::{
-    Assignment, Matrix, MatrixCell, NodeState, NodeView, Nodes, PathAnswer, PathFigures,
-    PlaceAnswer, Provenance, RankedNode, Ranking, RttSummary, ZoneLink, ZoneView, Zones,
+    Assignment, JobBottleneck, JobPrediction, Matrix, MatrixCell, NodeState, NodeView, Nodes,
+    PathAnswer, PathFigures, PlaceAlternative, PlaceAnswer, Provenance, RankedNode, Ranking,
+    RttSummary, ZoneLink, ZoneView, Zones,
 };
 pub use error::FieldError;
+pub use job::{Collective, Job, MAX_BYTES_PER_ITERATION, parse_quantity};
 pub use names::{
     MAX_NODE_NAME_BYTES, MAX_ZONE_NAME_BYTES, NodeName, UNKNOWN_ZONE, ZoneName, node_names,
 };
 pub use plan::{ProbePlan, ProbeTarget, ThroughputGrant};
 pub use query::{
-    MAX_LINKS_PAGE, MAX_MATRIX_CELLS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_WORKERS,
-    MatrixQuery, Metric, NodesQuery, Page, PlaceQuery, RankQuery, Weights, ZonePolicy, ZonesQuery,
+    MAX_ALTERNATIVES, MAX_LINKS_PAGE, MAX_MATRIX_CELLS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE,
+    MAX_WORKERS, MatrixQuery, Metric, NodesQuery, Page, PlaceQuery, RankQuery, Weights, ZonePolicy,
+    ZonesQuery,
 };
 pub use report::{
     Hello, IcmpMode, MAX_ADDRESSES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, PathSample, Report,

@@ -1,6 +1,6 @@
 //! What schedulers ask: checked forms of the queries (rank, place, matrix) and their weights.
 
-use crate::{FieldError, NodeName, ZoneName};
+use crate::{FieldError, Job, NodeName, ZoneName};
 
 /// Weights of loss, delay and throughput in a cost.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -177,6 +177,9 @@ pub struct RankQuery {
 /// Most workers one `Place` may ask for.
 pub const MAX_WORKERS: u32 = 100_000;
 
+/// Most alternatives one `Place` may ask for.
+pub const MAX_ALTERNATIVES: u32 = 16;
+
 /// How strictly a placement keeps to one zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum ZonePolicy {
@@ -202,6 +205,12 @@ pub struct PlaceQuery {
     pub weights: Weights,
     /// Nodes never to use.
     pub exclude: Vec<NodeName>,
+    /// The job's communication: with one, `Place` chooses the nodes and the rank order that
+    /// minimise its predicted time per iteration; without, the worst pair decides.
+    pub job: Option<Job>,
+    /// How many runner-up placements to describe with their predicted times (with a job), at
+    /// most [`MAX_ALTERNATIVES`].
+    pub alternatives: u32,
 }
 
 impl PlaceQuery {
@@ -221,6 +230,24 @@ impl PlaceQuery {
             return Err(FieldError::new(
                 format!("candidates[{i}].slots"),
                 "must be at least 1",
+            ));
+        }
+        if let Some(job) = self.job {
+            Job::checked(job.collective, job.bytes_per_iteration, self.workers)?;
+        }
+        if self.alternatives > MAX_ALTERNATIVES {
+            return Err(FieldError::new(
+                "alternatives",
+                format!(
+                    "{} alternatives, at most {MAX_ALTERNATIVES} allowed",
+                    self.alternatives
+                ),
+            ));
+        }
+        if self.alternatives > 0 && self.job.is_none() {
+            return Err(FieldError::new(
+                "alternatives",
+                "alternatives are ranked by predicted time: give a collective",
             ));
         }
         Ok(self)

@@ -4,9 +4,10 @@
 //! The network is what [`Network`] says: for every ordered pair of nodes a [`Link`] (its
 //! one-way delay as half the RTT, its loss, the rate a TCP transfer gets on it), each node's own
 //! ingress and egress rates, and optionally the capacity shared by everything that crosses from
-//! one zone to another. zonemesh's engine answers it from the measured network (the
-//! [`model`](crate::model)); the lab answers it from the impairments it injected (the oracle).
-//! The same functions predict both, so that a prediction error is the model's, not the formula's.
+//! one zone to another. zonemesh's engine answers it from the measured network
+//! ([`SnapshotNetwork`](crate::network::SnapshotNetwork)); the lab answers it from the
+//! impairments it injected (the oracle). The same functions predict both, so that a prediction
+//! error is the model's, not the formula's.
 //!
 //! Terms, for `n` bytes per iteration and `p` ranks:
 //!
@@ -47,43 +48,8 @@ use std::fmt;
 /// TCP payload per segment on an Ethernet path, bytes.
 pub const MSS_BYTES: f64 = 1448.0;
 
-/// The collective a job runs every iteration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Collective {
-    /// Ring all-reduce over the ranks in order.
-    RingAllReduce,
-    /// Reduce inside each zone, all-reduce across zones, broadcast inside each zone.
-    HierarchicalAllReduce,
-    /// Parameter servers on the first `servers` ranks (at least 1, at most the ranks).
-    ParameterServer {
-        /// How many of the ranks hold a shard.
-        servers: u32,
-    },
-    /// Every rank sends to every other.
-    AllToAll,
-}
-
-impl Collective {
-    /// The lower-case name users write (`ring`, `hierarchical`, `parameter-server`,
-    /// `all-to-all`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::RingAllReduce => "ring",
-            Self::HierarchicalAllReduce => "hierarchical",
-            Self::ParameterServer { .. } => "parameter-server",
-            Self::AllToAll => "all-to-all",
-        }
-    }
-}
-
-/// One job's communication per iteration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Job {
-    /// The collective.
-    pub collective: Collective,
-    /// The gradient size; for all-to-all, the bytes each rank sends in all.
-    pub bytes_per_iteration: u64,
-}
+/// The collective and the job are domain types: `Place` takes them in its query.
+pub use zonemesh_domain::{Collective, Job};
 
 /// One direction between two nodes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -173,7 +139,44 @@ struct FlowTime {
     /// Serialisation at the flow's share of the rates it passes, seconds.
     serial: f64,
     bottleneck: Bottleneck,
-    why: String,
+    /// What the line saying why is made of, formatted only for the flow that decides.
+    why: Why,
+}
+
+/// The figures behind a flow's bottleneck, for its one line of why.
+#[derive(Debug, Clone, Copy)]
+enum Why {
+    Link { rate: f64, rtt_us: f64, loss: f64 },
+    Egress { bps: f64, flows: u32 },
+    Ingress { bps: f64, flows: u32 },
+    Zones { flows: u32 },
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Why::Link { rate, rtt_us, loss } => write!(
+                f,
+                "the link at {:.0} Mbit/s, RTT {:.0} µs, loss {:.2} %",
+                rate / 1e6,
+                rtt_us,
+                loss * 100.0
+            ),
+            Why::Egress { bps, flows } => write!(
+                f,
+                "the sender's own link, {:.0} Mbit/s shared by {flows} flow(s)",
+                bps / 1e6
+            ),
+            Why::Ingress { bps, flows } => write!(
+                f,
+                "the receiver's own link, {:.0} Mbit/s shared by {flows} flow(s)",
+                bps / 1e6
+            ),
+            Why::Zones { flows } => {
+                write!(f, "the capacity between the zones, shared by {flows} flows")
+            }
+        }
+    }
 }
 
 impl FlowTime {
@@ -226,12 +229,11 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
                         from: f.from,
                         to: f.to,
                     },
-                    format!(
-                        "the link at {:.0} Mbit/s, RTT {:.0} µs, loss {:.2} %",
-                        rate / 1e6,
-                        link.rtt_us,
-                        link.loss * 100.0
-                    ),
+                    Why::Link {
+                        rate,
+                        rtt_us: link.rtt_us,
+                        loss: link.loss,
+                    },
                 )
             } else if rate >= egress {
                 (
@@ -239,11 +241,10 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
                         node: f.from,
                         ingress: false,
                     },
-                    format!(
-                        "the sender's own link, {:.0} Mbit/s shared by {} flow(s)",
-                        net.egress_bps(f.from) / 1e6,
-                        out[&f.from]
-                    ),
+                    Why::Egress {
+                        bps: net.egress_bps(f.from),
+                        flows: out[&f.from],
+                    },
                 )
             } else if rate >= ingress {
                 (
@@ -251,19 +252,17 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
                         node: f.to,
                         ingress: true,
                     },
-                    format!(
-                        "the receiver's own link, {:.0} Mbit/s shared by {} flow(s)",
-                        net.ingress_bps(f.to) / 1e6,
-                        into[&f.to]
-                    ),
+                    Why::Ingress {
+                        bps: net.ingress_bps(f.to),
+                        flows: into[&f.to],
+                    },
                 )
             } else {
                 (
                     Bottleneck::Zones { from: za, to: zb },
-                    format!(
-                        "the capacity between the zones, shared by {} flows",
-                        across[&(za, zb)]
-                    ),
+                    Why::Zones {
+                        flows: across[&(za, zb)],
+                    },
                 )
             };
             FlowTime {
@@ -278,15 +277,18 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
 
 /// The time of a set of concurrent flows that each must arrive whole: the slowest flow.
 fn phase(net: &dyn Network, flows: &[Flow]) -> (f64, Bottleneck, String) {
-    flow_times(net, flows)
-        .into_iter()
-        .fold((0.0, Bottleneck::None, String::new()), |worst, f| {
-            if f.total() > worst.0 {
-                (f.total(), f.bottleneck, f.why)
-            } else {
-                worst
-            }
-        })
+    let slowest =
+        flow_times(net, flows)
+            .into_iter()
+            .fold(None::<FlowTime>, |worst, f| match worst {
+                Some(w) if f.total() <= w.total() => Some(w),
+                _ if f.total() > 0.0 => Some(f),
+                w => w,
+            });
+    match slowest {
+        Some(f) => (f.total(), f.bottleneck, f.why.to_string()),
+        None => (0.0, Bottleneck::None, String::new()),
+    }
 }
 
 /// A ring all-reduce over `nodes` in order, moving `bytes` in all (see the module docs). Each

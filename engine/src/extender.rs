@@ -9,6 +9,14 @@
 //! remembers them, and the nodes chosen, until `ttl` passes without a pod of the job; the job's
 //! later pods are kept in those zones and its chosen nodes are scored highest.
 //!
+//! The job's communication, when its pods say it (annotations [`COLLECTIVE_ANNOTATION`],
+//! [`BYTES_ANNOTATION`] — a Kubernetes quantity such as `25Mi` — and [`SERVERS_ANNOTATION`]),
+//! makes `Place` choose the nodes and the rank order by the job's predicted time; `prioritize`
+//! then scores the node of rank `i` highest for the pod whose [`COMPLETION_INDEX`] (label or
+//! annotation, as an Indexed Job sets it) is `i`. Bad annotations do not stop the pod: it is
+//! placed without the job model and the refusal is returned ([`Filtered::job_model_refused`])
+//! for the server to log and count.
+//!
 //! Never everything filtered out by accident: nodes zonemesh does not know, and every node when
 //! zonemesh has no figures yet, pass untouched; DOWN nodes are filtered out unless that would
 //! leave nothing, in which case zonemesh's own view is suspect and it stays neutral. Only a job's
@@ -17,8 +25,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use zonemesh_domain::{
-    NodeName, NodeState, PlaceQuery, RankQuery, UnixMs, Weights, ZoneName, ZonePolicy,
+    Collective, Job, NodeName, NodeState, PlaceQuery, RankQuery, UnixMs, Weights, ZoneName,
+    ZonePolicy,
 };
+
+pub use zonemesh_domain::parse_quantity;
 
 use crate::{NodeId, Snapshot};
 
@@ -26,6 +37,15 @@ use crate::{NodeId, Snapshot};
 pub const JOB_LABEL: &str = "zonemesh.io/job";
 /// Pod annotation with the job's number of workers.
 pub const WORKERS_ANNOTATION: &str = "zonemesh.io/workers";
+/// Pod annotation with the job's collective (`ring`, `hierarchical`, `parameter-server`,
+/// `all-to-all`).
+pub const COLLECTIVE_ANNOTATION: &str = "zonemesh.io/collective";
+/// Pod annotation with the bytes one iteration moves, a Kubernetes quantity (`25Mi`, `4M`).
+pub const BYTES_ANNOTATION: &str = "zonemesh.io/bytes-per-iteration";
+/// Pod annotation with a parameter-server job's servers.
+pub const SERVERS_ANNOTATION: &str = "zonemesh.io/servers";
+/// The label (and annotation) an Indexed Job gives each pod: its completion index, the rank.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// `MaxExtenderPriority` of `k8s.io/kube-scheduler/extender/v1`.
 pub const MAX_SCORE: i64 = 10;
 /// The score of a node zonemesh cannot judge.
@@ -54,6 +74,17 @@ pub struct Filtered {
     pub passing: Vec<String>,
     /// Names filtered out, with the reason.
     pub failed: BTreeMap<String, String>,
+    /// The pod's job-model annotations, when they were refused (the pod was placed without).
+    pub job_model_refused: Option<JobModelRefused>,
+}
+
+/// Job-model annotations refused: which one (a fixed label for metrics) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobModelRefused {
+    /// `collective`, `bytes_per_iteration` or `servers`.
+    pub reason: &'static str,
+    /// What is wrong, naming the pod and the annotation.
+    pub message: String,
 }
 
 /// One candidate's score from `prioritize`: 0..=[`MAX_SCORE`].
@@ -72,6 +103,8 @@ pub struct JobPlacement {
     pub zones: Vec<ZoneName>,
     /// The nodes `Place` chose.
     pub nodes: Vec<NodeName>,
+    /// The node of each rank, with the job model (empty without).
+    pub ranks: Vec<NodeName>,
     /// When it is forgotten unless another pod of the job is seen.
     pub expires: UnixMs,
 }
@@ -151,6 +184,68 @@ pub fn workers(pod: &ExtenderPod) -> Result<Option<u32>, BadRequest> {
     }
 }
 
+/// The job model from a pod's annotations, for `workers` workers: `None` without a collective
+/// annotation; refused with the annotation that is wrong.
+pub fn job_model(pod: &ExtenderPod, workers: u32) -> Result<Option<Job>, JobModelRefused> {
+    let Some(collective) = pod.annotations.get(COLLECTIVE_ANNOTATION) else {
+        return Ok(None);
+    };
+    let refuse = |reason: &'static str, annotation: &str, why: String| JobModelRefused {
+        reason,
+        message: format!(
+            "pod {}/{}: annotation {annotation}: {why}; placed without the job model",
+            pod.namespace, pod.name
+        ),
+    };
+    let servers = match pod.annotations.get(SERVERS_ANNOTATION) {
+        None => 0,
+        Some(v) => v.trim().parse::<u32>().map_err(|_| {
+            refuse(
+                "servers",
+                SERVERS_ANNOTATION,
+                format!("{v:?} is not a number of servers"),
+            )
+        })?,
+    };
+    let bytes = match pod.annotations.get(BYTES_ANNOTATION) {
+        None => {
+            return Err(refuse(
+                "bytes_per_iteration",
+                BYTES_ANNOTATION,
+                "missing (a collective needs its bytes per iteration)".into(),
+            ));
+        }
+        Some(v) => {
+            parse_quantity(v).map_err(|e| refuse("bytes_per_iteration", BYTES_ANNOTATION, e))?
+        }
+    };
+    let collective =
+        Collective::parse("collective", collective, "servers", servers).map_err(|e| {
+            match e.field() {
+                "servers" => refuse("servers", SERVERS_ANNOTATION, e.problem().to_owned()),
+                _ => refuse("collective", COLLECTIVE_ANNOTATION, e.problem().to_owned()),
+            }
+        })?;
+    Job::checked(collective, bytes, workers)
+        .map(Some)
+        .map_err(|e| match e.field() {
+            "servers" => refuse("servers", SERVERS_ANNOTATION, e.problem().to_owned()),
+            _ => refuse(
+                "bytes_per_iteration",
+                BYTES_ANNOTATION,
+                e.problem().to_owned(),
+            ),
+        })
+}
+
+/// The pod's completion index (its rank in an Indexed Job), from its label or annotation.
+pub fn completion_index(pod: &ExtenderPod) -> Option<usize> {
+    pod.labels
+        .get(COMPLETION_INDEX)
+        .or_else(|| pod.annotations.get(COMPLETION_INDEX))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 impl Snapshot {
     /// The node of a candidate name, if zonemesh knows it.
     fn known(&self, name: &str) -> Option<NodeId> {
@@ -168,6 +263,7 @@ impl Snapshot {
         jobs: &mut Jobs,
         job: &str,
         workers: Option<u32>,
+        model: Option<Job>,
         offered: &[NodeId],
         now: UnixMs,
     ) -> Option<JobPlacement> {
@@ -184,6 +280,8 @@ impl Snapshot {
             policy: ZonePolicy::PreferOne,
             weights: Weights::default(),
             exclude: Vec::new(),
+            job: model,
+            alternatives: 0,
         };
         if offered.is_empty() || workers.is_some_and(|w| w as usize > offered.len()) {
             return None;
@@ -204,6 +302,15 @@ impl Snapshot {
                 .iter()
                 .map(|(n, _)| self.node(*n).name.clone())
                 .collect(),
+            ranks: if placed.job.is_some() {
+                placed
+                    .ranks
+                    .iter()
+                    .map(|n| self.node(*n).name.clone())
+                    .collect()
+            } else {
+                Vec::new()
+            },
             expires: UnixMs(now.0 + jobs.ttl_ms),
         };
         jobs.entries.insert(job.to_owned(), placement.clone());
@@ -220,6 +327,14 @@ impl Snapshot {
     ) -> Result<Filtered, BadRequest> {
         let job = job_of(pod);
         let size = if job.is_some() { workers(pod)? } else { None };
+        let (model, job_model_refused) = if job.is_some() {
+            match job_model(pod, size.unwrap_or(1)) {
+                Ok(model) => (model, None),
+                Err(refused) => (None, Some(refused)),
+            }
+        } else {
+            (None, None)
+        };
         let mut failed = BTreeMap::new();
 
         let known: Vec<(usize, NodeId)> = names
@@ -247,7 +362,7 @@ impl Snapshot {
                 .filter(|(i, _)| !failed.contains_key(&names[*i]))
                 .map(|(_, id)| *id)
                 .collect();
-            if let Some(placement) = self.job_placement(jobs, job, size, &offered, now) {
+            if let Some(placement) = self.job_placement(jobs, job, size, model, &offered, now) {
                 let zones: Vec<&str> = placement.zones.iter().map(ZoneName::as_str).collect();
                 for (i, name) in names.iter().enumerate() {
                     if failed.contains_key(name) {
@@ -279,7 +394,11 @@ impl Snapshot {
             .cloned()
             .collect();
         jobs.expire(now);
-        Ok(Filtered { passing, failed })
+        Ok(Filtered {
+            passing,
+            failed,
+            job_model_refused,
+        })
     }
 
     /// The extender's `prioritize` verb: a score of 0..=10 for every candidate.
@@ -310,6 +429,10 @@ impl Snapshot {
             self.rank_ids(&query, now).unwrap_or_default()
         };
         let scored = ranked.iter().any(|r| r.figures.loss.is_some());
+        // An Indexed Job's pod of rank i: the node of rank i alone gets the top score.
+        let rank_node = placement
+            .as_ref()
+            .and_then(|p| completion_index(pod).and_then(|i| p.ranks.get(i).cloned()));
         names
             .iter()
             .map(|name| {
@@ -332,6 +455,11 @@ impl Snapshot {
                         NodeState::Ready => NEUTRAL_SCORE,
                         NodeState::Stale | NodeState::Down => 0,
                     },
+                };
+                let score = match &rank_node {
+                    Some(n) if n.as_str() == name => MAX_SCORE,
+                    Some(_) => score.min(MAX_SCORE - 1),
+                    None => score,
                 };
                 Score {
                     node: name.clone(),
@@ -579,5 +707,138 @@ mod tests {
         let score = |h: &str| scores.iter().find(|s| s.node == h).unwrap().score;
         assert!(score("z0-n1") < score("z0-n0"), "{scores:?}");
         assert!(scores.iter().all(|s| (0..=MAX_SCORE).contains(&s.score)));
+    }
+
+    #[test]
+    fn quantities_follow_the_kubernetes_rules() {
+        let cases: [(&str, Option<u64>); 14] = [
+            ("25Mi", Some(25 << 20)),
+            ("4M", Some(4_000_000)),
+            ("1Gi", Some(1 << 30)),
+            ("1.5Ki", Some(1536)),
+            ("1e6", Some(1_000_000)),
+            ("2E3", Some(2_000)),
+            ("3k", Some(3_000)),
+            ("1500m", Some(2)),
+            (" 256000 ", Some(256_000)),
+            ("+7", Some(7)),
+            ("-1Mi", None),
+            ("25MB", None),
+            ("Mi", None),
+            ("1.2.3", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_quantity(text).ok(), want, "{text:?}");
+        }
+    }
+
+    fn job_pod(index: Option<usize>, annotations: &[(&str, &str)]) -> ExtenderPod {
+        let mut pod = pod(Some(("trainer", "3")));
+        for (k, v) in annotations {
+            pod.annotations.insert((*k).into(), (*v).into());
+        }
+        if let Some(i) = index {
+            pod.labels.insert(COMPLETION_INDEX.into(), i.to_string());
+        }
+        pod
+    }
+
+    #[test]
+    fn bad_job_annotations_place_the_pod_without_the_model_and_say_why() {
+        let cases = [
+            (
+                vec![
+                    (COLLECTIVE_ANNOTATION, "token-ring"),
+                    (BYTES_ANNOTATION, "1Mi"),
+                ],
+                "collective",
+            ),
+            (vec![(COLLECTIVE_ANNOTATION, "ring")], "bytes_per_iteration"),
+            (
+                vec![(COLLECTIVE_ANNOTATION, "ring"), (BYTES_ANNOTATION, "lots")],
+                "bytes_per_iteration",
+            ),
+            (
+                vec![(COLLECTIVE_ANNOTATION, "ring"), (BYTES_ANNOTATION, "65Gi")],
+                "bytes_per_iteration",
+            ),
+            (
+                vec![(COLLECTIVE_ANNOTATION, "ring"), (BYTES_ANNOTATION, "0")],
+                "bytes_per_iteration",
+            ),
+            (
+                vec![
+                    (COLLECTIVE_ANNOTATION, "parameter-server"),
+                    (BYTES_ANNOTATION, "1Mi"),
+                    (SERVERS_ANNOTATION, "4"),
+                ],
+                "servers",
+            ),
+            (
+                vec![
+                    (COLLECTIVE_ANNOTATION, "ring"),
+                    (BYTES_ANNOTATION, "1Mi"),
+                    (SERVERS_ANNOTATION, "1"),
+                ],
+                "servers",
+            ),
+        ];
+        let t = cluster();
+        for (annotations, reason) in cases {
+            let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
+            let pod = job_pod(None, &annotations);
+            let r = t
+                .view()
+                .extender_filter(&pod, &names(&ALL), &mut jobs, NOW)
+                .unwrap();
+            let refused = r.job_model_refused.expect("refused");
+            assert_eq!(
+                refused.reason, reason,
+                "{annotations:?}: {}",
+                refused.message
+            );
+            assert!(refused.message.contains("ml/w-0"), "{}", refused.message);
+            // Still placed, in one zone, without the job model.
+            let placement = jobs.get("ml/trainer", NOW).expect("placed");
+            assert!(placement.ranks.is_empty());
+            assert_eq!(placement.zones.len(), 1);
+        }
+    }
+
+    #[test]
+    fn the_pod_of_rank_i_scores_the_node_of_rank_i_highest() {
+        let t = cluster();
+        let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
+        let annotations = [(COLLECTIVE_ANNOTATION, "ring"), (BYTES_ANNOTATION, "25Mi")];
+        let r = t
+            .view()
+            .extender_filter(
+                &job_pod(Some(0), &annotations),
+                &names(&ALL),
+                &mut jobs,
+                NOW,
+            )
+            .unwrap();
+        assert_eq!(r.job_model_refused, None);
+        let ranks = jobs.get("ml/trainer", NOW).unwrap().ranks.clone();
+        assert_eq!(ranks.len(), 3, "three workers, one rank each");
+        for (i, node) in ranks.iter().enumerate() {
+            let scores = t.view().extender_prioritize(
+                &job_pod(Some(i), &annotations),
+                &names(&ALL),
+                &jobs,
+                NOW,
+            );
+            let top: Vec<&str> = scores
+                .iter()
+                .filter(|s| s.score == MAX_SCORE)
+                .map(|s| s.node.as_str())
+                .collect();
+            assert_eq!(top, [node.as_str()], "rank {i}: {scores:?}");
+        }
+        // The index may come as an annotation too.
+        let mut pod = job_pod(None, &annotations);
+        pod.annotations.insert(COMPLETION_INDEX.into(), "2".into());
+        assert_eq!(completion_index(&pod), Some(2));
     }
 }

@@ -83,6 +83,7 @@ pub mod extender;
 mod ids;
 mod membership;
 pub mod model;
+pub mod network;
 pub mod path;
 pub mod place;
 pub mod planner;
@@ -91,6 +92,7 @@ mod proptests;
 pub mod query;
 pub mod rank;
 mod records;
+mod search;
 mod sums;
 mod sweep;
 #[cfg(any(test, feature = "testing"))]

@@ -14,16 +14,46 @@
 //!    node that keeps the worst pair lowest, filling its free slots (workers on one node talk
 //!    without the network).
 //!
-//! Only READY nodes are ever used: DOWN, STALE and excluded nodes are dropped first.
+//! Only READY nodes are ever used: DOWN, STALE and excluded nodes are dropped first. A node with
+//! no fresh RTT and loss figures (no fresh measured path from it, none inside its zone to or
+//! from it) is not placed while the nodes with figures can hold the job.
+//!
+//! # With a job
+//!
+//! When the query gives the job's communication ([`Job`]: a collective and its bytes per
+//! iteration), the zones are chosen by the same rule — one zone when one can hold the job, else
+//! the fewest zones — but among the zones (or zone sets) of that count, at most
+//! [`MAX_JOB_POOLS`] while the budget lasts — zones and zone sets by the cost of a lone transfer
+//! of the job's chunk over their worst roll-up figures (every set of that count when there are
+//! at most [`MAX_ZONE_SETS`], else the sets grown greedily from each zone) — the nodes **and the rank order** are the ones that minimise the job's
+//! predicted time per iteration, [`collective::predict`](crate::collective::predict) over the
+//! measured network ([`SnapshotNetwork`]). The formulas, one per collective, are in
+//! [`collective`](crate::collective):
+//!
+//! - ring all-reduce: `2(p − 1) · max(8(n/p)/r_min, (1/p) Σ_ring (d + ρ + 8(n/p)/r))`;
+//! - hierarchical all-reduce: the sum of its phases (rings inside the zones, gather at each
+//!   zone's leader, the leaders' ring over `n`, scatter, rings inside the zones), the slowest zone
+//!   setting each phase;
+//! - parameter server with `s` servers: push plus pull, each the slowest of a server's incast
+//!   (`(p − 1) n / s` through its ingress), a worker's egress and the slowest single transfer;
+//! - all-to-all: the slowest of the `p (p − 1)` transfers of `n / (p − 1)`.
+//!
+//! How the search steers (a surrogate of those formulas, local moves, then exact pricing) is in
+//! the `search` module's docs. The answer names the bottleneck, the rank order, how many of the
+//! figures behind the prediction were estimated, and up to `alternatives` runner-up placements
+//! (other node sets) with their predicted times.
 
 use std::collections::{HashMap, HashSet};
 
 use zonemesh_domain::{
-    Assignment, FieldError, NodeName, NodeState, PlaceAnswer, PlaceQuery, Provenance, UnixMs,
-    Weights, ZonePolicy,
+    Assignment, FieldError, Job, JobBottleneck, JobPrediction, NodeName, NodeState,
+    PlaceAlternative, PlaceAnswer, PlaceQuery, Provenance, UnixMs, Weights, ZonePolicy,
 };
 
+use crate::collective::Bottleneck as NetBottleneck;
+use crate::network::{SnapshotNetwork, UNKNOWN_RATE_BPS, UNKNOWN_RTT_US, Usage};
 use crate::rank::Scales;
+use crate::search::{Found, lone_transfer, polish_best, search};
 use crate::{Error, NodeId, Snapshot, ZoneId};
 
 /// A placement.
@@ -49,7 +79,63 @@ pub struct Placement {
     pub oldest: Option<UnixMs>,
     /// One line: why these nodes.
     pub explanation: String,
+    /// The node of each rank, rank 0 first.
+    pub ranks: Vec<NodeId>,
+    /// The job's predicted time, when the query gave a job.
+    pub job: Option<JobTime>,
+    /// Runner-up placements (other node sets) with their predicted times, fastest first.
+    pub alternatives: Vec<(Vec<NodeId>, f64)>,
 }
+
+/// What decided a job's predicted time, in the snapshot's ids.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bottleneck {
+    /// Nothing crosses the network.
+    None,
+    /// The link between two nodes.
+    Link {
+        /// Sending node.
+        from: NodeId,
+        /// Receiving node.
+        to: NodeId,
+    },
+    /// A node's own link.
+    Node {
+        /// The node.
+        node: NodeId,
+        /// Its receiving side (else its sending side).
+        ingress: bool,
+    },
+    /// The capacity between two zones.
+    Zones {
+        /// Source zone.
+        from: ZoneId,
+        /// Destination zone.
+        to: ZoneId,
+    },
+    /// The delays around the ring.
+    RingLatency,
+}
+
+/// A job's predicted time per iteration on a placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobTime {
+    /// Seconds per iteration.
+    pub seconds: f64,
+    /// What decided it.
+    pub bottleneck: Bottleneck,
+    /// One line: why.
+    pub why: String,
+    /// Figures behind it, and how many were estimated.
+    pub usage: Usage,
+}
+
+/// Most zones (or zone sets) `Place` with a job searches, best first (see the module docs).
+pub const MAX_JOB_POOLS: usize = 4;
+
+/// Most sets of zones `Place` with a job judges by their roll-ups; with more combinations it
+/// judges the sets grown greedily from each zone.
+pub const MAX_ZONE_SETS: usize = 2_000;
 
 /// Most candidates [`Topology::place_exact_ids`] accepts (it tries every subset).
 pub const MAX_EXACT_CANDIDATES: usize = 20;
@@ -308,6 +394,7 @@ impl Snapshot {
                 skipped,
             });
         }
+        let (usable, unmeasured) = self.prefer_measured(usable, query.workers, now);
 
         let mut by_zone: HashMap<ZoneId, Vec<(NodeId, u32)>> = HashMap::new();
         for &(n, s) in &usable {
@@ -347,6 +434,53 @@ impl Snapshot {
             .filter(|z| cap(z) >= u64::from(query.workers))
             .collect();
 
+        if let Some(job) = query.job.filter(|_| !exact) {
+            let pools: Vec<(Vec<(NodeId, u32)>, String)> = if query.policy == ZonePolicy::Any {
+                vec![(usable.clone(), "any nodes (policy ANY)".to_owned())]
+            } else if !fitting.is_empty() {
+                // The zones by the job's cost of a lone transfer over their roll-up figures.
+                let mut fitting = fitting.clone();
+                fitting.sort_by(|a, b| {
+                    self.job_zone_estimate(&[*a], &job, query.workers)
+                        .total_cmp(&self.job_zone_estimate(&[*b], &job, query.workers))
+                        .then_with(|| name(a).cmp(name(b)))
+                });
+                fitting
+                    .iter()
+                    .map(|z| {
+                        let why = format!(
+                            "one zone, {}, of {} that can hold {} workers",
+                            name(z),
+                            fitting.len(),
+                            query.workers
+                        );
+                        (by_zone[z].clone(), why)
+                    })
+                    .collect()
+            } else if query.policy == ZonePolicy::RequireOne {
+                return Err(self.no_zone_fits(&zone_ids, &cap, query.workers));
+            } else {
+                self.job_zone_sets(&ctx, &zones_by_quality, &cap, &job, query.workers)
+                    .into_iter()
+                    .map(|zones| {
+                        let why = format!(
+                            "no zone can hold {} workers (largest holds {}): {} zones, {}",
+                            query.workers,
+                            zone_ids.iter().map(cap).max().unwrap_or(0),
+                            zones.len(),
+                            zones
+                                .iter()
+                                .map(|z| name(z).as_str())
+                                .collect::<Vec<_>>()
+                                .join(" + ")
+                        );
+                        (zones.iter().flat_map(|z| by_zone[z].clone()).collect(), why)
+                    })
+                    .collect()
+            };
+            return Ok(self.place_job(&mut ctx, query, &job, pools, skipped, unmeasured));
+        }
+
         let (choice, why) = if query.policy == ZonePolicy::Any {
             let choice = ctx
                 .greedy(&usable, query.workers)
@@ -374,15 +508,7 @@ impl Snapshot {
             );
             (choice, why)
         } else if query.policy == ZonePolicy::RequireOne {
-            let largest = zone_ids
-                .iter()
-                .max_by(|a, b| cap(a).cmp(&cap(b)).then_with(|| name(b).cmp(name(a))))
-                .expect("capacity is not zero, so a zone has nodes");
-            return Err(Error::NoZoneFits {
-                workers: query.workers,
-                zone: name(largest).to_string(),
-                capacity: cap(largest),
-            });
+            return Err(self.no_zone_fits(&zone_ids, &cap, query.workers));
         } else {
             let zones = self.fewest_zones(&ctx, &zones_by_quality, &cap, query.workers);
             let pool: Vec<(NodeId, u32)> = zones.iter().flat_map(|z| by_zone[z].clone()).collect();
@@ -397,7 +523,287 @@ impl Snapshot {
             );
             (choice, why)
         };
-        Ok(self.describe(&ctx, choice, why, skipped))
+        let mut placement = self.describe(&ctx, choice, why, skipped + unmeasured);
+        placement.ranks = placement
+            .assignments
+            .iter()
+            .flat_map(|&(n, w)| std::iter::repeat_n(n, w as usize))
+            .collect();
+        Ok(placement)
+    }
+
+    /// The usable nodes with fresh RTT and loss figures, when they can hold `workers`, and how
+    /// many were left out; else every usable node.
+    fn prefer_measured(
+        &self,
+        usable: Vec<(NodeId, u32)>,
+        workers: u32,
+        now: UnixMs,
+    ) -> (Vec<(NodeId, u32)>, usize) {
+        let (measured, unmeasured): (Vec<_>, Vec<_>) = usable
+            .iter()
+            .copied()
+            .partition(|&(n, _)| self.has_fresh_figures(n, now));
+        let held: u64 = measured.iter().map(|c| u64::from(c.1)).sum();
+        if unmeasured.is_empty() || held < u64::from(workers) {
+            (usable, 0)
+        } else {
+            (measured, unmeasured.len())
+        }
+    }
+
+    /// Whether a node has a fresh measured RTT and loss: on a path inside its zone (either
+    /// direction), or on a path it measured.
+    pub fn has_fresh_figures(&self, n: NodeId, now: UnixMs) -> bool {
+        self.node_sums(n).loss_n > 0
+            || self
+                .outgoing(n)
+                .any(|(_, p)| !p.is_stale(now, &self.config.path) && p.merged.loss().is_some())
+    }
+
+    fn no_zone_fits(&self, zones: &[ZoneId], cap: &dyn Fn(&ZoneId) -> u64, workers: u32) -> Error {
+        let name = |z: &ZoneId| &self.zone(*z).name;
+        let largest = zones
+            .iter()
+            .max_by(|a, b| cap(a).cmp(&cap(b)).then_with(|| name(b).cmp(name(a))))
+            .expect("capacity is not zero, so a zone has nodes");
+        Error::NoZoneFits {
+            workers,
+            zone: name(largest).to_string(),
+            capacity: cap(largest),
+        }
+    }
+
+    /// Places a job with a job model: searches the pools (best first) while the budget lasts,
+    /// at least one (see the module docs).
+    fn place_job(
+        &self,
+        ctx: &mut Ctx<'_>,
+        query: &PlaceQuery,
+        job: &Job,
+        pools: Vec<(Vec<(NodeId, u32)>, String)>,
+        skipped: usize,
+        unmeasured: usize,
+    ) -> Placement {
+        let mut results: Vec<(Vec<NodeId>, Found, usize)> = Vec::new();
+        let mut tried = 0;
+        let total = pools.len();
+        for (index, (pool, _)) in pools.iter().enumerate() {
+            if tried > 0 && (ctx.budget == 0 || tried >= MAX_JOB_POOLS) {
+                break;
+            }
+            tried += 1;
+            let ids: Vec<NodeId> = pool.iter().map(|c| c.0).collect();
+            let slots: Vec<u32> = pool.iter().map(|c| c.1).collect();
+            let net = SnapshotNetwork::new(self, ids.clone(), ctx.now);
+            for found in search(
+                &net,
+                &slots,
+                query.workers,
+                job,
+                query.alternatives as usize,
+                &mut ctx.budget,
+            ) {
+                let ranks: Vec<NodeId> = found.ranks.iter().map(|&i| ids[i]).collect();
+                let found = Found {
+                    prediction: crate::collective::Prediction {
+                        bottleneck: to_ids(&ids, found.prediction.bottleneck.clone()),
+                        ..found.prediction
+                    },
+                    ..found
+                };
+                results.push((ranks, found, index));
+            }
+        }
+        results.sort_by(|a, b| a.1.prediction.seconds.total_cmp(&b.1.prediction.seconds));
+        let mut distinct: Vec<(Vec<NodeId>, Found, usize)> = Vec::new();
+        for r in results {
+            let mut set = r.0.clone();
+            set.sort();
+            set.dedup();
+            let seen = distinct.iter().any(|d| {
+                let mut other = d.0.clone();
+                other.sort();
+                other.dedup();
+                other == set
+            });
+            if !seen {
+                distinct.push(r);
+            }
+        }
+        // Polish the best with exact moves over its pool.
+        if let Some((ranks, found, pool)) = distinct.first_mut() {
+            let (nodes, _) = &pools[*pool];
+            let ids: Vec<NodeId> = nodes.iter().map(|c| c.0).collect();
+            let slots: Vec<u32> = nodes.iter().map(|c| c.1).collect();
+            let net = SnapshotNetwork::new(self, ids.clone(), ctx.now);
+            let local: Vec<usize> = ranks
+                .iter()
+                .map(|n| ids.iter().position(|i| i == n).expect("from the pool"))
+                .collect();
+            let polished = polish_best(&net, job, local, &slots, query.workers);
+            if polished.prediction.seconds <= found.prediction.seconds {
+                *ranks = polished.ranks.iter().map(|&i| ids[i]).collect();
+                *found = Found {
+                    prediction: crate::collective::Prediction {
+                        bottleneck: to_ids(&ids, polished.prediction.bottleneck.clone()),
+                        ..polished.prediction
+                    },
+                    ..polished
+                };
+            }
+        }
+        let mut distinct = distinct.into_iter();
+        let (ranks, best, pool) = distinct.next().expect("a pool holds the job");
+        let alternatives: Vec<(Vec<NodeId>, f64)> = distinct
+            .take(query.alternatives as usize)
+            .map(|(ranks, f, _)| (ranks, f.prediction.seconds))
+            .collect();
+        let mut assignments: Vec<(NodeId, u32)> = Vec::new();
+        for &n in &ranks {
+            match assignments.last_mut() {
+                Some((last, w)) if *last == n => *w += 1,
+                _ => assignments.push((n, 1)),
+            }
+        }
+        let worst = assignments
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| assignments[i + 1..].iter().map(move |b| (a.0, b.0)))
+            .map(|(a, b)| ctx.pair_cost(a, b))
+            .fold(0.0, f64::max);
+        let p = &best.prediction;
+        let bottleneck = match p.bottleneck {
+            NetBottleneck::None => Bottleneck::None,
+            NetBottleneck::Link { from, to } => Bottleneck::Link {
+                from: NodeId(from as u32),
+                to: NodeId(to as u32),
+            },
+            NetBottleneck::Node { node, ingress } => Bottleneck::Node {
+                node: NodeId(node as u32),
+                ingress,
+            },
+            NetBottleneck::Zones { from, to } => Bottleneck::Zones {
+                from: ZoneId(from as u32),
+                to: ZoneId(to as u32),
+            },
+            NetBottleneck::RingLatency => Bottleneck::RingLatency,
+        };
+        let why = format!(
+            "{}; {} of {} bytes: predicted {:.3} ms per iteration, bound by {} ({} of {} figures estimated; best of {tried} pools tried of {total})",
+            pools[pool].1,
+            job.collective,
+            job.bytes_per_iteration,
+            p.seconds * 1e3,
+            p.why,
+            best.usage.estimated,
+            best.usage.figures,
+        );
+        let choice = Choice {
+            assignments,
+            worst,
+            sum: 0.0,
+        };
+        let mut placement = self.describe(ctx, choice, why, skipped + unmeasured);
+        placement.job = Some(JobTime {
+            seconds: p.seconds,
+            bottleneck,
+            why: p.why.clone(),
+            usage: best.usage,
+        });
+        placement.ranks = ranks;
+        placement.alternatives = alternatives;
+        placement
+    }
+
+    /// The job's cost of a lone transfer of its chunk over the worst roll-up among `zones` (each
+    /// zone's own, and between every two): how a zone set is judged before it is searched.
+    fn job_zone_estimate(&self, zones: &[ZoneId], job: &Job, workers: u32) -> f64 {
+        let chunk = job.bytes_per_iteration as f64 / f64::from(workers.max(1));
+        let mut worst = 0.0f64;
+        for (i, &a) in zones.iter().enumerate() {
+            for &b in &zones[i..] {
+                let cost = self
+                    .roll_up(a, b)
+                    .filter(|s| s.loss_n > 0)
+                    .map_or(f64::INFINITY, |s| {
+                        let link = crate::collective::Link {
+                            rtt_us: s.rtt_mean().unwrap_or(UNKNOWN_RTT_US),
+                            loss: s.loss_mean().unwrap_or(0.0),
+                            rate_bps: s.tput_mean().unwrap_or(UNKNOWN_RATE_BPS),
+                        };
+                        lone_transfer(link, chunk).0
+                    });
+                worst = worst.max(cost);
+            }
+        }
+        worst
+    }
+
+    /// The sets of the fewest zones whose capacity holds `workers`, by
+    /// [`job_zone_estimate`](Self::job_zone_estimate), best first: every such set when there are
+    /// at most [`MAX_ZONE_SETS`] combinations, else one grown greedily from each zone for the
+    /// best links between them.
+    fn job_zone_sets(
+        &self,
+        ctx: &Ctx<'_>,
+        zones: &[ZoneId],
+        cap: &dyn Fn(&ZoneId) -> u64,
+        job: &Job,
+        workers: u32,
+    ) -> Vec<Vec<ZoneId>> {
+        let need = u64::from(workers);
+        let count = fewest_count(zones, cap, need);
+        let combinations = (0..count).fold(1u128, |c, i| {
+            c * (zones.len() - i) as u128 / (i + 1) as u128
+        });
+        let mut sets: Vec<Vec<ZoneId>> = if combinations <= MAX_ZONE_SETS as u128 {
+            let mut out = Vec::new();
+            let mut pick: Vec<usize> = (0..count).collect();
+            loop {
+                let set: Vec<ZoneId> = pick.iter().map(|&i| zones[i]).collect();
+                if set.iter().map(cap).sum::<u64>() >= need {
+                    out.push(set);
+                }
+                let Some(x) = (0..count)
+                    .rev()
+                    .find(|&x| pick[x] < zones.len() - count + x)
+                else {
+                    break;
+                };
+                pick[x] += 1;
+                for y in x + 1..count {
+                    pick[y] = pick[y - 1] + 1;
+                }
+            }
+            out
+        } else {
+            self.zone_sets(ctx, zones, cap, workers)
+                .into_iter()
+                .map(|(_, set)| set)
+                .collect()
+        };
+        let mut keyed: Vec<(f64, Vec<ZoneId>)> = sets
+            .drain(..)
+            .map(|set| (self.job_zone_estimate(&set, job, workers), set))
+            .collect();
+        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut out: Vec<Vec<ZoneId>> = Vec::new();
+        for (_, set) in keyed {
+            let mut sorted = set.clone();
+            sorted.sort();
+            if !out.iter().any(|o| {
+                let mut x = o.clone();
+                x.sort();
+                x == sorted
+            }) {
+                out.push(set);
+            }
+        }
+        if out.is_empty() {
+            out.push(zones.to_vec());
+        }
+        out
     }
 
     /// The fewest zones whose capacity holds `workers`, picked for the best links between them.
@@ -408,16 +814,27 @@ impl Snapshot {
         cap: &dyn Fn(&ZoneId) -> u64,
         workers: u32,
     ) -> Vec<ZoneId> {
-        let need = u64::from(workers);
-        let mut caps: Vec<u64> = zones.iter().map(cap).collect();
-        caps.sort_unstable_by(|a, b| b.cmp(a));
-        let mut count = 0;
-        let mut total = 0;
-        while total < need && count < caps.len() {
-            total += caps[count];
-            count += 1;
-        }
         let mut best: Option<(f64, Vec<ZoneId>)> = None;
+        for (worst, chosen) in self.zone_sets(ctx, zones, cap, workers) {
+            if best.as_ref().is_none_or(|(w, _)| worst < *w) {
+                best = Some((worst, chosen));
+            }
+        }
+        best.map(|(_, z)| z).unwrap_or_else(|| zones.to_vec())
+    }
+
+    /// From each zone, the fewest zones holding `workers` grown greedily for the best links,
+    /// with the worst link among them.
+    fn zone_sets(
+        &self,
+        ctx: &Ctx<'_>,
+        zones: &[ZoneId],
+        cap: &dyn Fn(&ZoneId) -> u64,
+        workers: u32,
+    ) -> Vec<(f64, Vec<ZoneId>)> {
+        let need = u64::from(workers);
+        let count = fewest_count(zones, cap, need);
+        let mut sets = Vec::new();
         for &seed in zones {
             let mut chosen = vec![seed];
             let mut held = cap(&seed);
@@ -450,11 +867,11 @@ impl Snapshot {
                 held += cap(&z);
                 chosen.push(z);
             }
-            if held >= need && best.as_ref().is_none_or(|(w, _)| worst < *w) {
-                best = Some((worst, chosen));
+            if held >= need {
+                sets.push((worst, chosen));
             }
         }
-        best.map(|(_, z)| z).unwrap_or_else(|| zones.to_vec())
+        sets
     }
 
     fn describe(&self, ctx: &Ctx<'_>, choice: Choice, why: String, skipped: usize) -> Placement {
@@ -506,7 +923,7 @@ impl Snapshot {
         }
         if skipped > 0 {
             explanation.push_str(&format!(
-                "; {skipped} candidate(s) skipped (excluded, STALE or DOWN)"
+                "; {skipped} candidate(s) skipped (excluded, STALE, DOWN or without fresh figures)"
             ));
         }
         Placement {
@@ -520,6 +937,9 @@ impl Snapshot {
             throughput,
             oldest,
             explanation,
+            ranks: Vec::new(),
+            job: None,
+            alternatives: Vec::new(),
         }
     }
 
@@ -544,8 +964,67 @@ impl Snapshot {
             throughput_provenance: p.throughput,
             oldest_age_ms: p.oldest.map_or(0, |o| now.since(o)),
             explanation: p.explanation,
+            ranks: p.ranks.iter().map(|&n| self.node(n).name.clone()).collect(),
+            prediction: p.job.map(|j| JobPrediction {
+                seconds: j.seconds,
+                bottleneck: match j.bottleneck {
+                    Bottleneck::None => JobBottleneck::None,
+                    Bottleneck::Link { from, to } => JobBottleneck::Link {
+                        from: self.node(from).name.clone(),
+                        to: self.node(to).name.clone(),
+                    },
+                    Bottleneck::Node { node, ingress } => JobBottleneck::Node {
+                        node: self.node(node).name.clone(),
+                        ingress,
+                    },
+                    Bottleneck::Zones { from, to } => JobBottleneck::Zones {
+                        from: self.zone(from).name.clone(),
+                        to: self.zone(to).name.clone(),
+                    },
+                    Bottleneck::RingLatency => JobBottleneck::RingLatency,
+                },
+                why: j.why,
+                figures: j.usage.figures,
+                estimated_figures: j.usage.estimated,
+            }),
+            alternatives: p
+                .alternatives
+                .iter()
+                .map(|(ranks, seconds)| PlaceAlternative {
+                    ranks: ranks.iter().map(|&n| self.node(n).name.clone()).collect(),
+                    seconds: *seconds,
+                })
+                .collect(),
         })
     }
+}
+
+/// A bottleneck over a pool's network, with the snapshot's node ids for the pool's indices.
+fn to_ids(ids: &[NodeId], b: NetBottleneck) -> NetBottleneck {
+    match b {
+        NetBottleneck::Link { from, to } => NetBottleneck::Link {
+            from: ids[from].0 as usize,
+            to: ids[to].0 as usize,
+        },
+        NetBottleneck::Node { node, ingress } => NetBottleneck::Node {
+            node: ids[node].0 as usize,
+            ingress,
+        },
+        other => other,
+    }
+}
+
+/// How many zones at least hold `need` slots.
+fn fewest_count(zones: &[ZoneId], cap: &dyn Fn(&ZoneId) -> u64, need: u64) -> usize {
+    let mut caps: Vec<u64> = zones.iter().map(cap).collect();
+    caps.sort_unstable_by(|a, b| b.cmp(a));
+    let mut count = 0;
+    let mut total = 0;
+    while total < need && count < caps.len() {
+        total += caps[count];
+        count += 1;
+    }
+    count
 }
 
 fn provenance_word(p: Provenance) -> &'static str {
@@ -716,6 +1195,150 @@ mod tests {
         );
     }
 
+    /// The demo's cluster: three zones of three, 2 ms between zone-0 and zone-1, 6 ms to
+    /// zone-2; z0-n1 loses 5 % of its packets, z1-n2 runs at 95.6 Mbit/s (every other path at
+    /// 956 Mbit/s); z2-n3 joined zone-2 and has no figures yet.
+    fn demo_cluster(now: UnixMs) -> Topology {
+        let mut t = mesh_with_throughput(
+            3,
+            3,
+            |s, d| match (zone(s), zone(d)) {
+                (a, b) if a == b => 100.0,
+                ("z2", _) | (_, "z2") => 6_000.0,
+                _ => 2_000.0,
+            },
+            |s, d| if s == "z0-n1" || d == "z0-n1" { 5 } else { 0 },
+            |s, d| {
+                if s == "z1-n2" || d == "z1-n2" {
+                    95.6e6
+                } else {
+                    956e6
+                }
+            },
+            now,
+        );
+        t.register(&hello("z2-n3", "zone-2"), now);
+        t
+    }
+
+    fn ring(bytes: u64) -> Option<Job> {
+        Some(Job {
+            collective: zonemesh_domain::Collective::RingAllReduce,
+            bytes_per_iteration: bytes,
+        })
+    }
+
+    #[test]
+    fn a_job_avoids_the_lossy_and_the_slow_node_and_crosses_zones_once() {
+        let now = UnixMs(1_000_000);
+        let t = demo_cluster(now);
+        let query = PlaceQuery {
+            workers: 4,
+            exclude: ["z2-n0", "z2-n1", "z2-n2", "z2-n3"].map(name).to_vec(),
+            job: ring(25 << 20),
+            alternatives: 3,
+            ..PlaceQuery::default()
+        };
+        let p = t.view().place(&query, now).unwrap();
+        let ranks: Vec<&str> = p.ranks.iter().map(NodeName::as_str).collect();
+        let mut chosen = ranks.clone();
+        chosen.sort();
+        assert_eq!(
+            chosen,
+            ["z0-n0", "z0-n2", "z1-n0", "z1-n1"],
+            "{}",
+            p.explanation
+        );
+        // A ring in zone order crosses between the zones twice, not four times.
+        let crossings = (0..4)
+            .filter(|&i| ranks[i][..2] != ranks[(i + 1) % 4][..2])
+            .count();
+        assert_eq!(crossings, 2, "{ranks:?}");
+        let job = p.prediction.expect("a job gives a prediction");
+        assert!(job.seconds > 0.0);
+        assert_eq!(job.estimated_figures, 0, "every pair is measured");
+        assert_eq!(
+            job.figures, 8,
+            "four links of the ring, RTT and loss plus rate each"
+        );
+        assert!(!p.alternatives.is_empty() && p.alternatives.len() <= 3);
+        for a in &p.alternatives {
+            assert!(a.seconds >= job.seconds, "{} < {}", a.seconds, job.seconds);
+        }
+        // Without the job model, the worst pair decides and the slow node is as good as any.
+        let old = t
+            .view()
+            .place(
+                &PlaceQuery {
+                    job: None,
+                    alternatives: 0,
+                    ..query
+                },
+                now,
+            )
+            .unwrap();
+        assert!(old.prediction.is_none());
+        assert_eq!(old.ranks.len(), 4);
+    }
+
+    #[test]
+    fn a_node_without_figures_is_not_placed_while_others_can_hold_the_job() {
+        let now = UnixMs(1_000_000);
+        let t = demo_cluster(now);
+        for job in [None, ring(1 << 20)] {
+            let query = PlaceQuery {
+                workers: 4,
+                job,
+                ..PlaceQuery::default()
+            };
+            let p = t.view().place(&query, now).unwrap();
+            assert!(
+                !p.ranks.iter().any(|n| n.as_str() == "z2-n3"),
+                "{:?}: {}",
+                p.ranks,
+                p.explanation
+            );
+            assert!(
+                p.explanation.contains("without fresh figures"),
+                "{}",
+                p.explanation
+            );
+        }
+        // When only the nodes without figures can hold the job, they are used.
+        let all = PlaceQuery {
+            workers: 10,
+            job: ring(1 << 20),
+            ..PlaceQuery::default()
+        };
+        assert_eq!(t.view().place(&all, now).unwrap().ranks.len(), 10);
+    }
+
+    #[test]
+    fn a_parameter_server_avoids_the_slow_node_as_a_server() {
+        let now = UnixMs(1_000_000);
+        let t = demo_cluster(now);
+        let query = PlaceQuery {
+            workers: 3,
+            candidates: ["z1-n0", "z1-n1", "z1-n2"].map(|n| (name(n), 1)).to_vec(),
+            job: Some(Job {
+                collective: zonemesh_domain::Collective::ParameterServer { servers: 1 },
+                bytes_per_iteration: 4 << 20,
+            }),
+            ..PlaceQuery::default()
+        };
+        let p = t.view().place(&query, now).unwrap();
+        assert_eq!(p.ranks.len(), 3);
+        assert_ne!(
+            p.ranks[0].as_str(),
+            "z1-n2",
+            "the slow node would be the incast"
+        );
+        assert!(matches!(
+            p.prediction.unwrap().bottleneck,
+            JobBottleneck::Link { .. }
+        ));
+    }
+
     fn random_topology(
         zones: usize,
         per_zone: usize,
@@ -779,6 +1402,8 @@ mod tests {
                 policy,
                 weights: Weights::DEFAULT,
                 exclude: exclude.clone(),
+                job: None,
+                alternatives: 0,
             };
             let first = t.view().place_ids(&query, now);
             let again = t.view().place_ids(&query, now);

@@ -1,7 +1,8 @@
 //! Does distributed training run faster when zonemesh places it? One lab per seed — three zones
 //! of four nodes, different delays between the zones, one lossy and one slow node — measured by
 //! the real zonemesh stack; then the same training workload placed by five strategies and timed,
-//! beside the latency–bandwidth prediction over zonemesh's measured matrix.
+//! beside the engine's prediction over zonemesh's measured matrix (evaluation v1; v2 is
+//! [`crate::evaluate_mpi`]).
 //!
 //! The strategies:
 //! - **default**: what kube-scheduler does without hints — the default topology spread
@@ -367,26 +368,46 @@ pub async fn evaluate_seed(
                 iterations: plan.iterations,
                 timeout: Duration::from_secs(60),
             };
-            let predicted = train::predict(
-                collective,
-                nodes,
-                plan.gradient_bytes,
-                |a, b| {
-                    let (rtt, loss, tput) = figures
-                        .get(&(a.to_owned(), b.to_owned()))
-                        .copied()
-                        .unwrap_or((0.0, None, 0.0));
-                    let own = |n: &str| own_loss.get(n).copied().unwrap_or(0.0);
-                    let loss = loss.unwrap_or_else(|| 1.0 - (1.0 - own(a)) * (1.0 - own(b)));
-                    (rtt, loss, tput)
-                },
-                |n| {
-                    capacity
-                        .get(n)
-                        .copied()
-                        .filter(|c| *c > 0.0)
-                        .unwrap_or(f64::INFINITY)
-                },
+            // The engine's model over zonemesh's figures of the placed pairs: a pair zonemesh
+            // did not measure loses what its two ends lose (not its zones' mean), and a node's
+            // own capacity is its measured throughput inside its zone.
+            let link = |a: &str, b: &str| {
+                let (rtt, loss, tput) = figures
+                    .get(&(a.to_owned(), b.to_owned()))
+                    .copied()
+                    .unwrap_or((0.0, None, 0.0));
+                let own = |n: &str| own_loss.get(n).copied().unwrap_or(0.0);
+                crate::model::Link {
+                    rtt_us: rtt,
+                    loss: loss.unwrap_or_else(|| 1.0 - (1.0 - own(a)) * (1.0 - own(b))),
+                    rate_bps: if tput > 0.0 { tput } else { f64::INFINITY },
+                }
+            };
+            let node_bps = |n: &str| {
+                capacity
+                    .get(n)
+                    .copied()
+                    .filter(|c| *c > 0.0)
+                    .unwrap_or(f64::INFINITY)
+            };
+            let zone = |n: &str| lab.spec().zone_of(n).unwrap_or_default().to_owned();
+            let all: Vec<String> = lab.spec().all_nodes().map(str::to_owned).collect();
+            let predicted = Duration::from_secs_f64(
+                crate::model::Named {
+                    nodes: &all,
+                    zone: &zone,
+                    link: &link,
+                    node_bps: &node_bps,
+                }
+                .predict(
+                    match collective {
+                        Collective::Ring => crate::model::Collective::RingAllReduce,
+                        Collective::ParameterServer => crate::model::Collective::ParameterServer,
+                    },
+                    plan.gradient_bytes as u64,
+                    nodes,
+                )
+                .seconds,
             );
             let run = {
                 let lab = &lab;

@@ -28,10 +28,14 @@
 pub mod accuracy;
 pub mod emulator;
 pub mod evaluate;
+pub mod evaluate_mpi;
 mod lab;
+pub mod model;
+pub mod mpi;
 pub mod netns;
 pub mod process;
 pub mod scenario;
+pub mod scenarios;
 pub mod spec;
 pub mod stack;
 pub mod train;

@@ -7,13 +7,14 @@
 use std::net::IpAddr;
 
 use zonemesh_domain::{
-    Assignment, Bps, Cut, CutFigures, FieldError, GroupLink, Hello, IcmpMode, MAX_ADDRESSES,
-    MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES,
-    Matrix, MatrixCell, MatrixQuery, Metric, Micros, NodeName, NodeState, NodeView, Nodes,
-    NodesQuery, Page, PairFigure, PathAnswer, PathFigures, PathSample, PlaceAnswer, PlaceQuery,
-    ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode, Ranking, Report, Rtt, RttSummary,
-    ThroughputGrant, ThroughputSample, TierGroup, TierThresholds, TierZone, Tiers, UnixMs, Weights,
-    ZoneLink, ZoneName, ZonePair, ZonePolicy, ZoneView, Zones, ZonesQuery, node_names,
+    Assignment, Bps, Collective, Cut, CutFigures, FieldError, GroupLink, Hello, IcmpMode, Job,
+    JobBottleneck, MAX_ADDRESSES, MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE,
+    MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery, Metric, Micros,
+    NodeName, NodeState, NodeView, Nodes, NodesQuery, Page, PairFigure, PathAnswer, PathFigures,
+    PathSample, PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode,
+    Ranking, Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample, TierGroup, TierThresholds,
+    TierZone, Tiers, UnixMs, Weights, ZoneLink, ZoneName, ZonePair, ZonePolicy, ZoneView, Zones,
+    ZonesQuery, node_names,
 };
 
 use crate::v1;
@@ -462,14 +463,73 @@ impl TryFrom<v1::PlaceRequest> for PlaceQuery {
                 ));
             }
         };
+        let job = job(
+            wire.collective,
+            wire.bytes_per_iteration,
+            wire.servers,
+            wire.workers,
+        )?;
         PlaceQuery {
             workers: wire.workers,
             candidates,
             policy,
             weights: weights(wire.weights)?,
             exclude: node_names("exclude", wire.exclude)?,
+            job,
+            alternatives: wire.alternatives,
         }
         .check()
+    }
+}
+
+/// Checks a request's job: its collective (unspecified: no job, and then no bytes and no
+/// servers), its bytes and its servers. Errors name `collective`, `bytes_per_iteration` or
+/// `servers`.
+pub fn job(
+    collective: i32,
+    bytes_per_iteration: u64,
+    servers: u32,
+    workers: u32,
+) -> Result<Option<Job>, FieldError> {
+    let name = match v1::Collective::try_from(collective) {
+        Ok(v1::Collective::Unspecified) => {
+            if bytes_per_iteration != 0 {
+                return Err(FieldError::new(
+                    "bytes_per_iteration",
+                    "given without a collective: set collective too",
+                ));
+            }
+            if servers != 0 {
+                return Err(FieldError::new(
+                    "servers",
+                    "given without a collective: set collective PARAMETER_SERVER",
+                ));
+            }
+            return Ok(None);
+        }
+        Ok(v1::Collective::Ring) => "ring",
+        Ok(v1::Collective::Hierarchical) => "hierarchical",
+        Ok(v1::Collective::ParameterServer) => "parameter-server",
+        Ok(v1::Collective::AllToAll) => "all-to-all",
+        Err(_) => {
+            return Err(FieldError::new(
+                "collective",
+                format!("{collective} is not a Collective"),
+            ));
+        }
+    };
+    let collective = Collective::parse("collective", name, "servers", servers)?;
+    Job::checked(collective, bytes_per_iteration, workers).map(Some)
+}
+
+impl From<Collective> for v1::Collective {
+    fn from(value: Collective) -> Self {
+        match value {
+            Collective::RingAllReduce => v1::Collective::Ring,
+            Collective::HierarchicalAllReduce => v1::Collective::Hierarchical,
+            Collective::ParameterServer { .. } => v1::Collective::ParameterServer,
+            Collective::AllToAll => v1::Collective::AllToAll,
+        }
     }
 }
 
@@ -694,7 +754,47 @@ impl From<PlaceAnswer> for v1::PlaceResponse {
             throughput_provenance: provenance(p.throughput_provenance),
             oldest_age_ms: p.oldest_age_ms,
             explanation: p.explanation,
+            rank_order: p.ranks.into_iter().map(String::from).collect(),
+            predicted_seconds: p.prediction.as_ref().map_or(0.0, |j| j.seconds),
+            bottleneck: p
+                .prediction
+                .as_ref()
+                .map(|j| bottleneck(&j.bottleneck, &j.why)),
+            prediction_figures: p.prediction.as_ref().map_or(0, |j| j.figures),
+            estimated_figures: p.prediction.as_ref().map_or(0, |j| j.estimated_figures),
+            alternatives: p
+                .alternatives
+                .into_iter()
+                .map(|a| v1::PlaceAlternative {
+                    rank_order: a.ranks.into_iter().map(String::from).collect(),
+                    predicted_seconds: a.seconds,
+                })
+                .collect(),
         }
+    }
+}
+
+fn bottleneck(b: &JobBottleneck, why: &str) -> v1::Bottleneck {
+    use v1::BottleneckKind as K;
+    let (kind, from, to) = match b {
+        JobBottleneck::None => (K::None, String::new(), String::new()),
+        JobBottleneck::Link { from, to } => (K::Link, from.to_string(), to.to_string()),
+        JobBottleneck::Node {
+            node,
+            ingress: false,
+        } => (K::NodeEgress, node.to_string(), String::new()),
+        JobBottleneck::Node {
+            node,
+            ingress: true,
+        } => (K::NodeIngress, String::new(), node.to_string()),
+        JobBottleneck::Zones { from, to } => (K::Zones, from.to_string(), to.to_string()),
+        JobBottleneck::RingLatency => (K::RingLatency, String::new(), String::new()),
+    };
+    v1::Bottleneck {
+        kind: kind as i32,
+        from,
+        to,
+        why: why.to_owned(),
     }
 }
 

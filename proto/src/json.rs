@@ -3,6 +3,7 @@
 //! `MEASURED`, `RTT_P50_US`), durations and figures in the proto's units.
 
 use serde::{Serialize, Serializer};
+use serde_json::{Value, json};
 
 use crate::v1;
 
@@ -69,8 +70,15 @@ as_json! {
     v1::ListZonesResponse => ListZonesJson,
     v1::GetPathResponse => GetPathJson,
     v1::RankNodesResponse => RankNodesJson,
-    v1::PlaceResponse => PlaceJson,
     v1::GetTiersResponse => TiersJson,
+}
+
+/// `Place`: built value by value, since it adds what the wire does not hold (torchrun-style
+/// `node_ranks` from the rank order).
+impl Serialize for AsJson<'_, v1::PlaceResponse> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        place(self.0).serialize(serializer)
+    }
 }
 
 impl Serialize for AsJson<'_, v1::GetMatrixResponse> {
@@ -106,7 +114,6 @@ list_with!(node_list, v1::Node, "NodeJson");
 list_with!(zone_list, v1::Zone, "ZoneJson");
 list_with!(link_list, v1::ZoneLink, "ZoneLinkJson");
 list_with!(ranked_list, v1::RankedNode, "RankedNodeJson");
-list_with!(assignment_list, v1::Assignment, "AssignmentJson");
 
 fn opt_figures<S: Serializer>(f: &Option<v1::PathFigures>, s: S) -> Result<S::Ok, S::Error> {
     #[derive(Serialize)]
@@ -290,30 +297,67 @@ struct RankNodesJson {
     nodes: Vec<v1::RankedNode>,
 }
 
-#[derive(Serialize)]
-#[serde(remote = "v1::Assignment")]
-struct AssignmentJson {
-    node: String,
-    workers: u32,
-    zone: String,
+/// `Place`.
+pub fn place(r: &v1::PlaceResponse) -> Value {
+    json!({
+        "assignments": r.assignments.iter().map(|a| json!({
+            "node": a.node, "zone": a.zone, "workers": a.workers,
+        })).collect::<Vec<_>>(),
+        "zones": r.zones,
+        "worst_rtt_us": r.worst_rtt_us,
+        "worst_loss_ratio": r.worst_loss_ratio,
+        "bottleneck_throughput_bps": r.bottleneck_throughput_bps,
+        "latency_provenance": provenance(r.latency_provenance),
+        "throughput_provenance": provenance(r.throughput_provenance),
+        "oldest_age_ms": r.oldest_age_ms,
+        "explanation": r.explanation,
+        "rank_order": r.rank_order,
+        "predicted_seconds": r.predicted_seconds,
+        "bottleneck": r.bottleneck.as_ref().map(|b| json!({
+            "kind": bottleneck_kind(b.kind), "from": b.from, "to": b.to, "why": b.why,
+        })),
+        "prediction_figures": r.prediction_figures,
+        "estimated_figures": r.estimated_figures,
+        "alternatives": r.alternatives.iter().map(|a| json!({
+            "rank_order": a.rank_order, "predicted_seconds": a.predicted_seconds,
+        })).collect::<Vec<_>>(),
+        "node_ranks": node_ranks(&r.rank_order),
+    })
 }
 
-/// `Place`.
-#[derive(Serialize)]
-#[serde(remote = "v1::PlaceResponse")]
-struct PlaceJson {
-    #[serde(serialize_with = "assignment_list")]
-    assignments: Vec<v1::Assignment>,
-    bottleneck_throughput_bps: f64,
-    explanation: String,
-    #[serde(serialize_with = "provenance_name")]
-    latency_provenance: i32,
-    oldest_age_ms: i64,
-    #[serde(serialize_with = "provenance_name")]
-    throughput_provenance: i32,
-    worst_loss_ratio: f64,
-    worst_rtt_us: f64,
-    zones: Vec<String>,
+/// torchrun-style node ranks: one entry per node in rank order (`node_rank` 0, 1, …), with
+/// how many consecutive ranks (`nproc_per_node`) it runs and its first global rank.
+pub fn node_ranks(rank_order: &[String]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut first = 0usize;
+    let mut i = 0;
+    while i < rank_order.len() {
+        let host = &rank_order[i];
+        let mut n = 1;
+        while i + n < rank_order.len() && rank_order[i + n] == *host {
+            n += 1;
+        }
+        out.push(json!({
+            "host": host, "node_rank": out.len(), "nproc_per_node": n, "first_rank": first,
+        }));
+        first += n;
+        i += n;
+    }
+    out
+}
+
+/// `BOTTLENECK_KIND_LINK` → `LINK`.
+pub fn bottleneck_kind(k: i32) -> &'static str {
+    use v1::BottleneckKind as K;
+    match K::try_from(k).unwrap_or(K::Unspecified) {
+        K::None => "NONE",
+        K::Link => "LINK",
+        K::NodeEgress => "NODE_EGRESS",
+        K::NodeIngress => "NODE_INGRESS",
+        K::Zones => "ZONES",
+        K::RingLatency => "RING_LATENCY",
+        K::Unspecified => "UNSPECIFIED",
+    }
 }
 
 /// `TIER_CUT_RTT` → `RTT`.
@@ -680,6 +724,20 @@ mod golden {
             throughput_provenance: v1::Provenance::Estimated as i32,
             oldest_age_ms: 12_345,
             explanation: "one zone holds all 3 workers".into(),
+            rank_order: vec!["a1".into(), "a1".into(), "a2".into()],
+            predicted_seconds: 0.0125,
+            bottleneck: Some(v1::Bottleneck {
+                kind: v1::BottleneckKind::Link as i32,
+                from: "a1".into(),
+                to: "a2".into(),
+                why: "8.39 MB at 9.2 Gbit/s".into(),
+            }),
+            prediction_figures: 3,
+            estimated_figures: 1,
+            alternatives: vec![v1::PlaceAlternative {
+                rank_order: vec!["a2".into(), "a1".into(), "a1".into()],
+                predicted_seconds: 0.013,
+            }],
         };
         vec![
             ("nodes", pretty(AsJson(&nodes))),

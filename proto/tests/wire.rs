@@ -235,6 +235,10 @@ fn every_topology_message_round_trips() {
         zone_policy: v1::ZonePolicy::RequireOne as i32,
         weights: None,
         exclude: vec!["b".into()],
+        collective: v1::Collective::ParameterServer as i32,
+        bytes_per_iteration: 25 << 20,
+        servers: 2,
+        alternatives: 3,
     });
     round_trip(v1::PlaceResponse {
         assignments: vec![v1::Assignment {
@@ -250,6 +254,20 @@ fn every_topology_message_round_trips() {
         throughput_provenance: v1::Provenance::Unknown as i32,
         oldest_age_ms: 10,
         explanation: "one zone".into(),
+        rank_order: vec!["a".into(), "a".into()],
+        predicted_seconds: 0.012,
+        bottleneck: Some(v1::Bottleneck {
+            kind: v1::BottleneckKind::Link as i32,
+            from: "a".into(),
+            to: "b".into(),
+            why: "the link".into(),
+        }),
+        prediction_figures: 4,
+        estimated_figures: 1,
+        alternatives: vec![v1::PlaceAlternative {
+            rank_order: vec!["b".into(), "a".into()],
+            predicted_seconds: 0.013,
+        }],
     });
 }
 
@@ -531,7 +549,32 @@ fn bad_place_requests_name_the_field() {
             },
         ),
     ];
-    for (field, wire) in cases {
+    let job = |collective: i32, bytes: u64, servers: u32| v1::PlaceRequest {
+        workers: 4,
+        collective,
+        bytes_per_iteration: bytes,
+        servers,
+        ..Default::default()
+    };
+    let ring = v1::Collective::Ring as i32;
+    let ps = v1::Collective::ParameterServer as i32;
+    let job_cases = [
+        ("collective", job(17, 1_000, 0)),
+        ("bytes_per_iteration", job(ring, 0, 0)),
+        ("bytes_per_iteration", job(ring, (64 << 30) + 1, 0)),
+        ("bytes_per_iteration", job(0, 1_000, 0)),
+        ("servers", job(ps, 1_000, 5)),
+        ("servers", job(ring, 1_000, 1)),
+        ("servers", job(0, 0, 1)),
+        (
+            "alternatives",
+            v1::PlaceRequest {
+                alternatives: 17,
+                ..job(ring, 1_000, 0)
+            },
+        ),
+    ];
+    for (field, wire) in cases.into_iter().chain(job_cases) {
         assert_eq!(
             zonemesh_domain::PlaceQuery::try_from(wire)
                 .unwrap_err()
@@ -539,6 +582,31 @@ fn bad_place_requests_name_the_field() {
             field
         );
     }
+}
+
+#[test]
+fn a_job_reaches_the_domain_with_its_servers() {
+    let q = zonemesh_domain::PlaceQuery::try_from(v1::PlaceRequest {
+        workers: 4,
+        collective: v1::Collective::ParameterServer as i32,
+        bytes_per_iteration: 64 << 30,
+        servers: 4,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        q.job,
+        Some(zonemesh_domain::Job {
+            collective: zonemesh_domain::Collective::ParameterServer { servers: 4 },
+            bytes_per_iteration: 64 << 30,
+        })
+    );
+    let none = zonemesh_domain::PlaceQuery::try_from(v1::PlaceRequest {
+        workers: 4,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(none.job, None, "unspecified keeps today's placement");
 }
 
 fn tiers() -> v1::GetTiersResponse {

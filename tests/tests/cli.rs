@@ -205,6 +205,54 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
         placed["zones"].as_array().map(Vec::len) == Some(1),
         "{placed}"
     );
+    // place with the job's collective: predicted time, rank order, a hostfile in rank order,
+    // torchrun-style node ranks.
+    let job = [
+        "place",
+        "2",
+        "--policy",
+        "require-one",
+        "--collective",
+        "ring",
+        "--bytes",
+        "25Mi",
+    ];
+    let table = ok(&zonemesh(&url, &job)?)?;
+    ensure!(
+        table.contains("predicted time per iteration")
+            && table.contains("rank order:")
+            && table.contains("estimated figures:")
+            && table.contains("bottleneck:"),
+        "{table}"
+    );
+    let mut with_json = job.to_vec();
+    with_json.extend(["-o", "json"]);
+    let placed = json(&zonemesh(&url, &with_json)?)?;
+    let order: Vec<&str> = placed["rank_order"]
+        .as_array()
+        .context("rank_order")?
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    ensure!(order.len() == 2 && !order.contains(&"a3"), "{placed}");
+    ensure!(
+        placed["predicted_seconds"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0),
+        "{placed}"
+    );
+    let ranks = placed["node_ranks"].as_array().context("node_ranks")?;
+    ensure!(
+        ranks.len() == 2 && ranks[1]["node_rank"] == 1 && ranks[1]["host"] == order[1],
+        "{placed}"
+    );
+    let mut with_hostfile = job.to_vec();
+    with_hostfile.push("--hostfile");
+    let hostfile = ok(&zonemesh(&url, &with_hostfile)?)?;
+    ensure!(
+        hostfile == format!("{} slots=1\n{} slots=1\n", order[0], order[1]),
+        "{hostfile}"
+    );
 
     // nodes: one that is not READY says why. b9 is only a destination of a1's: no agent of its
     // own ever connected.
@@ -278,6 +326,24 @@ async fn exit_statuses_tell_scripts_what_went_wrong() -> Result<()> {
     // A wrong flag → 64, before any connection (also with nobody listening).
     ensure!(status(with(&["matrix", "--metric", "jitter"])?) == Some(64));
     ensure!(status(with(&["place", "many"])?) == Some(64));
+    ensure!(status(with(&["place", "2", "--collective", "ring"])?) == Some(64));
+    ensure!(
+        status(with(&[
+            "place",
+            "2",
+            "--collective",
+            "ring",
+            "--bytes",
+            "25MB"
+        ])?) == Some(64)
+    );
+    // Refused by the aggregator, naming the field: 65.
+    let out = with(&["place", "2", "--collective", "ring", "--bytes", "65Gi"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ensure!(
+        status(out) == Some(65) && stderr.contains("bytes_per_iteration"),
+        "{stderr}"
+    );
     // Nobody listening → 69.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let out = zonemesh(&format!("http://{closed}"), &["zones", "--timeout", "2s"])?;

@@ -144,14 +144,22 @@ impl ExtenderArgs {
 
 /// The `filter` verb: the engine's decision, answered in the form the request came in (names
 /// for names; the request's own Node objects, untouched, for objects).
+///
+/// Job-model annotations that are refused leave the pod placed without the model; the refusal
+/// is logged and counted (`zonemesh_extender_job_model_refusals_total{reason}`).
 pub fn filter(
     topology: &Snapshot,
     args: &ExtenderArgs,
     jobs: &mut Jobs,
     now: UnixMs,
+    metrics: &Metrics,
 ) -> Result<FilterResult, BadRequest> {
     let names = args.candidates()?;
     let decided = topology.extender_filter(&args.pod(), &names, jobs, now)?;
+    if let Some(refused) = &decided.job_model_refused {
+        tracing::warn!(reason = refused.reason, "{}", refused.message);
+        metrics.job_model_refused(refused.reason);
+    }
     let mut result = FilterResult {
         failed_nodes: decided.failed,
         ..FilterResult::default()
@@ -228,6 +236,7 @@ impl Extender {
         let (filters, mut calls) = mpsc::channel::<FilterCall>(1024);
         let jobs = Arc::new(ArcSwap::from_pointee(Jobs::new(job_ttl_ms)));
         let (published, snapshots) = (jobs.clone(), reader.clone());
+        let counted = metrics.clone();
         let writer = move || {
             let mut memory = Jobs::new(job_ttl_ms);
             while let Some(call) = calls.blocking_recv() {
@@ -236,6 +245,7 @@ impl Extender {
                     &call.args,
                     &mut memory,
                     snapshots.now(),
+                    &counted,
                 );
                 published.store(Arc::new(memory.clone()));
                 let _ = call.reply.send(answer);
@@ -396,7 +406,7 @@ mod tests {
             json!({ "Pod": pod(), "Nodes": null, "NodeNames": ["z1-n0", "z2-n0"] }),
         )
         .unwrap();
-        let r = filter(t.view(), &args, &mut jobs, NOW).unwrap();
+        let r = filter(t.view(), &args, &mut jobs, NOW, &Metrics::default()).unwrap();
         assert_eq!(r.node_names.as_deref(), Some(&["z1-n0".to_owned()][..]));
         assert!(
             r.failed_nodes["z2-n0"].contains("DOWN"),
@@ -436,7 +446,7 @@ mod tests {
                       "items": [node("z1-n0"), node("z2-n0"), node("elsewhere")]}
         }))
         .unwrap();
-        let r = filter(t.view(), &args, &mut jobs, NOW).unwrap();
+        let r = filter(t.view(), &args, &mut jobs, NOW, &Metrics::default()).unwrap();
         assert!(r.node_names.is_none());
         let nodes = r.nodes.unwrap();
         assert_eq!(nodes["kind"], "NodeList");
@@ -449,13 +459,49 @@ mod tests {
     fn a_request_without_candidates_names_what_is_missing() {
         let t = cluster();
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
-        let e = filter(t.view(), &ExtenderArgs::default(), &mut jobs, NOW).unwrap_err();
+        let e = filter(
+            t.view(),
+            &ExtenderArgs::default(),
+            &mut jobs,
+            NOW,
+            &Metrics::default(),
+        )
+        .unwrap_err();
         assert!(e.0.contains("NodeNames"), "{e}");
         let args: ExtenderArgs =
             serde_json::from_value(json!({ "Nodes": { "items": [ { "metadata": {} } ] } }))
                 .unwrap();
         let e = prioritize(t.view(), &args, &jobs, NOW).unwrap_err();
         assert!(e.0.contains("Nodes.items[0].metadata.name"), "{e}");
+    }
+
+    #[test]
+    fn refused_job_annotations_are_counted_by_reason_and_the_pod_still_placed() {
+        let t = cluster();
+        let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
+        let metrics = Metrics::default();
+        let mut with_job = pod();
+        with_job["metadata"]["labels"]["zonemesh.io/job"] = json!("trainer");
+        with_job["metadata"]["annotations"] = json!({
+            "zonemesh.io/workers": "1",
+            "zonemesh.io/collective": "ring",
+            "zonemesh.io/bytes-per-iteration": "25 megabytes",
+        });
+        let args: ExtenderArgs =
+            serde_json::from_value(json!({ "Pod": with_job, "NodeNames": ["z1-n0", "z2-n1"] }))
+                .unwrap();
+        let r = filter(t.view(), &args, &mut jobs, NOW, &metrics).unwrap();
+        assert!(r.error.is_empty(), "{}", r.error);
+        assert!(!r.node_names.unwrap().is_empty());
+        assert_eq!(metrics.job_model_refusals("bytes_per_iteration"), 1);
+        assert_eq!(metrics.job_model_refusals("collective"), 0);
+        assert!(
+            zonemesh_common::metrics::render(metrics.registry()).contains(
+                "zonemesh_extender_job_model_refusals_total{reason=\"bytes_per_iteration\"} 1"
+            ),
+            "{}",
+            zonemesh_common::metrics::render(metrics.registry())
+        );
     }
 
     /// A clock that stands still.

@@ -159,6 +159,23 @@ struct ReloadLabels {
     result: ReloadResult,
 }
 
+label_value! {
+    /// Why the extender placed a pod without its job model: the annotation it refused.
+    pub enum JobModelReason {
+        /// `zonemesh.io/collective`.
+        Collective => "collective",
+        /// `zonemesh.io/bytes-per-iteration`.
+        BytesPerIteration => "bytes_per_iteration",
+        /// `zonemesh.io/servers`.
+        Servers => "servers",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct JobModelLabels {
+    reason: JobModelReason,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StateLabels {
     state: State,
@@ -343,6 +360,7 @@ pub struct Metrics {
     query_seconds: Family<RpcLabels, Histogram>,
     query_errors: Family<RpcLabels, Counter>,
     nodes_by_state: Family<StateLabels, Gauge>,
+    job_model_refusals: Family<JobModelLabels, Counter>,
     zones: Gauge,
     paths: Gauge,
 }
@@ -449,6 +467,15 @@ impl Default for Metrics {
         let security = SecurityMetrics::register(&mut registry);
         let publish = Arc::new(zonemesh_publish::PublishMetrics::default());
         publish.register(&mut registry);
+        let job_model_refusals = Family::<JobModelLabels, Counter>::default();
+        registry.register(
+            "zonemesh_extender_job_model_refusals",
+            "Pods the extender placed without their job model, by the annotation refused",
+            job_model_refusals.clone(),
+        );
+        for &reason in JobModelReason::ALL {
+            drop(job_model_refusals.get_or_create(&JobModelLabels { reason }));
+        }
         let zone_view = Arc::new(Mutex::new(ZoneView::default()));
         let store_failure = Arc::new(Mutex::new(None));
         let heap_stats = Arc::new(OnceLock::new());
@@ -483,6 +510,7 @@ impl Default for Metrics {
             query_seconds,
             query_errors,
             nodes_by_state,
+            job_model_refusals,
             zones,
             paths,
         }
@@ -490,6 +518,29 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts a pod placed without its job model because of `reason` (the engine's name of the
+    /// refused annotation: `collective`, `bytes_per_iteration` or `servers`; another name is a
+    /// bug and counts nowhere).
+    pub fn job_model_refused(&self, reason: &str) {
+        if let Some(reason) = JobModelReason::ALL.iter().find(|r| r.as_str() == reason) {
+            self.job_model_refusals
+                .get_or_create(&JobModelLabels { reason: *reason })
+                .inc();
+        }
+    }
+
+    /// Pods placed without their job model because of `reason`.
+    pub fn job_model_refusals(&self, reason: &str) -> u64 {
+        JobModelReason::ALL
+            .iter()
+            .find(|r| r.as_str() == reason)
+            .map_or(0, |reason| {
+                self.job_model_refusals
+                    .get_or_create(&JobModelLabels { reason: *reason })
+                    .get()
+            })
+    }
+
     /// Why the store cannot be written, if it cannot.
     pub fn store_failure(&self) -> Option<String> {
         self.store_failure.lock().expect("metrics lock").clone()

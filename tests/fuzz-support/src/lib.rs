@@ -185,7 +185,13 @@ pub fn extender_json(data: &[u8]) {
                 .map(str::to_owned)
         }));
     }
-    if let Ok(result) = extender::filter(t.view(), &args, &mut jobs, NOW) {
+    if let Ok(result) = extender::filter(
+        t.view(),
+        &args,
+        &mut jobs,
+        NOW,
+        &zonemesh_aggregator::server::metrics::Metrics::default(),
+    ) {
         for name in result.node_names.iter().flatten() {
             assert!(
                 candidates.contains(name),

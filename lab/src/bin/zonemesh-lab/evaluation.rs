@@ -1,5 +1,5 @@
-//! `zonemesh-lab evaluate`: the training workload placed by every strategy on several lab seeds,
-//! written as docs/EVALUATION.md with an SVG plot beside it.
+//! `zonemesh-lab evaluate` (evaluation v1): the training workload placed by every strategy on
+//! several lab seeds, written as docs/EVALUATION-v1.md with an SVG plot beside it.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -59,7 +59,7 @@ fn report(plan: &Plan, rows: &[Row], labs: &[(u64, String, String)], svg: &str) 
         "# Evaluation: distributed training placed by zonemesh\n\n\
 Written by `zonemesh-lab evaluate` (release build, as root) on {date}, on a machine with \
 {machine} cores:\n\n```\ncargo build --release --locked -p zonemesh-lab -p zonemesh-agent -p zonemesh-aggregator\n\
-sudo target/release/zonemesh-lab evaluate --seeds {} --workers {} --gradient {} --iterations {} --out docs/EVALUATION.md\n```\n\n",
+sudo target/release/zonemesh-lab evaluate --seeds {} --workers {} --gradient {} --iterations {} --out docs/EVALUATION-v1.md\n```\n\n",
         plan.seeds
             .iter()
             .map(u64::to_string)
@@ -77,13 +77,10 @@ at 100 Mbit/s, in different zones. zonemesh's agents and aggregator measure it u
 full; then every strategy places a job of {} workers, the agents stop, and the job runs: \
 {} timed iterations (after one untimed) exchanging a gradient of {:.1} MB over real TCP between \
 the nodes' namespaces. The time of an iteration is the slowest worker's. \"Predicted\" is the \
-latency–bandwidth model over zonemesh's measured figures of the placed pairs (a link's rate is \
-the lowest of its throughput, the throughput its two nodes reach inside their zones, and the \
-Mathis limit MSS/RTT·1.22/√loss, with the loss of a pair zonemesh did not measure taken from \
-the cleanest measured path of each of its nodes; ring: the larger of 2(N−1) chunks over the slowest link and \
-2(N−1)/N trips around the ring's one-way delays and serialisations, as steps overlap; parameter \
-server: every gradient in and out, over each worker's path and all of them through the server's \
-own link). Strategies: default = kube-scheduler's zone spreading, random, zone-only = one zone with \
+engine's α–β model (`zonemesh_engine::collective`, the model of evaluation v2) over zonemesh's \
+measured figures of the placed pairs (a pair zonemesh did not measure loses what its two ends \
+lose on their cleanest measured paths; a node's own link carries what it measured inside its \
+zone). Strategies: default = kube-scheduler's zone spreading, random, zone-only = one zone with \
 its nodes in any order, zone-then-score = the seed paper's best zone then best-scored nodes, \
 zonemesh = `Place`.\n\n![iteration time per strategy]({svg})\n\n",
         LOSSY_LOSS * 100.0,

@@ -7,7 +7,8 @@
 //! zonemesh-lab cleanup [--prefix zmlab-] [--force]
 //! zonemesh-lab bench                       # iperf3 through the link emulator
 //! zonemesh-lab accuracy --out docs/ACCURACY.md
-//! zonemesh-lab evaluate --seeds 1,2,3 --gradient 4MB --out docs/EVALUATION.md
+//! zonemesh-lab evaluate --seeds 1,2,3 --gradient 4MB --out docs/EVALUATION-v1.md
+//! zonemesh-lab evaluate-mpi --scenarios a,b,c,d,e --seeds 1,2,3 --out docs/EVALUATION.md
 //! ```
 
 use anyhow::Result;
@@ -16,6 +17,7 @@ use zonemesh_common::flags::{parse_or_exit, usage_error};
 use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
 
 mod evaluation;
+mod evaluation_mpi;
 mod report;
 
 const PROGRAM: &str = "zonemesh-lab";
@@ -93,12 +95,12 @@ enum Cmd {
         #[arg(long, default_value = "docs/ACCURACY.md")]
         out: std::path::PathBuf,
     },
-    /// Place a distributed-training job with five strategies (kube-scheduler's default spread,
+    /// Evaluation v1: place a distributed-training job with five strategies (kube-scheduler's default spread,
     /// random, zone-only, zone-then-score, zonemesh) on labs of three zones of four nodes, run it
     /// (ring all-reduce and parameter server over real TCP), and write the report.
     Evaluate {
         /// Where the Markdown report goes (the SVG plot goes beside it).
-        #[arg(long, default_value = "docs/EVALUATION.md")]
+        #[arg(long, default_value = "docs/EVALUATION-v1.md")]
         out: std::path::PathBuf,
         /// Lab seeds (each one a lab with its own delays and degraded nodes).
         #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
@@ -112,6 +114,43 @@ enum Cmd {
         /// Timed iterations per run.
         #[arg(long, default_value_t = 3)]
         iterations: u32,
+    },
+    /// Evaluation v2 (issue 18): real Open MPI all-reduce placed by seven strategies on the labs
+    /// of scenarios (a)–(e); one results file per scenario and seed in --results, then the report
+    /// written from every results file there.
+    EvaluateMpi {
+        /// Scenarios (the issue's letters).
+        #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e")]
+        scenarios: Vec<String>,
+        /// Seeds (each one a lab per scenario).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        seeds: Vec<u64>,
+        /// Strategies: spread, random, zone-then-score, labels, zonemesh-today,
+        /// zonemesh-predicted, oracle.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "spread,random,zone-then-score,labels,zonemesh-today,zonemesh-predicted,oracle"
+        )]
+        strategies: Vec<String>,
+        /// mpiruns per placement, size and algorithm.
+        #[arg(long, default_value_t = 5)]
+        runs: u32,
+        /// Leave out the lab's TCP ring and parameter-server workload.
+        #[arg(long)]
+        no_tcp: bool,
+        /// Keep a scenario and seed whose results file exists instead of running it again.
+        #[arg(long)]
+        keep_existing: bool,
+        /// Only write the report from the results files.
+        #[arg(long)]
+        report_only: bool,
+        /// Directory of the results files (JSON, one per scenario and seed).
+        #[arg(long, default_value = "docs/evaluation")]
+        results: std::path::PathBuf,
+        /// Where the Markdown report goes (its SVG plots beside it).
+        #[arg(long, default_value = "docs/EVALUATION.md")]
+        out: std::path::PathBuf,
     },
     /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
     /// except those of labs whose process still runs, unless --force.
@@ -242,6 +281,57 @@ fn run(cli: Cli) -> Result<()> {
                 ],
             };
             tokio_runtime()?.block_on(evaluation::evaluate(&plan, &out))
+        }
+        Cmd::EvaluateMpi {
+            scenarios,
+            seeds,
+            strategies,
+            runs,
+            no_tcp,
+            keep_existing,
+            report_only,
+            results,
+            out,
+        } => {
+            let scenarios: Vec<_> = scenarios
+                .iter()
+                .map(|s| {
+                    zonemesh_lab::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
+                        usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to e)"))
+                    })
+                })
+                .collect();
+            let strategies: Vec<_> = strategies
+                .iter()
+                .map(|s| {
+                    zonemesh_lab::evaluate_mpi::Strategy::from_key(s).unwrap_or_else(|| {
+                        usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}"))
+                    })
+                })
+                .collect();
+            if seeds.is_empty() || strategies.is_empty() {
+                usage_error(PROGRAM, "--seeds and --strategies: at least one each");
+            }
+            if runs == 0 {
+                usage_error(PROGRAM, "--runs: at least 1");
+            }
+            let plan = zonemesh_lab::evaluate_mpi::Plan {
+                strategies,
+                runs,
+                tcp_workload: !no_tcp,
+                ..Default::default()
+            };
+            if !report_only {
+                zonemesh_lab::cleanup_on_signals();
+                tokio_runtime()?.block_on(evaluation_mpi::run(
+                    &plan,
+                    &scenarios,
+                    &seeds,
+                    &results,
+                    keep_existing,
+                ))?;
+            }
+            evaluation_mpi::write_report(&results, &out)
         }
         Cmd::Cleanup { prefix, force } => {
             let removed = zonemesh_lab::cleanup(&prefix, force)?;

@@ -1,0 +1,287 @@
+//! The measured network as [`collective::Network`] sees it: the seam between what zonemesh
+//! measured and what the job model predicts.
+//!
+//! [`SnapshotNetwork`] answers over a [`Snapshot`], a list of candidate nodes (indices into it
+//! are the network's node numbers) and `now`:
+//!
+//! - a link `a → b` is [`Snapshot::pair`]'s figures of the pair: its RTT and loss where measured
+//!   (fresh), else the estimate the snapshot gives for an unmeasured pair; its rate is the
+//!   measured throughput, else the estimated one;
+//! - a figure nobody measured or estimated is assumed pessimistically ([`UNKNOWN_RTT_US`], no
+//!   loss, [`UNKNOWN_RATE_BPS`]) and counted as estimated;
+//! - a node's egress and ingress are unlimited and zones share no capacity: the fitted model
+//!   of the network (node caps, zone-pair capacity) will fill them. Until then only the links'
+//!   own rates bound a transfer;
+//! - two ranks on one node talk without the network (no delay, unlimited rate).
+//!
+//! It remembers every pair it was asked about, so that an answer can say how many of the figures
+//! behind a prediction were estimated ([`SnapshotNetwork::usage`] after
+//! [`SnapshotNetwork::forget_usage`]).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+
+use zonemesh_domain::{Provenance, UnixMs};
+
+use crate::collective::{Link, Network};
+use crate::{NodeId, PairHasher, Snapshot};
+
+type Fast = BuildHasherDefault<PairHasher>;
+
+/// The RTT assumed for a pair with no measured or estimated figure, µs: far enough that a
+/// placement prefers any pair it knows.
+pub const UNKNOWN_RTT_US: f64 = 10_000.0;
+
+/// The rate assumed for a pair with no measured or estimated throughput, bit/s.
+pub const UNKNOWN_RATE_BPS: f64 = 1e9;
+
+/// How many link figures a prediction used, and how many of them were estimated (or assumed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Figures used: per node pair, its RTT and loss (one figure) and its rate (another).
+    pub figures: u32,
+    /// Of them, the ones not measured.
+    pub estimated: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    link: Link,
+    latency_measured: bool,
+    rate_measured: bool,
+}
+
+/// A [`Network`] over a snapshot's candidate nodes (see the module docs).
+pub struct SnapshotNetwork<'a> {
+    snapshot: &'a Snapshot,
+    nodes: Vec<NodeId>,
+    zones: Vec<usize>,
+    now: UnixMs,
+    links: RefCell<HashMap<(u32, u32), Entry, Fast>>,
+    used: RefCell<HashSet<(u32, u32), Fast>>,
+}
+
+impl std::fmt::Debug for SnapshotNetwork<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotNetwork")
+            .field("nodes", &self.nodes)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> SnapshotNetwork<'a> {
+    /// The network of `nodes` (network node `i` is `nodes[i]`) at `now`.
+    pub fn new(snapshot: &'a Snapshot, nodes: Vec<NodeId>, now: UnixMs) -> Self {
+        let zones = nodes
+            .iter()
+            .map(|&n| snapshot.zone_of(n).0 as usize)
+            .collect();
+        Self {
+            snapshot,
+            nodes,
+            zones,
+            now,
+            links: RefCell::default(),
+            used: RefCell::default(),
+        }
+    }
+
+    /// The snapshot's node behind network node `i`.
+    pub fn node(&self, i: usize) -> NodeId {
+        self.nodes[i]
+    }
+
+    /// The network's nodes.
+    pub fn nodes(&self) -> &[NodeId] {
+        &self.nodes
+    }
+
+    /// Forgets which pairs were used (before a prediction whose figures are to be counted).
+    pub fn forget_usage(&self) {
+        self.used.borrow_mut().clear();
+    }
+
+    /// The figures used since the last [`forget_usage`](Self::forget_usage).
+    pub fn usage(&self) -> Usage {
+        let links = self.links.borrow();
+        let mut usage = Usage::default();
+        for key in self.used.borrow().iter() {
+            let e = &links[key];
+            usage.figures += 2;
+            usage.estimated += u32::from(!e.latency_measured) + u32::from(!e.rate_measured);
+        }
+        usage
+    }
+
+    fn entry(&self, a: usize, b: usize) -> Entry {
+        let key = (a.min(b) as u32, a.max(b) as u32);
+        self.used.borrow_mut().insert(key);
+        if let Some(e) = self.links.borrow().get(&key) {
+            return *e;
+        }
+        let p = self.snapshot.pair(
+            self.nodes[key.0 as usize],
+            self.nodes[key.1 as usize],
+            self.now,
+        );
+        let e = Entry {
+            link: Link {
+                rtt_us: p.rtt_us.unwrap_or(UNKNOWN_RTT_US),
+                loss: p.loss.unwrap_or(0.0),
+                rate_bps: p.tput_bps.filter(|r| *r > 0.0).unwrap_or(UNKNOWN_RATE_BPS),
+            },
+            latency_measured: p.latency == Provenance::Measured && p.rtt_us.is_some(),
+            rate_measured: p.throughput == Provenance::Measured,
+        };
+        self.links.borrow_mut().insert(key, e);
+        e
+    }
+}
+
+impl Network for SnapshotNetwork<'_> {
+    fn link(&self, a: usize, b: usize) -> Link {
+        if self.nodes[a] == self.nodes[b] {
+            return Link {
+                rtt_us: 0.0,
+                loss: 0.0,
+                rate_bps: f64::INFINITY,
+            };
+        }
+        self.entry(a, b).link
+    }
+
+    fn zone(&self, a: usize) -> usize {
+        self.zones[a]
+    }
+
+    fn egress_bps(&self, _: usize) -> f64 {
+        f64::INFINITY
+    }
+
+    fn ingress_bps(&self, _: usize) -> f64 {
+        f64::INFINITY
+    }
+
+    fn zone_capacity_bps(&self, _: usize, _: usize) -> Option<f64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use zonemesh_domain::{Collective, Job, Report};
+
+    use super::*;
+    use crate::collective::predict;
+    use crate::testing::*;
+    use crate::{EngineConfig, Topology};
+
+    #[test]
+    fn links_are_the_pairs_figures_and_unmeasured_ones_are_counted() {
+        let now = UnixMs(1_000_000);
+        let mut t = Topology::new(EngineConfig::default());
+        for (n, z) in [
+            ("a1", "zone-a"),
+            ("a2", "zone-a"),
+            ("b1", "zone-b"),
+            ("b2", "zone-b"),
+        ] {
+            t.register(&hello(n, z), now);
+        }
+        // a1–a2 and b1–b2 measured with throughput; a1–b1 measured without; a2–b2 never: the
+        // zone roll-up estimates it.
+        let reports = [
+            (
+                "a1",
+                vec![
+                    sample("a1", "a2", 100.0, 0, Some(9e8)),
+                    sample("a1", "b1", 2_000.0, 2, None),
+                ],
+            ),
+            ("b1", vec![sample("b1", "b2", 100.0, 0, Some(9e8))]),
+        ];
+        for (seq, (src, paths)) in reports.into_iter().enumerate() {
+            let id = t.id(&name(src)).unwrap();
+            t.apply_report(
+                id,
+                &Report {
+                    sequence: seq as u64 + 1,
+                    paths,
+                },
+                now,
+            )
+            .unwrap();
+        }
+        t.sweep(now);
+        let ids: Vec<NodeId> = ["a1", "a2", "b1", "b2"]
+            .map(|n| t.id(&name(n)).unwrap())
+            .to_vec();
+        let net = SnapshotNetwork::new(t.view(), ids, now);
+        let inside = net.link(0, 1);
+        assert_eq!(
+            (inside.rtt_us, inside.loss, inside.rate_bps),
+            (100.0, 0.0, 9e8)
+        );
+        assert_eq!(
+            net.usage(),
+            Usage {
+                figures: 2,
+                estimated: 0
+            }
+        );
+        let across = net.link(0, 2);
+        assert_eq!(across.rtt_us, 2_000.0);
+        assert!((across.loss - 0.02).abs() < 1e-12, "{across:?}");
+        assert_eq!(
+            across.rate_bps, UNKNOWN_RATE_BPS,
+            "no throughput anywhere between the zones"
+        );
+        assert_eq!(
+            net.usage(),
+            Usage {
+                figures: 4,
+                estimated: 1
+            }
+        );
+        let estimated = net.link(3, 1);
+        assert_eq!(estimated.rtt_us, 2_000.0, "the roll-up of zone-a → zone-b");
+        assert_eq!(
+            net.usage(),
+            Usage {
+                figures: 6,
+                estimated: 3
+            }
+        );
+        assert_eq!(net.zone(0), net.zone(1));
+        assert_ne!(net.zone(1), net.zone(3));
+        net.forget_usage();
+        let job = Job {
+            collective: Collective::RingAllReduce,
+            bytes_per_iteration: 1_000_000,
+        };
+        predict(&job, &[0, 1], &net);
+        assert_eq!(
+            net.usage(),
+            Usage {
+                figures: 2,
+                estimated: 0
+            }
+        );
+    }
+
+    #[test]
+    fn two_ranks_on_one_node_cost_nothing() {
+        let now = UnixMs(1_000_000);
+        let t = mesh(1, 2, |_, _| 100.0, |_, _| 0, now);
+        let a = t.id(&name("z0-n0")).unwrap();
+        let net = SnapshotNetwork::new(t.view(), vec![a, a], now);
+        let job = Job {
+            collective: Collective::RingAllReduce,
+            bytes_per_iteration: 1_000_000,
+        };
+        assert_eq!(predict(&job, &[0, 1], &net).seconds, 0.0);
+        assert_eq!(net.usage().figures, 0);
+    }
+}

@@ -1,0 +1,773 @@
+//! Evaluation v2: real Open MPI all-reduce placed by seven strategies on the labs of issue 18's
+//! scenarios ([`crate::scenarios`]). One lab per scenario and seed:
+//!
+//! 1. the lab is built and the zonemesh stack measures it until the matrix is full and no
+//!    throughput test runs;
+//! 2. every strategy places the job (the size-aware ones once per gradient size), and zonemesh's
+//!    figures of every path are read (for its predicted time of every placement);
+//! 3. the agents stop (their probes would share the links with the job), and every distinct
+//!    placement runs `MPI_Allreduce` under `mpirun` ([`crate::mpi`]) at every size, with the
+//!    forced ring and with Open MPI's own choice, several times, the placements interleaved so
+//!    that a slow spell of the machine falls on all of them;
+//! 4. beside it, the lab's own TCP ring and parameter-server workload ([`crate::train`]) runs on
+//!    the same placements (once each: it is the earlier evaluation's workload, kept for
+//!    comparison).
+//!
+//! Everything measured goes into a [`LabResult`] (JSON), from which the report is written.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use tonic::transport::Channel;
+use zonemesh_proto::v1;
+
+use crate::Lab;
+use crate::evaluate::Rng;
+use crate::model::{Collective, Link};
+use crate::mpi::{self, Algorithm, AllReduce};
+use crate::scenario::FAST_AGGREGATOR_FLAGS;
+use crate::scenarios::{self, Setup};
+use crate::stack::{Stack, StackOptions, wait_full, wait_quiet};
+use crate::train::{self, Workload};
+
+/// How a job is placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Strategy {
+    /// kube-scheduler's default zone spreading.
+    Spread,
+    /// Any free slots.
+    Random,
+    /// The seed paper: the best-scored zone, then its best-scored nodes.
+    ZoneThenScore,
+    /// Fewest zones by labels, ties by node name (Volcano hard tier, Kueue required topology).
+    LabelsOnly,
+    /// zonemesh `Place` without the job (worst pair).
+    ZonemeshToday,
+    /// zonemesh `Place` with the job's collective and gradient size (predicted time).
+    ZonemeshPredicted,
+    /// The model's exhaustive optimum over the truth the lab injected.
+    Oracle,
+}
+
+/// Every strategy, in the report's order.
+pub const STRATEGIES: [Strategy; 7] = [
+    Strategy::Spread,
+    Strategy::Random,
+    Strategy::ZoneThenScore,
+    Strategy::LabelsOnly,
+    Strategy::ZonemeshToday,
+    Strategy::ZonemeshPredicted,
+    Strategy::Oracle,
+];
+
+impl Strategy {
+    /// Name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Spread => "kube-scheduler spread",
+            Self::Random => "random",
+            Self::ZoneThenScore => "zone-then-score",
+            Self::LabelsOnly => "labels only (fewest zones)",
+            Self::ZonemeshToday => "zonemesh today (worst pair)",
+            Self::ZonemeshPredicted => "zonemesh predicted-time",
+            Self::Oracle => "oracle",
+        }
+    }
+
+    /// Short name for flags.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Spread => "spread",
+            Self::Random => "random",
+            Self::ZoneThenScore => "zone-then-score",
+            Self::LabelsOnly => "labels",
+            Self::ZonemeshToday => "zonemesh-today",
+            Self::ZonemeshPredicted => "zonemesh-predicted",
+            Self::Oracle => "oracle",
+        }
+    }
+
+    /// From its short name.
+    pub fn from_key(s: &str) -> Option<Self> {
+        STRATEGIES.into_iter().find(|x| x.key() == s)
+    }
+
+    /// Whether its placement depends on the gradient size.
+    pub fn knows_the_size(self) -> bool {
+        matches!(self, Self::ZonemeshPredicted | Self::Oracle)
+    }
+}
+
+/// What one evaluation runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Strategies to place with.
+    pub strategies: Vec<Strategy>,
+    /// Gradient sizes, bytes.
+    pub sizes: Vec<u64>,
+    /// MPI algorithms.
+    pub algorithms: Vec<Algorithm>,
+    /// `mpirun`s per placement and size with the forced ring.
+    pub runs: u32,
+    /// `mpirun`s per placement and size with Open MPI's own choice (the second variant).
+    pub choice_runs: u32,
+    /// Also run the lab's TCP ring and parameter-server workload on the placements.
+    pub tcp_workload: bool,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Self {
+            strategies: STRATEGIES.to_vec(),
+            sizes: scenarios::SIZES.to_vec(),
+            algorithms: vec![Algorithm::Ring, Algorithm::OpenMpiChoice],
+            runs: 5,
+            choice_runs: 3,
+            tcp_workload: true,
+        }
+    }
+}
+
+/// Timed iterations and warm-ups of one `mpirun` at `bytes`: enough iterations that a run's
+/// median is steady, few enough that a run through the slow node stays within seconds.
+pub fn iterations(bytes: u64) -> (u32, u32) {
+    if bytes >= 4 << 20 { (2, 1) } else { (20, 3) }
+}
+
+/// zonemesh's figures of one path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathFigure {
+    /// Source node.
+    pub src: String,
+    /// Destination node.
+    pub dst: String,
+    /// Median RTT, µs (0: unknown).
+    pub rtt_us: f64,
+    /// Loss ratio.
+    pub loss: f64,
+    /// Throughput, bit/s (0: unknown).
+    pub throughput_bps: f64,
+    /// RTT and loss were measured (not estimated).
+    pub latency_measured: bool,
+    /// Throughput was measured (not estimated).
+    pub throughput_measured: bool,
+}
+
+impl PathFigure {
+    /// As the model's link; an unknown throughput does not limit.
+    pub fn link(&self) -> Link {
+        Link {
+            rtt_us: self.rtt_us,
+            loss: self.loss,
+            rate_bps: if self.throughput_bps > 0.0 {
+                self.throughput_bps
+            } else {
+                f64::INFINITY
+            },
+        }
+    }
+}
+
+/// One strategy's placement for one size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// The gradient size it was placed for.
+    pub bytes: u64,
+    /// Node of every rank, in rank order (empty when placing failed).
+    pub ranks: Vec<String>,
+    /// The model of the ring over zonemesh's figures, seconds.
+    pub predicted_s: Option<f64>,
+    /// What `Place` itself predicted (predicted-time strategy only).
+    pub place_predicted_s: Option<f64>,
+    /// The model of the ring over the lab's truth, seconds.
+    pub truth_model_s: f64,
+    /// How many of the figures behind `predicted_s` were estimated (not measured).
+    pub estimated_figures: u32,
+    /// Why placing failed, if it did.
+    pub failure: Option<String>,
+}
+
+/// The `mpirun`s of one placement, size and algorithm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MpiRecord {
+    /// Node of every rank.
+    pub ranks: Vec<String>,
+    /// Gradient size.
+    pub bytes: u64,
+    /// Ring or Open MPI's choice.
+    pub algorithm: Algorithm,
+    /// Timed iterations of every successful run, seconds.
+    pub runs: Vec<Vec<f64>>,
+    /// Every failed run's error.
+    pub failures: Vec<String>,
+}
+
+/// The lab's TCP workload on one placement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpRecord {
+    /// Node of every worker (the parameter server on the first).
+    pub ranks: Vec<String>,
+    /// Gradient size.
+    pub bytes: u64,
+    /// Ring or parameter server.
+    pub collective: Collective,
+    /// Timed iterations, seconds (empty when it failed or did not run).
+    pub iterations: Vec<f64>,
+    /// Why it failed or did not run.
+    pub failure: Option<String>,
+}
+
+/// Everything one lab measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabResult {
+    /// The scenario, seed and what the lab injected.
+    pub setup: Setup,
+    /// The model the predictions used.
+    pub model: String,
+    /// When it ran (UTC).
+    pub date: String,
+    /// The machine's load average (1 min) before and after the runs.
+    pub load: (f64, f64),
+    /// Seconds zonemesh took to fill its matrix.
+    pub measuring_s: f64,
+    /// zonemesh's figures of every path between candidates.
+    pub network: Vec<PathFigure>,
+    /// Every strategy's placement per size.
+    pub placements: Vec<Placement>,
+    /// The MPI runs.
+    pub mpi: Vec<MpiRecord>,
+    /// The TCP workload.
+    pub tcp: Vec<TcpRecord>,
+}
+
+impl LabResult {
+    /// The placement of `strategy` for `bytes`.
+    pub fn placement(&self, strategy: Strategy, bytes: u64) -> Option<&Placement> {
+        self.placements
+            .iter()
+            .find(|p| p.strategy == strategy && p.bytes == bytes)
+    }
+
+    /// The MPI runs of `ranks` at `bytes` with `algorithm`.
+    pub fn mpi(&self, ranks: &[String], bytes: u64, algorithm: Algorithm) -> Option<&MpiRecord> {
+        self.mpi
+            .iter()
+            .find(|r| r.ranks == ranks && r.bytes == bytes && r.algorithm == algorithm)
+    }
+
+    /// zonemesh's figures of the path from `a` to `b`.
+    pub fn figure(&self, a: &str, b: &str) -> Option<&PathFigure> {
+        self.network.iter().find(|f| f.src == a && f.dst == b)
+    }
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+fn utc_now() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+type Topology = v1::topology_client::TopologyClient<Channel>;
+
+/// The placement of a size-blind or size-aware `strategy` (the oracle needs no zonemesh).
+async fn place(
+    strategy: Strategy,
+    setup: &Setup,
+    bytes: u64,
+    topology: &mut Topology,
+) -> Result<(Vec<String>, Option<f64>)> {
+    let mut rng = Rng::new(
+        setup
+            .seed
+            .wrapping_mul(31)
+            .wrapping_add(strategy as u64)
+            .wrapping_add((setup.scenario as u64) << 20),
+    );
+    Ok(match strategy {
+        Strategy::Spread => (scenarios::spread(setup, &mut rng), None),
+        Strategy::Random => (scenarios::random(setup, &mut rng), None),
+        Strategy::LabelsOnly => (scenarios::labels_only(setup), None),
+        Strategy::Oracle => {
+            let (ranks, _) = scenarios::oracle(setup, Collective::RingAllReduce, bytes);
+            (ranks, None)
+        }
+        Strategy::ZoneThenScore => {
+            let ranked: Vec<(String, f64)> = topology
+                .rank_nodes(v1::RankNodesRequest {
+                    candidates: setup.slots.keys().cloned().collect(),
+                    ..Default::default()
+                })
+                .await
+                .context("RankNodes")?
+                .into_inner()
+                .nodes
+                .into_iter()
+                .map(|r| (r.node, r.score))
+                .collect();
+            (scenarios::zone_then_score(setup, &ranked), None)
+        }
+        Strategy::ZonemeshToday => {
+            let answer = topology
+                .place(v1::PlaceRequest {
+                    workers: setup.workers as u32,
+                    candidates: setup
+                        .candidates()
+                        .into_iter()
+                        .map(|(node, slots)| v1::Candidate { node, slots })
+                        .collect(),
+                    zone_policy: v1::ZonePolicy::PreferOne as i32,
+                    ..Default::default()
+                })
+                .await
+                .context("Place")?
+                .into_inner();
+            let assignments: Vec<(String, u32)> = answer
+                .assignments
+                .into_iter()
+                .map(|a| (a.node, a.workers))
+                .collect();
+            (scenarios::expand(&assignments), None)
+        }
+        Strategy::ZonemeshPredicted => {
+            // Place with the job's collective: its nodes, its rank order and its predicted time.
+            let answer = topology
+                .place(v1::PlaceRequest {
+                    workers: setup.workers as u32,
+                    candidates: setup
+                        .candidates()
+                        .into_iter()
+                        .map(|(node, slots)| v1::Candidate { node, slots })
+                        .collect(),
+                    zone_policy: v1::ZonePolicy::PreferOne as i32,
+                    collective: v1::Collective::Ring as i32,
+                    bytes_per_iteration: bytes,
+                    ..Default::default()
+                })
+                .await
+                .context("Place with a collective")?
+                .into_inner();
+            if answer.rank_order.len() != setup.workers {
+                bail!(
+                    "Place answered {} ranks for {} workers",
+                    answer.rank_order.len(),
+                    setup.workers
+                );
+            }
+            (answer.rank_order, Some(answer.predicted_seconds))
+        }
+    })
+}
+
+/// zonemesh's figures of every ordered pair of candidates.
+async fn network(setup: &Setup, topology: &mut Topology) -> Result<Vec<PathFigure>> {
+    let nodes: Vec<String> = setup.slots.keys().cloned().collect();
+    let mut out = Vec::new();
+    for a in &nodes {
+        for b in &nodes {
+            if a == b {
+                continue;
+            }
+            let f = topology
+                .get_path(v1::GetPathRequest {
+                    src: a.clone(),
+                    dst: b.clone(),
+                })
+                .await
+                .with_context(|| format!("GetPath {a} -> {b}"))?
+                .into_inner()
+                .figures
+                .unwrap_or_default();
+            out.push(PathFigure {
+                src: a.clone(),
+                dst: b.clone(),
+                rtt_us: f.rtt.map_or(0.0, |r| r.p50_us),
+                loss: f.loss_ratio,
+                throughput_bps: f.throughput_bps,
+                latency_measured: f.latency_provenance == v1::Provenance::Measured as i32,
+                throughput_measured: f.throughput_provenance == v1::Provenance::Measured as i32,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The model of the ring over zonemesh's figures (`None` when a path has no figures), and how
+/// many of the figures it used were estimated.
+pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Option<f64>, u32) {
+    let figure = |a: &str, b: &str| network.iter().find(|f| f.src == a && f.dst == b);
+    let mut estimated = 0;
+    let n = ranks.len();
+    for i in 0..n {
+        let (a, b) = (&ranks[i], &ranks[(i + 1) % n]);
+        if a == b {
+            continue;
+        }
+        match figure(a, b) {
+            None => return (None, 0),
+            Some(f) => {
+                estimated += u32::from(!f.latency_measured) + u32::from(!f.throughput_measured);
+            }
+        }
+    }
+    let link = |a: &str, b: &str| figure(a, b).map_or(crate::model::LOOPBACK, PathFigure::link);
+    // TODO(issue 18): a node's own rates, once zonemesh answers them (the model's node caps);
+    // until then only the paths' figures limit.
+    let unknown = |_: &str| f64::INFINITY;
+    let s = scenarios::predict_named(Collective::RingAllReduce, bytes, ranks, &link, &unknown);
+    (Some(s.seconds), estimated)
+}
+
+/// Runs one lab of `setup` through `plan`. `progress` hears what happens.
+pub async fn evaluate_lab(
+    setup: &Setup,
+    plan: &Plan,
+    program: &AllReduce,
+    options: &StackOptions,
+    progress: &mut impl FnMut(&str),
+) -> Result<LabResult> {
+    let tag = format!("{} seed {}", setup.scenario, setup.seed);
+    let date = utc_now();
+    let mut lab = Lab::build(setup.spec())?;
+    let mut options = options.clone();
+    options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
+    let mut stack = Stack::start(&mut lab, &options)?;
+    let mut topology = stack.topology().await?;
+    progress(&format!(
+        "{tag}: lossy {} ({:.1} %), slow {}, zone RTTs {:?}; zonemesh is measuring",
+        setup.lossy,
+        setup.loss * 100.0,
+        setup.slow,
+        setup.zone_rtt_us
+    ));
+    let measuring = Instant::now();
+    wait_full(&mut topology, lab.spec(), Duration::from_secs(300), |_| {}).await?;
+    wait_quiet(
+        &stack.aggregator,
+        Duration::from_secs(5),
+        Duration::from_secs(120),
+    )
+    .await?;
+    let measuring_s = measuring.elapsed().as_secs_f64();
+    let network = network(setup, &mut topology).await?;
+    let mut placements = Vec::new();
+    for &bytes in &plan.sizes {
+        for &strategy in &plan.strategies {
+            let placed = if !strategy.knows_the_size() && bytes != plan.sizes[0] {
+                // The same as for the first size.
+                let p = placements
+                    .iter()
+                    .find(|p: &&Placement| p.strategy == strategy)
+                    .cloned()
+                    .expect("placed for the first size");
+                Ok((p.ranks, p.place_predicted_s))
+            } else {
+                place(strategy, setup, bytes, &mut topology).await
+            };
+            let (ranks, place_predicted_s, failure) = match placed {
+                Ok((r, p)) => (r, p, None),
+                Err(e) => (Vec::new(), None, Some(format!("{e:#}"))),
+            };
+            let (predicted_s, estimated_figures) = if ranks.is_empty() {
+                (None, 0)
+            } else {
+                predicted(&network, &ranks, bytes)
+            };
+            let truth_model_s = if ranks.is_empty() {
+                f64::NAN
+            } else {
+                setup.truth_model(bytes, &ranks).seconds
+            };
+            progress(&format!(
+                "{tag}: {} B {} -> {} (predicted {:?}, truth model {truth_model_s:.4} s){}",
+                bytes,
+                strategy.as_str(),
+                ranks.join(","),
+                predicted_s,
+                failure
+                    .as_ref()
+                    .map(|f| format!(" FAILED: {f}"))
+                    .unwrap_or_default()
+            ));
+            placements.push(Placement {
+                strategy,
+                bytes,
+                ranks,
+                predicted_s,
+                place_predicted_s,
+                truth_model_s,
+                estimated_figures,
+                failure,
+            });
+        }
+    }
+    // The agents' probes would share the links with the job.
+    for (_, agent) in std::mem::take(&mut stack.agents) {
+        agent.terminate()?;
+    }
+    let load_before = load_average();
+    let mut mpi_records = Vec::new();
+    for &bytes in &plan.sizes {
+        // Distinct rank orders, in strategy order.
+        let mut distinct: Vec<(Vec<String>, f64)> = Vec::new();
+        for p in placements.iter().filter(|p| p.bytes == bytes) {
+            if !p.ranks.is_empty() && !distinct.iter().any(|(r, _)| *r == p.ranks) {
+                distinct.push((p.ranks.clone(), p.truth_model_s));
+            }
+        }
+        let (timed, warmup) = iterations(bytes);
+        for &algorithm in &plan.algorithms {
+            let mut records: Vec<MpiRecord> = distinct
+                .iter()
+                .map(|(ranks, _)| MpiRecord {
+                    ranks: ranks.clone(),
+                    bytes,
+                    algorithm,
+                    runs: Vec::new(),
+                    failures: Vec::new(),
+                })
+                .collect();
+            let runs = match algorithm {
+                Algorithm::Ring => plan.runs,
+                Algorithm::OpenMpiChoice => plan.choice_runs,
+            };
+            for run in 0..runs {
+                for (i, (ranks, truth_s)) in distinct.iter().enumerate() {
+                    let job = mpi::Job {
+                        ranks: ranks.clone(),
+                        bytes: bytes as usize,
+                        iterations: timed,
+                        warmup,
+                        algorithm,
+                        // Start-up, then ten times what the truth predicts (loss makes tails).
+                        timeout: Duration::from_secs(30)
+                            + Duration::from_secs_f64(
+                                (10.0 * truth_s * f64::from(timed + warmup)).min(600.0),
+                            ),
+                    };
+                    let outcome = tokio::task::block_in_place(|| mpi::run(&lab, program, &job));
+                    match outcome {
+                        Ok(m) => {
+                            let mean = m.iterations.iter().sum::<Duration>().as_secs_f64()
+                                / m.iterations.len() as f64;
+                            progress(&format!(
+                                "{tag}: mpi {bytes} B {} run {run} [{}]: mean {mean:.4} s, median {:.4} s",
+                                algorithm.key(),
+                                ranks.join(","),
+                                m.median().as_secs_f64()
+                            ));
+                            records[i]
+                                .runs
+                                .push(m.iterations.iter().map(Duration::as_secs_f64).collect());
+                        }
+                        Err(e) => {
+                            progress(&format!(
+                                "{tag}: mpi {bytes} B {} run {run} [{}] FAILED: {e:#}",
+                                algorithm.key(),
+                                ranks.join(",")
+                            ));
+                            records[i].failures.push(format!("{e:#}"));
+                        }
+                    }
+                }
+            }
+            mpi_records.extend(records);
+        }
+    }
+    let mut tcp = Vec::new();
+    if plan.tcp_workload {
+        for &bytes in &plan.sizes {
+            let mut done: Vec<Vec<String>> = Vec::new();
+            for p in placements.iter().filter(|p| p.bytes == bytes) {
+                if p.ranks.is_empty() || done.contains(&p.ranks) {
+                    continue;
+                }
+                done.push(p.ranks.clone());
+                for collective in [Collective::RingAllReduce, Collective::ParameterServer] {
+                    let record = tcp_run(&lab, &p.ranks, bytes, collective);
+                    progress(&format!(
+                        "{tag}: tcp {bytes} B {collective:?} [{}]: {:?}{}",
+                        p.ranks.join(","),
+                        record.iterations,
+                        record
+                            .failure
+                            .as_ref()
+                            .map(|f| format!(" ({f})"))
+                            .unwrap_or_default()
+                    ));
+                    tcp.push(record);
+                }
+            }
+        }
+    }
+    let load_after = load_average();
+    drop(stack);
+    lab.remove()?;
+    Ok(LabResult {
+        setup: setup.clone(),
+        model: crate::model::MODEL.to_owned(),
+        date,
+        load: (load_before, load_after),
+        measuring_s,
+        network,
+        placements,
+        mpi: mpi_records,
+        tcp,
+    })
+}
+
+/// The lab's TCP workload once on `ranks` (one warm-up, three timed iterations).
+fn tcp_run(lab: &Lab, ranks: &[String], bytes: u64, collective: Collective) -> TcpRecord {
+    let mut record = TcpRecord {
+        ranks: ranks.to_vec(),
+        bytes,
+        collective,
+        iterations: Vec::new(),
+        failure: None,
+    };
+    if scenarios::group(ranks).windows(2).any(|w| w[0] == w[1]) {
+        record.failure = Some("two workers on one node: the TCP workload runs one a node".into());
+        return record;
+    }
+    let workload = Workload {
+        collective: match collective {
+            Collective::RingAllReduce => train::Collective::Ring,
+            Collective::ParameterServer => train::Collective::ParameterServer,
+        },
+        gradient_bytes: bytes as usize,
+        iterations: 3,
+        timeout: Duration::from_secs(60),
+    };
+    match tokio::task::block_in_place(|| train::run(lab, ranks, &workload)) {
+        Ok(t) => record.iterations = t.iter().map(Duration::as_secs_f64).collect(),
+        Err(e) => record.failure = Some(format!("{e:#}")),
+    }
+    record
+}
+
+/// Each run's time: the mean of its timed iterations (a job's time is the sum of its
+/// iterations, retransmission timeouts included, which a median would hide).
+pub fn run_times(record: &MpiRecord) -> Vec<f64> {
+    record
+        .runs
+        .iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| r.iter().sum::<f64>() / r.len() as f64)
+        .collect()
+}
+
+/// Per scenario and seed: the results file's name.
+pub fn file_name(setup: &Setup) -> String {
+    format!("{}-seed{}.json", setup.scenario.letter(), setup.seed)
+}
+
+/// Reads every results file in `dir`.
+pub fn read_results(dir: &std::path::Path) -> Result<Vec<LabResult>> {
+    let mut out = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let text = std::fs::read_to_string(&p)?;
+        out.push(serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?);
+    }
+    Ok(out)
+}
+
+/// Group of results by (scenario, seed), for lookups.
+pub fn by_lab(results: &[LabResult]) -> BTreeMap<(scenarios::Scenario, u64), &LabResult> {
+    results
+        .iter()
+        .map(|r| ((r.setup.scenario, r.setup.seed), r))
+        .collect()
+}
+
+/// What the runs of one placement measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    /// The median over runs of each run's time (its mean iteration), seconds.
+    pub time: f64,
+    /// The lowest and the highest run time, seconds.
+    pub range: (f64, f64),
+    /// The median of every timed iteration of every run, seconds (what a median hides: compare
+    /// with `time`).
+    pub iteration_median: f64,
+    /// Successful runs.
+    pub runs: usize,
+    /// Failed runs.
+    pub failed: usize,
+}
+
+impl Measurement {
+    /// Run-to-run spread: (highest − lowest run time) / time.
+    pub fn spread(&self) -> f64 {
+        (self.range.1 - self.range.0) / self.time
+    }
+}
+
+fn median_f64(values: &[f64]) -> f64 {
+    let d: Vec<Duration> = values.iter().map(|s| Duration::from_secs_f64(*s)).collect();
+    mpi::median(&d).as_secs_f64()
+}
+
+/// What `strategy`'s placement at `bytes` measured with `algorithm` in `result` (`None` when it
+/// did not run or every run failed).
+pub fn measured(
+    result: &LabResult,
+    strategy: Strategy,
+    bytes: u64,
+    algorithm: Algorithm,
+) -> Option<Measurement> {
+    let p = result.placement(strategy, bytes)?;
+    let r = result.mpi(&p.ranks, bytes, algorithm)?;
+    let times = run_times(r);
+    if times.is_empty() {
+        return None;
+    }
+    let all: Vec<f64> = r.runs.iter().flatten().copied().collect();
+    Some(Measurement {
+        time: median_f64(&times),
+        range: (
+            times.iter().copied().fold(f64::INFINITY, f64::min),
+            times.iter().copied().fold(0.0, f64::max),
+        ),
+        iteration_median: median_f64(&all),
+        runs: times.len(),
+        failed: r.failures.len(),
+    })
+}
+
+/// zonemesh's prediction for `strategy`'s placement: `Place`'s own where it gave one, else the
+/// model over zonemesh's figures.
+pub fn prediction(result: &LabResult, strategy: Strategy, bytes: u64) -> Option<f64> {
+    let p = result.placement(strategy, bytes)?;
+    p.place_predicted_s.or(p.predicted_s)
+}
+
+/// Geometric mean (`None` when empty or a value is not positive).
+pub fn geomean(values: &[f64]) -> Option<f64> {
+    if values.is_empty()
+        || values
+            .iter()
+            .any(|v| v.is_nan() || *v <= 0.0 || v.is_infinite())
+    {
+        return None;
+    }
+    Some((values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
+}

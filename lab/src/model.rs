@@ -1,0 +1,171 @@
+//! The one model of a job's communication time, as the lab uses it: the engine's
+//! [`zonemesh_engine::collective::predict`], the formula `Place` minimises. The lab asks it over
+//! two networks: the truth it injected (the oracle, [`crate::scenarios`]) and the figures
+//! zonemesh measured (the predicted time of any placement, [`crate::evaluate_mpi`]).
+
+use serde::{Deserialize, Serialize};
+use zonemesh_engine::collective::{self, Job};
+
+pub use zonemesh_engine::collective::{Bottleneck, Link, Network, Prediction};
+
+/// Which model the predictions use (printed in reports).
+pub const MODEL: &str = "the engine's α–β model (`zonemesh_engine::collective::predict`)";
+
+/// Two ranks on one node talk over the node's loopback (Open MPI's TCP transport, as the lab runs
+/// it), which no rate limit or loss of the lab touches.
+pub const LOOPBACK: Link = Link {
+    rtt_us: 20.0,
+    loss: 0.0,
+    rate_bps: 20e9,
+};
+
+/// How the job's ranks communicate (the collectives the lab runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Collective {
+    /// Ring all-reduce: rank r sends to rank r + 1.
+    RingAllReduce,
+    /// One parameter server on rank 0's node; every other rank sends it the whole gradient and
+    /// receives the sum.
+    ParameterServer,
+}
+
+impl Collective {
+    /// The engine's collective.
+    pub fn engine(self) -> collective::Collective {
+        match self {
+            Self::RingAllReduce => collective::Collective::RingAllReduce,
+            Self::ParameterServer => collective::Collective::ParameterServer { servers: 1 },
+        }
+    }
+}
+
+/// The model's time for one iteration of `collective` over `bytes`, ranks on the nodes `ranks`
+/// of `net` in rank order.
+pub fn predict(
+    collective: Collective,
+    bytes: u64,
+    ranks: &[usize],
+    net: &dyn Network,
+) -> Prediction {
+    collective::predict(
+        &Job {
+            collective: collective.engine(),
+            bytes_per_iteration: bytes,
+        },
+        ranks,
+        net,
+    )
+}
+
+/// A network of named nodes given by functions: the link between two distinct nodes, each node's
+/// zone and its own rate (both directions); a node to itself is [`LOOPBACK`]. Zones between them
+/// share no capacity.
+pub struct Named<'a> {
+    /// The nodes; a network index is a position here.
+    pub nodes: &'a [String],
+    /// The zone of a node.
+    pub zone: &'a dyn Fn(&str) -> String,
+    /// The link from the first node to the second (never called for a node to itself).
+    pub link: &'a dyn Fn(&str, &str) -> Link,
+    /// What a node's own link carries each way, bit/s (`f64::INFINITY` when unknown).
+    pub node_bps: &'a dyn Fn(&str) -> f64,
+}
+
+impl std::fmt::Debug for Named<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Named").field("nodes", &self.nodes).finish()
+    }
+}
+
+impl Named<'_> {
+    /// The network index of `node`; panics on a node not in the network (the caller's mistake).
+    pub fn index(&self, node: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n == node)
+            .unwrap_or_else(|| panic!("{node} is not in the network"))
+    }
+
+    /// The model over `ranks` given by name.
+    pub fn predict(&self, collective: Collective, bytes: u64, ranks: &[String]) -> Prediction {
+        let index: Vec<usize> = ranks.iter().map(|r| self.index(r)).collect();
+        predict(collective, bytes, &index, self)
+    }
+}
+
+impl Network for Named<'_> {
+    fn link(&self, a: usize, b: usize) -> Link {
+        if a == b {
+            LOOPBACK
+        } else {
+            (self.link)(&self.nodes[a], &self.nodes[b])
+        }
+    }
+
+    fn zone(&self, a: usize) -> usize {
+        let z = (self.zone)(&self.nodes[a]);
+        // Equal zones give equal numbers: the index of the first node of that zone.
+        self.nodes
+            .iter()
+            .position(|n| (self.zone)(n) == z)
+            .unwrap_or(a)
+    }
+
+    fn egress_bps(&self, a: usize) -> f64 {
+        (self.node_bps)(&self.nodes[a])
+    }
+
+    fn ingress_bps(&self, a: usize) -> f64 {
+        (self.node_bps)(&self.nodes[a])
+    }
+
+    fn zone_capacity_bps(&self, _: usize, _: usize) -> Option<f64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_node_and_a_far_zone_cost_what_the_engine_says() {
+        let nodes: Vec<String> = ["a1", "a2", "b1", "b2"].map(String::from).to_vec();
+        let zone = |n: &str| n[..1].to_owned();
+        let link = |a: &str, b: &str| Link {
+            rtt_us: if a[..1] == b[..1] { 50.0 } else { 10_000.0 },
+            loss: 0.0,
+            rate_bps: 1e9,
+        };
+        let slow = |n: &str| if n == "a2" { 1e8 } else { 1e9 };
+        let fast = |_: &str| 1e9;
+        let fast_net = Named {
+            nodes: &nodes,
+            zone: &zone,
+            link: &link,
+            node_bps: &fast,
+        };
+        let slow_net = Named {
+            node_bps: &slow,
+            ..fast_net
+        };
+        let ring = |n: &Named, ranks: &[&str], bytes| {
+            let ranks: Vec<String> = ranks.iter().map(|s| (*s).to_owned()).collect();
+            n.predict(Collective::RingAllReduce, bytes, &ranks).seconds
+        };
+        // 16 MiB over four ranks at 1 Gbit/s: 6 steps of 4 MiB.
+        let t = ring(&fast_net, &["a1", "a2", "b1", "b2"], 16 << 20);
+        assert!((t - 6.0 * (4 << 20) as f64 * 8.0 / 1e9).abs() < 0.02, "{t}");
+        // The slow node's own link is ten times slower.
+        let s = ring(&slow_net, &["a1", "a2", "b1", "b2"], 16 << 20);
+        assert!(s > 9.0 * t, "{s} against {t}");
+        // Small: crossing the zones twice beats crossing at every step.
+        let good = ring(&fast_net, &["a1", "a2", "b1", "b2"], 256 << 10);
+        let bad = ring(&fast_net, &["a1", "b1", "a2", "b2"], 256 << 10);
+        assert!(bad > 1.5 * good, "{bad} against {good}");
+        // Two ranks on one node talk over the loopback.
+        assert_eq!(fast_net.link(0, 0), LOOPBACK);
+        assert_eq!(fast_net.zone(1), fast_net.zone(0));
+        assert_ne!(fast_net.zone(2), fast_net.zone(0));
+    }
+}
