@@ -234,10 +234,10 @@ mod tests {
         let across = net.link(0, 2);
         assert_eq!(across.rtt_us, 2_000.0);
         assert!((across.loss - 0.02).abs() < 1e-12, "{across:?}");
-        assert_eq!(
-            across.rate_bps, UNKNOWN_RATE_BPS,
-            "no throughput anywhere between the zones"
-        );
+        // No test crossed the zones: the model's estimate from the nodes' caps (the tests inside
+        // the zones ran at 900 Mbit/s), not the pessimistic unknown rate.
+        assert_eq!(across.rate_bps, 9e8, "{across:?}");
+        assert!(across.rate_bps != UNKNOWN_RATE_BPS);
         assert_eq!(
             net.usage(),
             Usage {
