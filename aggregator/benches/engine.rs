@@ -7,90 +7,19 @@
 //! Latencies are measured per call with `Instant` around the engine call alone (no gRPC), as
 //! p50/p99 over repeated calls; ingest rates as path summaries per second over whole batches.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+#[path = "../../engine/benches/support/cluster.rs"]
+mod cluster;
+
+use cluster::{PER_ZONE, ZONES, name, quantiles, reports};
 use zonemesh_aggregator::store::{Batch, SledStore, Store};
 use zonemesh_domain::{
-    Bps, Collective, Hello, IcmpMode, Job, MatrixQuery, Metric, Micros, NodeName, PathSample,
-    PlaceQuery, RankQuery, Report, Rtt, ThroughputSample, UnixMs, ZoneName,
+    Hello, IcmpMode, MatrixQuery, Metric, NodeName, PlaceQuery, RankQuery, UnixMs, ZoneName,
 };
 use zonemesh_engine::model::{Model, holdout};
 use zonemesh_engine::testing::synthetic;
 use zonemesh_engine::{EngineConfig, Topology};
-
-const ZONES: usize = 50;
-const PER_ZONE: usize = 100;
-
-fn name(z: usize, n: usize) -> NodeName {
-    NodeName::parse("node", format!("z{z:02}-n{n:03}")).unwrap()
-}
-
-fn rtt_of(seed: u64) -> f64 {
-    50.0 + (seed % 200) as f64
-}
-
-fn sample(src: &NodeName, dst: &NodeName, rtt: f64, t: i64, with_tput: bool) -> PathSample {
-    let m = |v: f64| Micros::parse("x", v).unwrap();
-    PathSample {
-        src: src.clone(),
-        dst: dst.clone(),
-        window_start: UnixMs(t - 10_000),
-        window_end: UnixMs(t),
-        sent: 10,
-        received: 10,
-        rtt: Some(Rtt {
-            samples: 10,
-            min: m(rtt * 0.9),
-            p50: m(rtt),
-            p90: m(rtt * 1.1),
-            p99: m(rtt * 1.3),
-            max: m(rtt * 1.5),
-            mean: m(rtt),
-            jitter: m(2.0),
-        }),
-        throughput: with_tput.then(|| ThroughputSample {
-            rate: Bps::parse("x", 8e9).unwrap(),
-            bytes: 1_000_000_000,
-            duration_us: 1_000_000,
-            warmup_us: 0,
-            streams: 1,
-        }),
-        method: Some(IcmpMode::Raw),
-    }
-}
-
-/// One report per node with every planned target (intra-zone mesh plus representatives).
-fn reports(topology: &Topology, now: UnixMs, seq: u64) -> Vec<(NodeName, Report)> {
-    let plans = topology.view().plan(now);
-    let mut out = Vec::with_capacity(plans.len());
-    for (src, targets) in plans {
-        let s = topology.node(src).name.clone();
-        let paths = targets
-            .iter()
-            .map(|d| {
-                let dn = &topology.node(*d).name;
-                let h =
-                    s.as_str().len() as u64 * 31 + dn.as_str().bytes().map(u64::from).sum::<u64>();
-                let cross = topology.view().zone_of(src) != topology.view().zone_of(*d);
-                let rtt = if cross {
-                    1_000.0 + rtt_of(h)
-                } else {
-                    rtt_of(h)
-                };
-                sample(&s, dn, rtt, now.0, h.is_multiple_of(7))
-            })
-            .collect();
-        out.push((
-            s,
-            Report {
-                sequence: seq,
-                paths,
-            },
-        ));
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
 
 /// This process's resident set, bytes.
 fn rss_bytes() -> u64 {
@@ -102,12 +31,6 @@ fn rss_bytes() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         })
         .map_or(0, |kib| kib * 1024)
-}
-
-fn quantiles(mut d: Vec<Duration>) -> (Duration, Duration) {
-    d.sort();
-    let q = |p: f64| d[((d.len() as f64 - 1.0) * p).round() as usize];
-    (q(0.5), q(0.99))
 }
 
 fn main() {
@@ -320,48 +243,7 @@ fn main() {
     }
     if wants("place-job") {
         // The same Place with the job model: nodes and rank order by predicted time.
-        let jobs = [
-            ("ring all-reduce", Collective::RingAllReduce),
-            ("hierarchical all-reduce", Collective::HierarchicalAllReduce),
-            (
-                "parameter server (4 servers)",
-                Collective::ParameterServer { servers: 4 },
-            ),
-            ("all-to-all", Collective::AllToAll),
-        ];
-        for (what, collective) in jobs {
-            let mut times = Vec::new();
-            let mut last = None;
-            for _ in 0..100 {
-                let started = Instant::now();
-                let p = topology
-                    .view()
-                    .place(
-                        &PlaceQuery {
-                            workers: 64,
-                            job: Some(Job {
-                                collective,
-                                bytes_per_iteration: 25 << 20,
-                            }),
-                            ..PlaceQuery::default()
-                        },
-                        later,
-                    )
-                    .unwrap();
-                times.push(started.elapsed());
-                last = Some(p);
-            }
-            let (p50, p99) = quantiles(times);
-            let p = last.unwrap();
-            let job = p.prediction.unwrap();
-            println!(
-                "Place 64 workers, {what} of 25 MiB, among 5000 nodes in 50 zones: p50 {p50:?} p99 {p99:?} (target p99 < 20 ms); zones {:?}, predicted {:.2} ms, {} of {} figures estimated",
-                p.zones,
-                job.seconds * 1e3,
-                job.estimated_figures,
-                job.figures
-            );
-        }
+        cluster::place_jobs(&topology, later);
     }
 
     if wants("store") {
