@@ -15,8 +15,7 @@ mod quality;
 
 use quality::Rng;
 use zonemesh_domain::{
-    Bps, Collective, Hello, IcmpMode, Job, Micros, NodeName, PathSample, PlaceQuery, Report, Rtt,
-    ThroughputSample, UnixMs, ZoneName,
+    Collective, Hello, IcmpMode, Job, NodeName, PlaceQuery, Report, UnixMs, ZoneName,
 };
 use zonemesh_engine::collective::predict;
 use zonemesh_engine::network::SnapshotNetwork;
@@ -80,7 +79,6 @@ fn instance(seed: u64, spans: bool) -> Instance {
             now,
         );
     }
-    let us = |v: f64| Micros::parse("rtt", v).unwrap();
     for src in &nodes {
         let name = NodeName::parse("node", src.0.as_str()).unwrap();
         let paths = nodes
@@ -93,39 +91,7 @@ fn instance(seed: u64, spans: bool) -> Instance {
                 let across = if src.1 == dst.1 { 1.0 } else { 0.4 };
                 let bps = src.4.min(dst.4) * across * rng.range(0.9, 1.0);
                 let bytes = (bps / 8.0) as u64;
-                PathSample {
-                    src: name.clone(),
-                    dst: NodeName::parse("node", dst.0.as_str()).unwrap(),
-                    window_start: UnixMs(now.0 - 10_000),
-                    window_end: now,
-                    sent: 1000,
-                    received: 1000 - lost,
-                    rtt: Some(
-                        Rtt {
-                            samples: 1000 - lost,
-                            min: us(rtt * 0.95),
-                            p50: us(rtt),
-                            p90: us(rtt * 1.1),
-                            p99: us(rtt * 1.3),
-                            max: us(rtt * 1.5),
-                            mean: us(rtt),
-                            jitter: us(1.0),
-                        }
-                        .checked()
-                        .unwrap(),
-                    ),
-                    throughput: Some(
-                        ThroughputSample::new(
-                            Bps::parse("rate", bytes as f64 * 8.0).unwrap(),
-                            bytes,
-                            1_000_000,
-                            0,
-                            1,
-                        )
-                        .unwrap(),
-                    ),
-                    method: Some(IcmpMode::Raw),
-                }
+                quality::measured_path(&name, dst.0.as_str(), rtt, lost, bytes, now)
             })
             .collect();
         let id = topology.id(&name).unwrap();

@@ -86,7 +86,6 @@ pub fn instance(seed: u64) -> Instance {
         };
         topology.register(&hello, now);
     }
-    let us = |v: f64| Micros::parse("rtt", v).expect("a valid RTT");
     for (s, src) in nodes.iter().enumerate() {
         let name = NodeName::parse("node", src.0.as_str()).expect("valid name");
         let paths = nodes
@@ -100,39 +99,7 @@ pub fn instance(seed: u64) -> Instance {
                 let across = if src.1 == dst.1 { 1.0 } else { 0.4 };
                 let bps = src.4.min(dst.4) * across * rng.range(0.9, 1.0);
                 let bytes = (bps / 8.0) as u64;
-                PathSample {
-                    src: name.clone(),
-                    dst: NodeName::parse("node", dst.0.as_str()).expect("valid name"),
-                    window_start: UnixMs(now.0 - 10_000),
-                    window_end: now,
-                    sent: 1000,
-                    received: 1000 - lost,
-                    rtt: Some(
-                        Rtt {
-                            samples: 1000 - lost,
-                            min: us(rtt * 0.95),
-                            p50: us(rtt),
-                            p90: us(rtt * 1.1),
-                            p99: us(rtt * 1.3),
-                            max: us(rtt * 1.5),
-                            mean: us(rtt),
-                            jitter: us(1.0),
-                        }
-                        .checked()
-                        .expect("ordered quantiles"),
-                    ),
-                    throughput: Some(
-                        ThroughputSample::new(
-                            Bps::parse("rate", bytes as f64 * 8.0).expect("a rate"),
-                            bytes,
-                            1_000_000,
-                            0,
-                            1,
-                        )
-                        .expect("a consistent test"),
-                    ),
-                    method: Some(IcmpMode::Raw),
-                }
+                measured_path(&name, dst.0.as_str(), rtt, lost, bytes, now)
             })
             .collect();
         let id = topology.id(&name).expect("registered");
@@ -230,5 +197,52 @@ pub fn summary(seeds: std::ops::Range<u64>) -> Summary {
         max_rtt: max(|g| g.rtt),
         mean_throughput: gaps.iter().map(|g| g.throughput).sum::<f64>() / n,
         max_throughput: max(|g| g.throughput),
+    }
+}
+
+/// A 10 s window of 1,000 probes from `src` to `dst` (`lost` of them lost, quantiles around
+/// `rtt`) with a one-second throughput test that moved `bytes`: what the quality and job
+/// placement tests measure every pair with.
+pub fn measured_path(
+    src: &NodeName,
+    dst: &str,
+    rtt: f64,
+    lost: u64,
+    bytes: u64,
+    now: UnixMs,
+) -> PathSample {
+    let us = |v: f64| Micros::parse("rtt", v).expect("a valid RTT");
+    PathSample {
+        src: src.clone(),
+        dst: NodeName::parse("node", dst).expect("valid name"),
+        window_start: UnixMs(now.0 - 10_000),
+        window_end: now,
+        sent: 1000,
+        received: 1000 - lost,
+        rtt: Some(
+            Rtt {
+                samples: 1000 - lost,
+                min: us(rtt * 0.95),
+                p50: us(rtt),
+                p90: us(rtt * 1.1),
+                p99: us(rtt * 1.3),
+                max: us(rtt * 1.5),
+                mean: us(rtt),
+                jitter: us(1.0),
+            }
+            .checked()
+            .expect("ordered quantiles"),
+        ),
+        throughput: Some(
+            ThroughputSample::new(
+                Bps::parse("rate", bytes as f64 * 8.0).expect("a rate"),
+                bytes,
+                1_000_000,
+                0,
+                1,
+            )
+            .expect("a consistent test"),
+        ),
+        method: Some(IcmpMode::Raw),
     }
 }
