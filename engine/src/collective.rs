@@ -64,7 +64,8 @@ pub struct Link {
 
 /// The network a prediction runs on. Nodes are indices chosen by the caller.
 pub trait Network {
-    /// The link from `a` to `b` (`a != b`).
+    /// The link from `a` to `b` (`a != b`). An unlimited rate (`f64::INFINITY`) means both are
+    /// on one host: a flow between them uses neither node's own link nor any zone capacity.
     fn link(&self, a: usize, b: usize) -> Link;
     /// The zone of `a` (any index; equal zones are equal numbers).
     fn zone(&self, a: usize) -> usize;
@@ -185,6 +186,12 @@ impl FlowTime {
     }
 }
 
+/// Whether a flow stays on one host: its link is unlimited, so it uses neither end's own link
+/// nor any zone capacity (two ranks on one node).
+fn on_one_host(net: &dyn Network, f: &Flow) -> bool {
+    net.link(f.from, f.to).rate_bps == f64::INFINITY
+}
+
 /// What each of a set of concurrent flows costs: its link's delay and repair, and its
 /// serialisation at its link's rate, shared at its ends and across zone pairs (see the module
 /// docs).
@@ -194,6 +201,9 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
     let mut into: HashMap<usize, u32> = HashMap::new();
     let mut across: HashMap<(usize, usize), u32> = HashMap::new();
     for f in flows {
+        if on_one_host(net, f) {
+            continue;
+        }
         *out.entry(f.from).or_default() += 1;
         *into.entry(f.to).or_default() += 1;
         let (za, zb) = (net.zone(f.from), net.zone(f.to));
@@ -205,10 +215,17 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
         .iter()
         .map(|f| {
             let link = net.link(f.from, f.to);
-            let egress = net.egress_bps(f.from) / f64::from(out[&f.from]);
-            let ingress = net.ingress_bps(f.to) / f64::from(into[&f.to]);
+            let local = on_one_host(net, f);
+            let (egress, ingress) = if local {
+                (f64::INFINITY, f64::INFINITY)
+            } else {
+                (
+                    net.egress_bps(f.from) / f64::from(out[&f.from]),
+                    net.ingress_bps(f.to) / f64::from(into[&f.to]),
+                )
+            };
             let (za, zb) = (net.zone(f.from), net.zone(f.to));
-            let zone_share = if za == zb {
+            let zone_share = if za == zb || local {
                 f64::INFINITY
             } else {
                 net.zone_capacity_bps(za, zb)
@@ -314,9 +331,13 @@ fn ring(net: &dyn Network, nodes: &[usize], bytes: f64) -> (f64, Bottleneck, Str
         .max_by(|a, b| a.serial.total_cmp(&b.serial))
         .expect("two flows at least");
     let around: f64 = times.iter().map(FlowTime::total).sum();
+    let delays: f64 = times.iter().map(|t| t.delay).sum();
     let bandwidth = steps * slowest.serial;
     let latency = steps / p as f64 * around;
-    if latency > bandwidth {
+    // A trip around the ring holds every flow's serialisation too, so with equal links its
+    // bound passes the slowest link's by the delays alone: the delays are named the bottleneck
+    // only when they are most of a trip.
+    if latency > bandwidth && delays > around - delays {
         (
             latency,
             Bottleneck::RingLatency,
@@ -328,7 +349,7 @@ fn ring(net: &dyn Network, nodes: &[usize], bytes: f64) -> (f64, Bottleneck, Str
         )
     } else {
         (
-            bandwidth,
+            latency.max(bandwidth),
             slowest.bottleneck.clone(),
             format!(
                 "{steps} steps of {:.0} kB, each bound by {}",

@@ -9,10 +9,19 @@
 //!   measured throughput, else the estimated one;
 //! - a figure nobody measured or estimated is assumed pessimistically ([`UNKNOWN_RTT_US`], no
 //!   loss, [`UNKNOWN_RATE_BPS`]) and counted as estimated;
-//! - a node's egress and ingress are unlimited and zones share no capacity: the fitted model
-//!   of the network (node caps, zone-pair capacity) will fill them. Until then only the links'
-//!   own rates bound a transfer;
-//! - two ranks on one node talk without the network (no delay, unlimited rate).
+//! - a node's egress and ingress are its caps in the fitted model ([`Snapshot::egress_cap_bps`],
+//!   [`Snapshot::ingress_cap_bps`]: the fastest throughput test it sent or received), shared by
+//!   the flows it sends or receives at once, so that a parameter server's incast and a node
+//!   sending to several peers cost what they share; unlimited when the model has no test of
+//!   the node;
+//! - zones share no capacity: the model's zone-pair capacity ([`Snapshot::zone_capacity_bps`])
+//!   is what single throughput tests between the zones reached, which cannot tell a limit each
+//!   flow meets alone (a long path's TCP window, a per-flow policer) from one that flows
+//!   crossing at once divide. It already bounds each estimated link's rate; dividing it among
+//!   the flows of a collective as well would charge a sharing nobody measured. (A node's own
+//!   link, by contrast, is one NIC whichever flow crosses it.)
+//! - two ranks on one node talk without the network (no delay, unlimited rate, no share of the
+//!   node's own link).
 //!
 //! It remembers every pair it was asked about, so that an answer can say how many of the figures
 //! behind a prediction were estimated ([`SnapshotNetwork::usage`] after
@@ -156,12 +165,16 @@ impl Network for SnapshotNetwork<'_> {
         self.zones[a]
     }
 
-    fn egress_bps(&self, _: usize) -> f64 {
-        f64::INFINITY
+    fn egress_bps(&self, a: usize) -> f64 {
+        self.snapshot
+            .egress_cap_bps(self.nodes[a])
+            .unwrap_or(f64::INFINITY)
     }
 
-    fn ingress_bps(&self, _: usize) -> f64 {
-        f64::INFINITY
+    fn ingress_bps(&self, a: usize) -> f64 {
+        self.snapshot
+            .ingress_cap_bps(self.nodes[a])
+            .unwrap_or(f64::INFINITY)
     }
 
     fn zone_capacity_bps(&self, _: usize, _: usize) -> Option<f64> {
@@ -174,7 +187,7 @@ mod tests {
     use zonemesh_domain::{Collective, Job, Report};
 
     use super::*;
-    use crate::collective::predict;
+    use crate::collective::{Bottleneck, predict};
     use crate::testing::*;
     use crate::{EngineConfig, Topology};
 
@@ -268,6 +281,71 @@ mod tests {
                 figures: 2,
                 estimated: 0
             }
+        );
+    }
+
+    #[test]
+    fn a_parameter_server_shares_its_own_link_among_the_workers_pushing_to_it() {
+        let now = UnixMs(1_000_000);
+        // One zone of four nodes, every throughput test at 1 Gbit/s: the model caps each node's
+        // own link at 1 Gbit/s, so three workers pushing to one server share it.
+        let t = mesh_with_throughput(1, 4, |_, _| 100.0, |_, _| 0, |_, _| 1e9, now);
+        let ids: Vec<NodeId> = (0..4)
+            .map(|n| t.id(&name(&format!("z0-n{n}"))).unwrap())
+            .collect();
+        let net = SnapshotNetwork::new(t.view(), ids, now);
+        assert_eq!(net.egress_bps(0), 1e9);
+        assert_eq!(net.ingress_bps(3), 1e9);
+        let job = Job {
+            collective: Collective::ParameterServer { servers: 1 },
+            bytes_per_iteration: 30_000_000,
+        };
+        let p = predict(&job, &[0, 1, 2, 3], &net);
+        // Push: 3 × 30 MB through the server's 1 Gbit/s; pull: the same out of it.
+        let serial = 2.0 * 3.0 * 30e6 * 8.0 / 1e9;
+        assert!(
+            p.seconds >= serial && p.seconds < serial * 1.05,
+            "{p} (serialisation alone {serial} s)"
+        );
+        assert!(
+            matches!(p.bottleneck, Bottleneck::Node { .. }),
+            "the server's own link, not a link: {p}"
+        );
+    }
+
+    #[test]
+    fn a_capacity_between_zones_bounds_each_link_but_is_not_divided_among_flows() {
+        let now = UnixMs(1_000_000);
+        // Inside a zone 1 Gbit/s; between the zones 400 Mbit/s that the nodes do not explain.
+        let t = mesh_with_throughput(
+            2,
+            2,
+            |_, _| 100.0,
+            |_, _| 0,
+            |s, d| if s[..2] == d[..2] { 1e9 } else { 400e6 },
+            now,
+        );
+        let ids: Vec<NodeId> = ["z0-n0", "z0-n1", "z1-n0", "z1-n1"]
+            .map(|n| t.id(&name(n)).unwrap())
+            .to_vec();
+        let net = SnapshotNetwork::new(t.view(), ids, now);
+        assert_eq!(net.zone_capacity_bps(net.zone(0), net.zone(2)), None);
+        let job = Job {
+            collective: Collective::RingAllReduce,
+            bytes_per_iteration: 64_000_000,
+        };
+        // Grouped by zone the ring crosses once each way, alternating twice each way at once:
+        // each crossing link runs at its own 400 Mbit/s either way.
+        let grouped = predict(&job, &[0, 1, 2, 3], &net);
+        let alternating = predict(&job, &[0, 2, 1, 3], &net);
+        let serial = 6.0 * 16e6 * 8.0 / 400e6;
+        assert!(
+            grouped.seconds >= serial && grouped.seconds < serial * 1.05,
+            "{grouped}"
+        );
+        assert!(
+            alternating.seconds < grouped.seconds * 1.05,
+            "grouped {grouped}, alternating {alternating}"
         );
     }
 

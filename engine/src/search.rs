@@ -6,9 +6,9 @@
 //!
 //! 1. Each link gets the cost of a lone transfer of the collective's chunk over it (one-way
 //!    delay, expected repair of a loss, serialisation at the link's rate: `collective`'s terms
-//!    without the sharing at a node's or a zone pair's link). Each node's quality is its mean cost
-//!    to up to [`QUALITY_PEERS`] pool nodes of its zone; the best nodes are kept until they hold
-//!    the workers with a margin ([`keep_slots`]).
+//!    without the sharing at a node's own link, which step 3 adds per node). Each node's
+//!    quality is its mean cost to up to [`QUALITY_PEERS`] pool nodes of its zone; the best nodes
+//!    are kept until they hold the workers with a margin ([`keep_slots`]).
 //! 2. Starting from the best node of each zone (and the best overall), a greedy build: for a
 //!    ring (and the rings inside a hierarchical all-reduce) the nearest next node from the chain's
 //!    tail, and (from the first [`INSERTION_STARTS`], in pools of at most [`INSERTION_UP_TO`]
@@ -20,9 +20,11 @@
 //!      two bounds in `collective`; moves: replace a chosen node by an unchosen one, reverse a
 //!      segment of the order (2-opt; links are taken as symmetric, as the snapshot's pair
 //!      figures are);
-//!    - parameter server: twice the worst link between a server and another chosen node; moves:
-//!      replace a node, swap a server with a worker;
-//!    - all-to-all: the worst link among the chosen; moves: replace a node.
+//!    - parameter server: twice the worst of a link between a server and another chosen node
+//!      and a node's own link (its model cap) carrying a server's incast or a worker's pushes at
+//!      once; moves: replace a node, swap a server with a worker;
+//!    - all-to-all: the worst of a link among the chosen and a node's own link carrying its
+//!      sends to every other node at once; moves: replace a node.
 //! 4. Every result is priced with `predict` over the same network, and for a hierarchical
 //!    all-reduce each zone's leader (its first rank) is chosen by `predict`.
 //! 5. The best over every pool searched is polished with moves valued by `predict` itself
@@ -104,6 +106,9 @@ struct Costs {
     k: usize,
     total: Vec<f64>,
     serial: Vec<f64>,
+    /// Per node, one chunk through its own link (its slower cap of the two), seconds; 0 when
+    /// the model has no cap for it.
+    own: Vec<f64>,
 }
 
 impl Costs {
@@ -163,7 +168,7 @@ impl Ctx {
                         }
                     }
                 }
-                2.0 * worst
+                2.0 * worst.max(self.worst_own(s, usize::MAX))
             }
             Shape::AllPairs => {
                 let mut worst = 0.0f64;
@@ -172,7 +177,7 @@ impl Ctx {
                         worst = worst.max(c.t(a, b));
                     }
                 }
-                worst
+                worst.max(self.worst_own(s, usize::MAX))
             }
         }
     }
@@ -245,6 +250,33 @@ impl Ctx {
             Shape::Servers(_) => servers[x] || servers[z],
             _ => true,
         }
+    }
+
+    /// How long the chunks through the own link of `node`, put at position `x` of `s`, take
+    /// when they pass it at once: an all-to-all rank sends to every rank off its node; a
+    /// parameter server's ranks take from every rank off their node (incast), and its workers
+    /// send to every server off theirs. The rest of `s` stays as it is.
+    fn own_term(&self, s: &State, x: usize, node: usize) -> f64 {
+        let p = f64::from(self.workers);
+        let t = f64::from(s.take[x]);
+        let flows = match self.shape {
+            Shape::Ring => return 0.0,
+            Shape::AllPairs => t * (p - t),
+            Shape::Servers(servers) => {
+                let before: u32 = s.take[..x].iter().sum();
+                let served = f64::from(servers.saturating_sub(before).min(s.take[x]));
+                (served * (p - t)).max(t * (f64::from(servers) - served))
+            }
+        };
+        flows * self.costs.own[node]
+    }
+
+    /// The largest [`own_term`](Self::own_term) of `s`'s nodes, leaving out position `skip`.
+    fn worst_own(&self, s: &State, skip: usize) -> f64 {
+        (0..s.order.len())
+            .filter(|&x| x != skip)
+            .map(|x| self.own_term(s, x, s.order[x]))
+            .fold(0.0, f64::max)
     }
 
     /// Which positions hold a server's ranks (the first `servers` ranks).
@@ -503,6 +535,7 @@ impl Ctx {
                                 }
                             }
                         }
+                        let own_without = self.worst_own(&state, x);
                         for y in 0..k {
                             if chosen[y] || self.slots[y] < state.take[x] {
                                 continue;
@@ -511,6 +544,7 @@ impl Ctx {
                                 .filter(|&z| z != x && self.counts(&servers, x, z))
                                 .map(|z| c.t(y, state.order[z]))
                                 .fold((without, sum_without), |(w, s), t| (w.max(t), s + t));
+                            let with = with.max(own_without).max(self.own_term(&state, x, y));
                             if accept(factor * with, new_sum, best, sum) {
                                 best = factor * with;
                                 sum = new_sum;
@@ -622,6 +656,17 @@ pub fn search(
         k,
         total: vec![0.0; k * k],
         serial: vec![0.0; k * k],
+        own: kept
+            .iter()
+            .map(|&i| {
+                let cap = net.egress_bps(i).min(net.ingress_bps(i));
+                if cap.is_finite() {
+                    bytes * 8.0 / cap.max(1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect(),
     };
     for a in 0..k {
         for b in a + 1..k {
