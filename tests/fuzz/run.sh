@@ -13,10 +13,17 @@ case "$seconds" in
 esac
 command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz missing: cargo install cargo-fuzz --locked" >&2; exit 1; }
 export RUSTC_BOOTSTRAP=1
-seeds="$(mktemp -d)"
 log="$(mktemp)"
-trap 'rm -rf "$seeds" "$log"' EXIT
-cargo run --quiet --locked -p zonemesh-fuzz-support --example fuzz_seeds -- "$seeds"
+# FUZZ_SEEDS: a directory the seed corpus was written to already (CI writes it before it cleans
+# the target directory, so that the seed writer is not built a second time).
+if [ -n "${FUZZ_SEEDS:-}" ]; then
+  seeds="$FUZZ_SEEDS"
+  trap 'rm -f "$log"' EXIT
+else
+  seeds="$(mktemp -d)"
+  trap 'rm -rf "$seeds" "$log"' EXIT
+  cargo run --quiet --locked -p zonemesh-fuzz-support --example fuzz_seeds -- "$seeds"
+fi
 for target in wire_to_domain extender_json store_record; do
   mkdir -p "tests/fuzz/corpus/$target"
   echo "== fuzz $target for ${seconds}s"
