@@ -124,7 +124,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use zonemesh_domain::{
-    Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, UnixMs, ZoneName,
+    Bps, Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, ThroughputSample, UnixMs,
+    ZoneName,
 };
 
 use crate::collective::MSS_BYTES;
@@ -852,6 +853,8 @@ pub struct MeasuredPath {
     pub sent: u64,
     /// Replies received.
     pub received: u64,
+    /// Goodput of its latest throughput test, bit/s, if it had one.
+    pub throughput_bps: Option<f64>,
 }
 
 /// A topology holding `paths` as one window each, measured at `now` and swept (so its model is
@@ -897,7 +900,20 @@ pub fn topology_of(paths: &[MeasuredPath], now: UnixMs) -> Result<Topology, Erro
             sent: p.sent,
             received: p.received.min(p.sent),
             rtt: (p.received > 0).then_some(rtt),
-            throughput: None,
+            throughput: p
+                .throughput_bps
+                .filter(|bps| *bps > 0.0)
+                .map(|bps| {
+                    let bytes = (bps / 8.0).round() as u64;
+                    ThroughputSample::new(
+                        Bps::parse("throughput_bps", bps)?,
+                        bytes,
+                        1_000_000,
+                        0,
+                        1,
+                    )
+                })
+                .transpose()?,
             method: Some(IcmpMode::Raw),
         });
     }
@@ -932,6 +948,12 @@ pub struct HoldoutError {
     pub roll_up_rtt_relative: Vec<f64>,
     /// Absolute loss errors of the roll-up mean, sorted.
     pub roll_up_loss_absolute: Vec<f64>,
+    /// Relative rate errors `|predicted − measured| / measured` of the held-out paths with a
+    /// fresh throughput test: the model's rate ([`Model::rate_bps`]: node caps, zone capacity,
+    /// loss penalty) at the path's estimated RTT and loss, against the test's goodput. Sorted.
+    pub rate_relative: Vec<f64>,
+    /// Held-out paths with a throughput test the model gave no rate for.
+    pub rate_unpredicted: usize,
 }
 
 impl HoldoutError {
@@ -945,13 +967,27 @@ impl HoldoutError {
     }
 
     /// One line: paths, median and p90 relative RTT error, median and p90 absolute loss error,
-    /// the model's and the roll-up mean's.
+    /// the model's and the roll-up mean's; the rate error of the paths with a throughput test.
     pub fn summary(&self) -> String {
         let q = |v: &[f64], p: f64| 100.0 * Self::quantile(v, p);
+        let rate = if self.rate_relative.is_empty() {
+            format!(
+                "no held-out path had a throughput test ({} without a rate)",
+                self.rate_unpredicted
+            )
+        } else {
+            format!(
+                "rate error on {} tested paths ({} without a rate) median {:.1} %, p90 {:.1} %",
+                self.rate_relative.len(),
+                self.rate_unpredicted,
+                q(&self.rate_relative, 0.5),
+                q(&self.rate_relative, 0.9),
+            )
+        };
         format!(
             "{} held-out inter-zone paths ({} unpredicted): RTT error median {:.2} %, p90 {:.2} %; \
              loss error median {:.3} pp, p90 {:.3} pp (zone roll-up mean: RTT {:.2} %, {:.2} %; \
-             loss {:.3} pp, {:.3} pp)",
+             loss {:.3} pp, {:.3} pp); {rate}",
             self.paths,
             self.unpredicted,
             q(&self.rtt_relative, 0.5),
@@ -1040,6 +1076,18 @@ pub fn holdout(snapshot: &Snapshot, now: UnixMs) -> HoldoutError {
                 }
             }
             error.loss_absolute.push((estimate.loss - loss).abs());
+            if let Some(test) = path.fresh_throughput(now, config)
+                && test.latest_bps > 0.0
+            {
+                let rate =
+                    model.rate_bps(src, zs, dst, zd, Some(estimate.rtt_us), Some(estimate.loss));
+                match rate {
+                    Some(bps) => error
+                        .rate_relative
+                        .push((bps - test.latest_bps).abs() / test.latest_bps),
+                    None => error.rate_unpredicted += 1,
+                }
+            }
             if let Some(&(rtt_sum, rtt_n, loss_sum, loss_n)) = roll.get(&key(zs, zd)) {
                 if let Some(r) = path.merged.rtt
                     && rtt_n > 0
@@ -1062,6 +1110,7 @@ pub fn holdout(snapshot: &Snapshot, now: UnixMs) -> HoldoutError {
     error.roll_up_loss_absolute.sort_by(f64::total_cmp);
     error.rtt_relative.sort_by(f64::total_cmp);
     error.loss_absolute.sort_by(f64::total_cmp);
+    error.rate_relative.sort_by(f64::total_cmp);
     error
 }
 
@@ -1284,6 +1333,36 @@ mod tests {
     }
 
     #[test]
+    fn held_out_rates_come_from_the_nodes_caps_and_the_zone_pairs_capacity() {
+        let now = UnixMs(1_000_000);
+        // z1-n2 runs at 100 Mbit/s; zone 0 ↔ zone 2 carries 400 Mbit/s; the rest 1 Gbit/s.
+        let cap = |n: &str| -> f64 { if n == "z1-n2" { 100e6 } else { 1e9 } };
+        let t = mesh_with_throughput(
+            3,
+            4,
+            |s, d| if zone(s) == zone(d) { 50.0 } else { 2_000.0 },
+            |_, _| 0,
+            |s, d| {
+                let zones = [zone(s), zone(d)];
+                let across = if zones.contains(&b'0') && zones.contains(&b'2') {
+                    400e6
+                } else {
+                    f64::INFINITY
+                };
+                cap(s).min(cap(d)).min(across)
+            },
+            now,
+        );
+        let error = holdout(t.view(), now);
+        println!("{}", error.summary());
+        // Three zone pairs of 16 node pairs each, both directions, all tested.
+        assert_eq!(error.rate_relative.len(), 3 * 16 * 2, "{}", error.summary());
+        assert_eq!(error.rate_unpredicted, 0);
+        let worst = HoldoutError::quantile(&error.rate_relative, 1.0);
+        assert!(worst < 1e-9, "{}", error.summary());
+    }
+
+    #[test]
     fn a_lossy_node_never_lifts_another_nodes_estimated_loss() {
         let now = UnixMs(1_000_000);
         let mut lossy_seen = 0;
@@ -1354,6 +1433,7 @@ mod tests {
                     rtt_p50_us: us,
                     sent,
                     received: sent - lost,
+                    throughput_bps: None,
                 }
             })
             .collect()

@@ -39,6 +39,8 @@ pub struct PathRow {
     pub ping_sent: u64,
     /// Replies.
     pub ping_received: u64,
+    /// zonemesh's latest throughput test of the path, bit/s, if it ran one.
+    pub zonemesh_tput_bps: Option<f64>,
 }
 
 /// One directed path's throughput, three ways.
@@ -273,6 +275,9 @@ pub async fn measure_paths(
             ping_received: rtts.len() as u64,
             ping_p50_us: median(rtts),
             ping_sent: u64::from(count),
+            zonemesh_tput_bps: (f.throughput_provenance == v1::Provenance::Measured as i32
+                && f.throughput_bps > 0.0)
+                .then_some(f.throughput_bps),
             src,
             dst,
         });
@@ -299,6 +304,7 @@ pub fn model_section(lab: &Lab, rows: &[PathRow]) -> Result<String> {
                 rtt_p50_us: r.zonemesh_p50_us,
                 sent: r.zonemesh_sent,
                 received: r.zonemesh_received,
+                throughput_bps: r.zonemesh_tput_bps,
             })
         })
         .collect::<Result<Vec<_>, zonemesh_domain::FieldError>>()?;
@@ -328,6 +334,33 @@ pub fn model_section(lab: &Lab, rows: &[PathRow]) -> Result<String> {
         q(&e.roll_up_loss_absolute, 0.5),
         q(&e.roll_up_loss_absolute, 0.9)
     );
+    if e.rate_relative.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nRate: none of the held-out paths had a throughput test of its own in this run, \
+             so the model's rates were not compared with a measured one."
+        );
+    } else {
+        let _ = writeln!(
+            md,
+            "\nRate: on the {} held-out paths with a throughput test of their own, the model's rate \
+             (the nodes' caps, the zone pair's capacity, the loss penalty at the estimated RTT and \
+             loss, all fitted without the held-out half) against the test's goodput: error median \
+             {:.1} %, p90 {:.1} %, worst {:.1} %{}.",
+            e.rate_relative.len(),
+            q(&e.rate_relative, 0.5),
+            q(&e.rate_relative, 0.9),
+            q(&e.rate_relative, 1.0),
+            if e.rate_unpredicted > 0 {
+                format!(
+                    " ({} more without a rate from the model)",
+                    e.rate_unpredicted
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(md)
 }
 
