@@ -718,6 +718,12 @@ impl Snapshot {
 
     /// The job's cost of a lone transfer of its chunk over the worst roll-up among `zones` (each
     /// zone's own, and between every two): how a zone set is judged before it is searched.
+    ///
+    /// The roll-up, not the model's zone-pair terms, on purpose: this only orders the pools the
+    /// budget lets the search try, and a pool is as good as the nodes in it. The roll-up counts
+    /// the zone's lossy and slow nodes, so a zone that is mostly faulty is tried late; the
+    /// model's terms leave node faults out (they belong to the nodes) and would rank it with the
+    /// clean ones. Inside the pools tried, the model decides (`predict` over the network).
     fn job_zone_estimate(&self, zones: &[ZoneId], job: &Job, workers: u32) -> f64 {
         let chunk = job.bytes_per_iteration as f64 / f64::from(workers.max(1));
         let mut worst = 0.0f64;
