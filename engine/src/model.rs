@@ -1329,6 +1329,11 @@ mod tests {
             assert!(error.paths >= 28 * 4 * 2, "{}", error.paths);
             let median = HoldoutError::quantile(&error.rtt_relative, 0.5);
             assert!(median <= 0.05, "seed {seed}: {}", error.summary());
+            // Every probed inter-zone path has a throughput test: the nodes' caps fitted from
+            // the other paths predict it.
+            assert_eq!(error.rate_relative.len(), error.paths);
+            let rate = HoldoutError::quantile(&error.rate_relative, 0.5);
+            assert!(rate <= 0.05, "seed {seed}: {}", error.summary());
         }
     }
 
