@@ -345,6 +345,8 @@ pub struct Topology {
     registered: usize,
     /// Which nodes were DOWN when the last sweep pass ended.
     down_after_last_pass: Vec<bool>,
+    /// The sweep leaves the model's fits to the caller ([`Topology::fit_models_elsewhere`]).
+    models_elsewhere: bool,
 }
 
 impl Topology {
@@ -353,6 +355,37 @@ impl Topology {
     /// [`EngineConfig::model_every_ms`]; call it to refit at once.
     pub fn fit_model(&mut self, now: UnixMs) {
         self.snap.model = Arc::new(model::Model::fit(&self.snap, now));
+    }
+
+    /// From now on the sweep does not fit the model itself: the caller fits it on a snapshot
+    /// ([`model::Model::fit`]) when [`model_due`](Self::model_due) says so, away from the writer,
+    /// and hands it back with [`install_model`](Self::install_model). A server does this so that
+    /// a fit (65 ms at 5,000 nodes) never holds up the writes.
+    pub fn fit_models_elsewhere(&mut self) {
+        self.models_elsewhere = true;
+    }
+
+    /// Whether the model's last fit is older than its cost allows (see [`MODEL_PATHS_PER_MS`]),
+    /// or than [`EngineConfig::model_every_ms`], or there was none.
+    pub fn model_due(&self, now: UnixMs) -> bool {
+        let interval = (self.snap.path_count / MODEL_PATHS_PER_MS) as i64;
+        self.snap.model.fitted_at().is_none_or(|at| {
+            now.since(at) >= interval.min(self.snap.config.model_every_ms) || now.0 < at.0
+        })
+    }
+
+    /// Publishes `model` (fitted on an earlier snapshot of this topology) with the next snapshot,
+    /// unless the model in place was fitted later; returns whether it was installed. Nodes
+    /// registered after its snapshot have no terms in it, as after any fit.
+    pub fn install_model(&mut self, model: Arc<model::Model>) -> bool {
+        let newer = match (model.fitted_at(), self.snap.model.fitted_at()) {
+            (Some(new), Some(old)) => new.0 >= old.0,
+            (new, _) => new.is_some(),
+        };
+        if newer {
+            self.snap.model = model;
+        }
+        newer
     }
 }
 

@@ -1368,6 +1368,35 @@ mod tests {
     }
 
     #[test]
+    fn a_model_fitted_elsewhere_is_installed_unless_a_later_fit_is_in_place() {
+        let now = UnixMs(1_000_000);
+        let mut t = mesh(2, 3, |_, _| 100.0, |_, _| 0, now);
+        assert_eq!(
+            t.view().model().fitted_at(),
+            Some(now),
+            "fitted by the sweep"
+        );
+        t.fit_models_elsewhere();
+        let later = UnixMs(now.0 + 60_000);
+        t.sweep(later);
+        assert_eq!(
+            t.view().model().fitted_at(),
+            Some(now),
+            "the sweep leaves it"
+        );
+        assert!(t.model_due(later));
+        let fitted = std::sync::Arc::new(Model::fit(&t.snapshot(), later));
+        assert!(t.install_model(fitted.clone()));
+        assert_eq!(t.view().model().fitted_at(), Some(later));
+        let older = std::sync::Arc::new(Model::fit(&t.snapshot(), now));
+        assert!(
+            !t.install_model(older),
+            "an older fit never replaces a newer one"
+        );
+        assert_eq!(t.view().model().fitted_at(), Some(later));
+    }
+
+    #[test]
     fn a_lossy_node_never_lifts_another_nodes_estimated_loss() {
         let now = UnixMs(1_000_000);
         let mut lossy_seen = 0;

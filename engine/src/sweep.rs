@@ -8,7 +8,7 @@ use zonemesh_domain::{NodeState, UnixMs};
 use crate::cow::CowVec;
 use crate::path::{PathConfig, PathState};
 use crate::sums::{Contribution, Sums};
-use crate::{MODEL_PATHS_PER_MS, NodeId, REBUILD_EVERY, Snapshot, Topology};
+use crate::{NodeId, REBUILD_EVERY, Snapshot, Topology};
 
 /// Where a stepwise sweep is, and what it has counted so far.
 #[derive(Debug, Clone, Default)]
@@ -196,12 +196,8 @@ impl Topology {
         }
         self.down_after_last_pass = down;
         // Refit when the last fit is older than its cost allows (see `MODEL_PATHS_PER_MS`), and
-        // at least every `model_every_ms`.
-        let interval = (self.snap.path_count / MODEL_PATHS_PER_MS) as i64;
-        let due = self.snap.model.fitted_at().is_none_or(|at| {
-            now.since(at) >= interval.min(self.snap.config.model_every_ms) || now.0 < at.0
-        });
-        if due {
+        // at least every `model_every_ms`, unless the caller fits elsewhere.
+        if !self.models_elsewhere && self.model_due(now) {
             self.fit_model(now);
         }
         true

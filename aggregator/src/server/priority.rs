@@ -17,7 +17,8 @@
 /// The nice value of the ingest and owner threads (0 is the default; 19 the lowest priority).
 pub const BACKGROUND_NICE: i32 = 5;
 
-/// Lowers the calling thread's scheduling priority to [`BACKGROUND_NICE`].
+/// Lowers the calling thread's scheduling priority to [`BACKGROUND_NICE`], never raises it: a
+/// thread already nicer (an aggregator started under `nice -n 19`) stays as it is.
 ///
 /// Failure (a sandbox that forbids it) is logged and otherwise ignored: priorities shape the
 /// tail latency of queries, not correctness.
@@ -25,7 +26,12 @@ pub fn yield_to_queries() {
     // Linux keeps a nice value per thread: `setpriority(PRIO_PROCESS, tid)` changes this one.
     #[cfg(target_os = "linux")]
     if let Err(e) =
-        rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE)
+        rustix::process::getpriority_process(Some(rustix::thread::gettid())).and_then(|now| {
+            if now >= BACKGROUND_NICE {
+                return Ok(());
+            }
+            rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE)
+        })
     {
         tracing::debug!(error = %e, "could not lower an ingest thread's priority");
     }
