@@ -81,10 +81,22 @@ pub fn write_report(results: &Path, out: &Path) -> Result<()> {
     let data = Data::new(&all);
     std::fs::write(&svg_path, plot(&data))?;
     let results_rel = relative(results, out);
-    std::fs::write(out, report(&data, &svg_name, &results_rel))?;
+    let mut text = report(&data, &svg_name, &results_rel);
+    // The reading of the results, written by hand, stays when the report is written again.
+    if let Ok(old) = std::fs::read_to_string(out)
+        && let Some(at) = old.find(KEPT_SECTION)
+    {
+        text.push('\n');
+        text.push_str(&old[at..]);
+    }
+    std::fs::write(out, text)?;
     println!("wrote {} and {}", out.display(), svg_path.display());
     Ok(())
 }
+
+/// The heading from which the report is written by hand (what the figures mean, why a target
+/// was missed): writing the report again keeps it and everything after it.
+pub const KEPT_SECTION: &str = "## Reading the results";
 
 /// `path` as seen from the directory of `from` (for links in the report).
 fn relative(path: &Path, from: &Path) -> String {
