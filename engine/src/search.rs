@@ -236,6 +236,14 @@ impl Ctx {
         sum
     }
 
+    /// The slowest serialisation over the links of the ring `order`.
+    fn ring_max_serial(&self, order: &[usize]) -> f64 {
+        let n = order.len();
+        (0..n)
+            .map(|i| self.costs.s(order[i], order[(i + 1) % n]))
+            .fold(0.0, f64::max)
+    }
+
     /// The ring's value from its link-cost sum and its slowest serialisation.
     fn ring_value(&self, sum: f64, max_serial: f64) -> f64 {
         let p = f64::from(self.workers);
@@ -400,9 +408,7 @@ impl Ctx {
                             let new_max = if gone < max_serial {
                                 max_serial.max(c.s(prev, y)).max(c.s(y, next))
                             } else {
-                                (0..n)
-                                    .map(|i| c.s(state.order[i], state.order[(i + 1) % n]))
-                                    .fold(0.0, f64::max)
+                                self.ring_max_serial(&state.order)
                             };
                             let value = self.ring_value(new_sum, new_max);
                             if accept(value, new_sum, best, sum) {
@@ -435,9 +441,7 @@ impl Ctx {
                             let new_max = if gone < max_serial {
                                 max_serial.max(c.s(prev, oj)).max(c.s(oi, next))
                             } else {
-                                (0..n)
-                                    .map(|i| c.s(state.order[i], state.order[(i + 1) % n]))
-                                    .fold(0.0, f64::max)
+                                self.ring_max_serial(&state.order)
                             };
                             let value = self.ring_value(new_sum, new_max);
                             if accept(value, new_sum, best, sum) {
