@@ -87,6 +87,21 @@ impl Process {
         bail!("process {pid} did not stop within 30 s of SIGTERM")
     }
 
+    /// Waits (at most `timeout`) for it to exit by itself; returns its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<Option<i32>> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status.code());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!(
+            "process {} did not exit within {timeout:?}",
+            self.child.id()
+        )
+    }
+
     /// Kills it with SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -191,6 +206,11 @@ impl Aggregator {
     /// Stops it with SIGTERM and waits (at most 30 s) for it to exit; returns its exit code.
     pub fn terminate(mut self) -> Result<Option<i32>> {
         self.process.terminate()
+    }
+
+    /// Waits (at most `timeout`) for it to exit by itself; returns its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<Option<i32>> {
+        self.process.wait_exit(timeout)
     }
 
     /// What it logged so far.

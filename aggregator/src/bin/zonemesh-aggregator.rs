@@ -35,6 +35,7 @@ mod env {
     pub const DATA_DIR: &str = "ZONEMESH_DATA_DIR";
     pub const IN_MEMORY: &str = "ZONEMESH_IN_MEMORY";
     pub const STORE_CACHE_MIB: &str = "ZONEMESH_STORE_CACHE_MIB";
+    pub const STORE_HANG_TIMEOUT: &str = "ZONEMESH_STORE_HANG_TIMEOUT";
     pub const WINDOW: &str = "ZONEMESH_WINDOW";
     pub const PROBE_INTERVAL: &str = "ZONEMESH_PROBE_INTERVAL";
     pub const TRAIN_SIZE: &str = "ZONEMESH_TRAIN_SIZE";
@@ -102,6 +103,12 @@ struct Cli {
     /// sled's page cache, MiB (8–65536). Figures live in memory; the cache only serves writes.
     #[arg(long, env = env::STORE_CACHE_MIB, default_value_t = 64)]
     store_cache_mib: u64,
+    /// A store write that has not returned after this long stops the aggregator (exit code 1),
+    /// so that its supervisor starts it again: sled has been seen to hang in a write on a full
+    /// disk, and cannot be opened again in the same process. Everything acknowledged is on disk;
+    /// agents send the rest again. (/healthz says "degraded" after 10 s already.)
+    #[arg(long, env = env::STORE_HANG_TIMEOUT, default_value = "60s", value_parser = parse_duration)]
+    store_hang_timeout: Duration,
     /// Length of an agent's report window.
     #[arg(long, env = env::WINDOW, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
@@ -310,6 +317,12 @@ impl Cli {
                 self.throughput_share
             ));
         }
+        if self.store_hang_timeout < Duration::from_secs(1) {
+            return Err(format!(
+                "--store-hang-timeout: {:?} is below 1s",
+                self.store_hang_timeout
+            ));
+        }
         if !(8..=65_536).contains(&self.store_cache_mib) {
             return Err(format!(
                 "--store-cache-mib: {} is not in 8..=65536",
@@ -486,6 +499,7 @@ impl Cli {
             },
             core: server::core::CoreConfig {
                 commit_delay: self.fault_commit_delay,
+                store_hang: self.store_hang_timeout,
                 ..Default::default()
             },
         })

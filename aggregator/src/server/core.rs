@@ -238,6 +238,14 @@ type Inflight = std::pin::Pin<
     >,
 >;
 
+/// How long a store write may run before the store counts as unhealthy (a commit takes
+/// milliseconds; see `CoreConfig::store_stall`).
+pub const STORE_STALL: Duration = Duration::from_secs(10);
+
+/// How long a store write may run before the owner gives up on the store
+/// (`CoreConfig::store_hang`).
+pub const STORE_HANG: Duration = Duration::from_secs(60);
+
 /// Paths up to which the owner fits the model itself (about 1.3 ms of work at 10,000 paths).
 pub const MODEL_ON_OWNER_PATHS: usize = 10_000;
 
@@ -261,6 +269,16 @@ pub struct CoreConfig {
     /// published with the pass are the model's; larger ones on the blocking pool (see
     /// `Owner::run`). Default [`MODEL_ON_OWNER_PATHS`].
     pub model_on_owner_paths: usize,
+    /// A store write still running after this long makes the store unhealthy (`/healthz`
+    /// degraded, Ingest NOT_SERVING) until it finishes: a disk can hang a write instead of
+    /// failing it (sled 0.34 has been seen waiting forever in a flush on a full tmpfs), and a
+    /// write that never returns must not look like a slow one. Default [`STORE_STALL`].
+    pub store_stall: Duration,
+    /// A store write still running after this long stops the owner with [`Ended::StoreHung`],
+    /// and the server with an error, so that a supervisor restarts the process: sled cannot be
+    /// opened again in a process while a hung write holds its lock. Everything acknowledged is
+    /// on disk; agents send what was not acknowledged again. Default [`STORE_HANG`].
+    pub store_hang: Duration,
     /// The clock.
     pub clock: Arc<dyn Clock>,
 }
@@ -274,6 +292,8 @@ impl Default for CoreConfig {
             query_threads: std::thread::available_parallelism().map_or(2, usize::from),
             inline_writes: false,
             model_on_owner_paths: MODEL_ON_OWNER_PATHS,
+            store_stall: STORE_STALL,
+            store_hang: STORE_HANG,
             clock: Arc::new(WallClock),
         }
     }
@@ -309,8 +329,19 @@ struct Owner {
     health: tonic_health::server::HealthReporter,
 }
 
-/// Resolves when the owner task has written what was left and stopped.
-pub type Stopped = oneshot::Receiver<()>;
+/// Resolves when the owner task has stopped, with why.
+pub type Stopped = oneshot::Receiver<Ended>;
+
+/// Why the owner task stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Asked to ([`Core::stop`], or every sender gone), after writing what was left.
+    Asked,
+    /// A store write did not return within `CoreConfig::store_hang`; the message says so.
+    StoreHung(String),
+    /// The owner could not run (its runtime did not start, or a store writer panicked).
+    Failed(String),
+}
 
 /// Starts the owner task over a restored topology and its store, on a thread of its own (with a
 /// runtime of its own), so that neither the tasks of thousands of agent streams nor queries can
@@ -361,15 +392,25 @@ pub fn spawn(
         .spawn(move || {
             // The owner and its store writes give way to queries (see `priority`).
             super::priority::yield_to_queries();
-            match tokio::runtime::Builder::new_current_thread()
+            let ended = match tokio::runtime::Builder::new_current_thread()
                 .on_thread_start(super::priority::yield_to_queries)
                 .enable_all()
                 .build()
             {
-                Ok(runtime) => runtime.block_on(owner.run(command_rx, config, owner_budget)),
-                Err(e) => tracing::error!(error = %e, "the owner's runtime did not start"),
-            }
-            let _ = done.send(());
+                Ok(runtime) => {
+                    let ended = runtime.block_on(owner.run(command_rx, config, owner_budget));
+                    if matches!(ended, Ended::StoreHung(_)) {
+                        // Dropping the runtime would wait for the hung write forever.
+                        runtime.shutdown_background();
+                    }
+                    ended
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the owner's runtime did not start");
+                    Ended::Failed(format!("the owner's runtime did not start: {e}"))
+                }
+            };
+            let _ = done.send(ended);
         })
         .map_err(|e| Error::Internal(format!("the owner's thread did not start: {e}")))?;
     Ok((
@@ -388,11 +429,15 @@ impl Owner {
         mut commands: mpsc::Receiver<Command>,
         config: CoreConfig,
         budget: Arc<Semaphore>,
-    ) {
+    ) -> Ended {
         let mut tick = tokio::time::interval(config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut inflight: Option<Inflight> = None;
         let mut retry_at: Option<tokio::time::Instant> = None;
+        // When the write in flight counts as stalled (`CoreConfig::store_stall`), and as hung
+        // (`CoreConfig::store_hang`).
+        let mut stall_at: Option<tokio::time::Instant> = None;
+        let mut hang_at: Option<tokio::time::Instant> = None;
         // The model's fit in progress: on the blocking pool over a snapshot, so that a fit
         // (65 ms at 5,000 nodes) never holds up reports, acknowledgements or the sweep. Small
         // topologies are fitted at once on the owner (`CoreConfig::model_on_owner_paths`).
@@ -402,6 +447,7 @@ impl Owner {
                 biased;
                 done = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
                     inflight = None;
+                    (stall_at, hang_at) = (None, None);
                     match done {
                         Ok((store, written, result)) => {
                             self.store = Some(store);
@@ -430,9 +476,29 @@ impl Owner {
                         }
                         Err(join) => {
                             tracing::error!(error = %join, "store writer panicked; stopping");
-                            return;
+                            return Ended::Failed(format!("the store writer panicked: {join}"));
                         }
                     }
+                }
+                _ = async { tokio::time::sleep_until(stall_at.expect("guarded")).await }, if stall_at.is_some() => {
+                    stall_at = None;
+                    let stalled = format!(
+                        "a store write has not finished in {} s (a full or hung disk?)",
+                        config.store_stall.as_secs_f64()
+                    );
+                    let first = self.metrics.store_failure.lock().expect("metrics lock").replace(stalled.clone()).is_none();
+                    tracing::error!(problem = %stalled, "store write stalled; acknowledgements held until it finishes");
+                    if first {
+                        self.health.set_not_serving::<v1::ingest_server::IngestServer<super::ingest::IngestService>>().await;
+                    }
+                }
+                _ = async { tokio::time::sleep_until(hang_at.expect("guarded")).await }, if hang_at.is_some() => {
+                    let hung = format!(
+                        "a store write has not returned in {} s; the store cannot be opened again while it holds it",
+                        config.store_hang.as_secs_f64()
+                    );
+                    tracing::error!(problem = %hung, "store hung; stopping (everything acknowledged is on disk)");
+                    return Ended::StoreHung(hung);
                 }
                 fitted = async { model_fit.as_mut().expect("guarded").await }, if model_fit.is_some() => {
                     model_fit = None;
@@ -496,6 +562,13 @@ impl Owner {
             if inflight.is_none() && may_write {
                 retry_at = None;
                 inflight = self.start_write(config.commit_delay, config.inline_writes);
+                if inflight.is_some() {
+                    let now = tokio::time::Instant::now();
+                    (stall_at, hang_at) = (
+                        Some(now + config.store_stall),
+                        Some(now + config.store_hang),
+                    );
+                }
             }
         }
         // Shutting down: write what is left and acknowledge it.
@@ -514,6 +587,7 @@ impl Owner {
         {
             self.acknowledge();
         }
+        Ended::Asked
     }
 
     /// Hands readers the matrix as it is now.
@@ -800,11 +874,13 @@ mod tests {
         }
     }
 
-    /// A store in memory that counts its writes and fails them while `failing` is set.
+    /// A store in memory that counts its writes, fails them while `failing` is set and holds
+    /// them (as a hung disk does) while `hanging` is set.
     #[derive(Debug, Default)]
     struct Flaky {
         inner: MemStore,
         failing: Arc<AtomicBool>,
+        hanging: Arc<AtomicBool>,
         commits: Arc<AtomicUsize>,
         reports_written: Arc<Mutex<Vec<usize>>>,
     }
@@ -814,6 +890,12 @@ mod tests {
             self.inner.load()
         }
         fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+            for _ in 0..3_000 {
+                if !self.hanging.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             if self.failing.load(Ordering::SeqCst) {
                 return Err(Error::Store {
                     path: "memory".into(),
@@ -834,17 +916,29 @@ mod tests {
         core: Core,
         clock: Arc<ManualClock>,
         failing: Arc<AtomicBool>,
+        hanging: Arc<AtomicBool>,
         commits: Arc<AtomicUsize>,
         metrics: Arc<Metrics>,
+        health: tonic_health::server::HealthService,
     }
 
     fn harness() -> Harness {
+        harness_with(|_| {})
+    }
+
+    fn harness_with(adjust: impl FnOnce(&mut CoreConfig)) -> Harness {
         let clock = ManualClock::at(1_000_000);
         let store = Flaky::default();
-        let (failing, commits) = (store.failing.clone(), store.commits.clone());
+        let (failing, hanging, commits) = (
+            store.failing.clone(),
+            store.hanging.clone(),
+            store.commits.clone(),
+        );
         let metrics = Arc::new(Metrics::default());
-        let (health, _) = tonic_health::server::health_reporter();
-        let config = CoreConfig {
+        let health = tonic_health::server::HealthReporter::new();
+        let health_service =
+            tonic_health::server::HealthService::from_health_reporter(health.clone());
+        let mut config = CoreConfig {
             tick: Duration::from_millis(100),
             inline_writes: true,
             // Every fit on the blocking pool, as on a large cluster.
@@ -853,6 +947,7 @@ mod tests {
             clock: clock.clone(),
             ..CoreConfig::default()
         };
+        adjust(&mut config);
         let (core, _stopped) = spawn(
             Topology::new(EngineConfig::default()),
             Box::new(store),
@@ -865,8 +960,10 @@ mod tests {
             core,
             clock,
             failing,
+            hanging,
             commits,
             metrics,
+            health: health_service,
         }
     }
 
@@ -1013,6 +1110,45 @@ mod tests {
         assert_eq!(h.core.budget().available_permits(), INGEST_BUDGET_REPORTS);
     }
 
+    /// Ingest's serving status as a health client sees it.
+    async fn ingest_status(h: &Harness) -> i32 {
+        use tonic_health::pb::health_server::Health as _;
+        let request = tonic::Request::new(tonic_health::pb::HealthCheckRequest {
+            service: "zonemesh.v1.Ingest".into(),
+        });
+        match h.health.check(request).await {
+            Ok(answer) => answer.into_inner().status,
+            Err(_) => tonic_health::pb::health_check_response::ServingStatus::Unknown as i32,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_hangs_makes_the_store_unhealthy_until_it_finishes() {
+        use tonic_health::pb::health_check_response::ServingStatus;
+        let h = harness_with(|c| {
+            c.inline_writes = false;
+            c.store_stall = Duration::from_millis(300);
+        });
+        let mut a = connect(&h, "a", "z1").await;
+        let _b = connect(&h, "b", "z1").await;
+        assert_eq!(acked(&mut a, Duration::from_secs(5)).await, Some(0));
+        h.hanging.store(true, Ordering::SeqCst);
+        report(&h, &a, 1, "b", 100.0).await;
+        // Neither acknowledged nor healthy while the write hangs.
+        assert_eq!(acked(&mut a, Duration::from_millis(1_000)).await, None);
+        let failure = h
+            .metrics
+            .store_failure()
+            .expect("a stalled write is a store failure");
+        assert!(failure.contains("has not finished in 0.3 s"), "{failure}");
+        assert_eq!(ingest_status(&h).await, ServingStatus::NotServing as i32);
+        // The write returns: acknowledged, healthy again.
+        h.hanging.store(false, Ordering::SeqCst);
+        assert_eq!(acked(&mut a, Duration::from_secs(5)).await, Some(1));
+        assert_eq!(h.metrics.store_failure(), None);
+        assert_eq!(ingest_status(&h).await, ServingStatus::Serving as i32);
+    }
+
     #[tokio::test]
     async fn the_model_is_fitted_away_from_the_owner_and_published() {
         let h = harness();
@@ -1083,8 +1219,12 @@ mod tests {
                     core,
                     clock,
                     failing: Arc::default(),
+                    hanging: Arc::default(),
                     commits: Arc::default(),
                     metrics: Arc::default(),
+                    health: tonic_health::server::HealthService::from_health_reporter(
+                        tonic_health::server::HealthReporter::new(),
+                    ),
                 };
                 for seq in 1..=100_000 {
                     report(&h, &a, seq, "b", 100.0).await;

@@ -110,7 +110,9 @@ fn reflection<T>(
 
 /// Opens the store, restores the topology, binds both ports, and serves until `shutdown`
 /// resolves; then stops taking streams, writes what is left, and returns. `on_bound` hears the
-/// bound addresses before serving starts.
+/// bound addresses before serving starts. If the owner task stops by itself (a store write that
+/// hangs, see `CoreConfig::store_hang`), the server stops too and returns the error, so that a
+/// supervisor starts the process again.
 pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -200,7 +202,7 @@ pub async fn serve(
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
 
-    let (core, owner) = core::spawn(
+    let (core, mut owner) = core::spawn(
         topology,
         store,
         metrics.clone(),
@@ -304,8 +306,27 @@ pub async fn serve(
     let grpc_task = tokio::spawn(grpc);
     let http_task = tokio::spawn(async move { http.await });
 
-    shutdown.await;
-    tracing::info!("shutting down: closing agent streams and writing what is left");
+    let ended = tokio::select! {
+        _ = shutdown => None,
+        ended = &mut owner => Some(ended.unwrap_or(core::Ended::Asked)),
+    };
+    let owner_gone = ended.is_some();
+    let failure = match ended {
+        None | Some(core::Ended::Asked) => None,
+        Some(core::Ended::StoreHung(why)) => Some(Error::Store {
+            path: config
+                .data_dir
+                .as_ref()
+                .map_or_else(|| "memory".to_owned(), |d| d.display().to_string()),
+            action: "write",
+            source: std::io::Error::other(why),
+        }),
+        Some(core::Ended::Failed(why)) => Some(Error::Internal(why)),
+    };
+    match &failure {
+        None => tracing::info!("shutting down: closing agent streams and writing what is left"),
+        Some(e) => tracing::error!(error = %e, "the owner stopped; shutting down"),
+    }
     let _ = stop_tx.send(true);
     let grace = Duration::from_secs(10);
     let _ = tokio::time::timeout(grace, grpc_task).await;
@@ -316,10 +337,17 @@ pub async fn serve(
     }
     core.stop().await;
     drop(core);
-    let _ = tokio::time::timeout(grace, owner).await;
+    if !owner_gone {
+        let _ = tokio::time::timeout(grace, owner).await;
+    }
     let _ = tokio::task::spawn_blocking(move || ingest_runtime.stop()).await;
-    tracing::info!("stopped");
-    Ok(())
+    match failure {
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Some(e) => Err(e),
+    }
 }
 
 /// The runtime of the agents' streams: one worker thread, its own run queue. The server's
@@ -409,7 +437,7 @@ fn http_router(metrics: Arc<Metrics>) -> axum::Router {
                     match metrics.store_failure() {
                         None => "ok\n".to_owned(),
                         Some(e) => format!(
-                            "degraded: the store cannot be written, acknowledgements are held and retried every second: {e}\n"
+                            "degraded: the store cannot be written, acknowledgements are held until a write succeeds: {e}\n"
                         ),
                     }
                 }
