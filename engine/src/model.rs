@@ -954,6 +954,24 @@ pub struct HoldoutError {
     pub rate_relative: Vec<f64>,
     /// Held-out paths with a throughput test the model gave no rate for.
     pub rate_unpredicted: usize,
+    /// Every rate compared (in the order predicted): which path, the model's rate and the
+    /// test's, so that a large error can be traced to its path.
+    pub rates: Vec<RateCheck>,
+}
+
+/// One held-out path's rate: the model's prediction beside its own throughput test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateCheck {
+    /// The path's source.
+    pub src: NodeId,
+    /// The path's destination.
+    pub dst: NodeId,
+    /// The model's rate, bit/s.
+    pub predicted_bps: f64,
+    /// The test's goodput, bit/s.
+    pub measured_bps: f64,
+    /// The estimated loss the rate was computed at.
+    pub loss: f64,
 }
 
 impl HoldoutError {
@@ -1082,9 +1100,18 @@ pub fn holdout(snapshot: &Snapshot, now: UnixMs) -> HoldoutError {
                 let rate =
                     model.rate_bps(src, zs, dst, zd, Some(estimate.rtt_us), Some(estimate.loss));
                 match rate {
-                    Some(bps) => error
-                        .rate_relative
-                        .push((bps - test.latest_bps).abs() / test.latest_bps),
+                    Some(bps) => {
+                        error
+                            .rate_relative
+                            .push((bps - test.latest_bps).abs() / test.latest_bps);
+                        error.rates.push(RateCheck {
+                            src,
+                            dst,
+                            predicted_bps: bps,
+                            measured_bps: test.latest_bps,
+                            loss: estimate.loss,
+                        });
+                    }
                     None => error.rate_unpredicted += 1,
                 }
             }

@@ -360,6 +360,23 @@ pub fn model_section(lab: &Lab, rows: &[PathRow]) -> Result<String> {
                 String::new()
             }
         );
+        let _ = writeln!(
+            md,
+            "\n| held-out path | model's rate | at estimated loss | measured | error |\n|---|---|---|---|---|"
+        );
+        let view = topology.view();
+        for r in &e.rates {
+            let _ = writeln!(
+                md,
+                "| {} → {} | {:.1} Mbit/s | {:.2} % | {:.1} Mbit/s | {:.1} % |",
+                view.node(r.src).name,
+                view.node(r.dst).name,
+                r.predicted_bps / 1e6,
+                100.0 * r.loss,
+                r.measured_bps / 1e6,
+                100.0 * (r.predicted_bps - r.measured_bps).abs() / r.measured_bps
+            );
+        }
     }
     Ok(md)
 }
