@@ -308,7 +308,10 @@ pub async fn serve(
 
     let ended = tokio::select! {
         _ = shutdown => None,
-        ended = &mut owner => Some(ended.unwrap_or(core::Ended::Asked)),
+        // A thread that ended without a word panicked.
+        ended = &mut owner => Some(ended.unwrap_or_else(|_| {
+            core::Ended::Failed("the owner's thread ended without saying why (a panic?)".into())
+        })),
     };
     let owner_gone = ended.is_some();
     let failure = match ended {
