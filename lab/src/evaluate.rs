@@ -284,6 +284,12 @@ pub async fn evaluate_seed(
         Duration::from_secs(120),
     )
     .await?;
+    // Full again, every node READY: on two busy cores a node's figures can lapse while the last
+    // throughput tests run, and a strategy placed then would be judged on a lab half seen.
+    wait_full(&mut topology, lab.spec(), Duration::from_secs(120), |f| {
+        progress(&format!("seed {seed}: before placing: {f:?}"))
+    })
+    .await?;
 
     let mut placements = Vec::new();
     for strategy in STRATEGIES {
@@ -295,6 +301,29 @@ pub async fn evaluate_seed(
         ));
         placements.push((strategy, nodes));
     }
+    // What zonemesh made of the nodes when it placed them, for whoever reads a surprising choice.
+    let ranked = topology
+        .rank_nodes(v1::RankNodesRequest::default())
+        .await
+        .context("RankNodes")?
+        .into_inner()
+        .nodes;
+    progress(&format!(
+        "seed {seed}: RankNodes {}",
+        ranked
+            .iter()
+            .map(|r| format!(
+                "{} {:.3} {:?} ({:.0} µs, loss {:.2} %, {:.0} Mbit/s)",
+                r.node,
+                r.score,
+                r.state(),
+                r.rtt_p50_us,
+                100.0 * r.loss_ratio,
+                r.throughput_bps / 1e6
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     // The figures of every pair, for the predictions, before the agents stop.
     let mut figures = std::collections::HashMap::new();
     for (_, nodes) in &placements {
