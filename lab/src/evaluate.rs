@@ -136,6 +136,18 @@ pub fn lab_spec(seed: u64) -> (LabSpec, String, String) {
     (spec, lossy, slow)
 }
 
+/// Every node, ranked by zonemesh (`RankNodes` without a filter).
+async fn rank_all(
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+) -> Result<Vec<v1::RankedNode>> {
+    Ok(topology
+        .rank_nodes(v1::RankNodesRequest::default())
+        .await
+        .context("RankNodes")?
+        .into_inner()
+        .nodes)
+}
+
 /// The nodes `strategy` gives a job of `workers` workers, in rank order.
 pub async fn place(
     strategy: Strategy,
@@ -179,12 +191,7 @@ pub async fn place(
         Strategy::ZoneThenScore => {
             // One ranking of every node (scores comparable across zones), then per zone its best
             // `workers` nodes; the zone whose best nodes score best on average wins.
-            let ranked = topology
-                .rank_nodes(v1::RankNodesRequest::default())
-                .await
-                .context("RankNodes")?
-                .into_inner()
-                .nodes;
+            let ranked = rank_all(topology).await?;
             let mut best: Option<(f64, Vec<String>)> = None;
             for (zone, _) in ZONES {
                 let top: Vec<&v1::RankedNode> = ranked
@@ -302,12 +309,7 @@ pub async fn evaluate_seed(
         placements.push((strategy, nodes));
     }
     // What zonemesh made of the nodes when it placed them, for whoever reads a surprising choice.
-    let ranked = topology
-        .rank_nodes(v1::RankNodesRequest::default())
-        .await
-        .context("RankNodes")?
-        .into_inner()
-        .nodes;
+    let ranked = rank_all(&mut topology).await?;
     progress(&format!(
         "seed {seed}: RankNodes {}",
         ranked

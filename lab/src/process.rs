@@ -77,14 +77,8 @@ impl Process {
     pub fn terminate(&mut self) -> Result<Option<i32>> {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status()?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(status.code());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        bail!("process {pid} did not stop within 30 s of SIGTERM")
+        self.wait_exit(Duration::from_secs(30))
+            .with_context(|| format!("process {pid} did not stop within 30 s of SIGTERM"))
     }
 
     /// Waits (at most `timeout`) for it to exit by itself; returns its exit code.
