@@ -11,3 +11,4 @@
 
 pub mod flags;
 pub mod metrics;
+pub mod time;

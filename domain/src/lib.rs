@@ -30,6 +30,7 @@ mod names;
 mod plan;
 mod query;
 mod report;
+pub mod stats;
 mod tiers;
 mod units;
 

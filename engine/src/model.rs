@@ -120,9 +120,9 @@
 //! ```
 
 use std::collections::HashMap;
-
 use std::net::IpAddr;
 
+use zonemesh_domain::stats::{lower_median, median};
 use zonemesh_domain::{
     Bps, Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, ThroughputSample, UnixMs,
     ZoneName,
@@ -261,31 +261,6 @@ pub struct Model {
 
 fn key(a: ZoneId, b: ZoneId) -> (ZoneId, ZoneId) {
     if a <= b { (a, b) } else { (b, a) }
-}
-
-/// Median of `v` (mean of the two middle values when even); `None` when empty. Reorders `v`.
-fn median(v: &mut [f64]) -> Option<f64> {
-    let n = v.len();
-    if n == 0 {
-        return None;
-    }
-    let (_, &mut hi, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
-    if n % 2 == 1 {
-        return Some(hi);
-    }
-    let lo = v[..n / 2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    Some((lo + hi) / 2.0)
-}
-
-/// Lower median of `v` (the smaller middle value when even): a term is a node's or a zone's only
-/// when more than half of its paths show it. `None` when empty. Reorders `v`.
-fn lower_median(v: &mut [f64]) -> Option<f64> {
-    let n = v.len();
-    if n == 0 {
-        return None;
-    }
-    let (_, &mut m, _) = v.select_nth_unstable_by((n - 1) / 2, f64::total_cmp);
-    Some(m)
 }
 
 /// One measured directed path as the fit sees it.

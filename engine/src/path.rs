@@ -376,16 +376,7 @@ fn values_in(values: impl Iterator<Item = (f32, u32)>) -> impl Iterator<Item = (
 
 /// Upper end of the 95 % Wilson score interval of a loss ratio from `lost` of `sent` probes.
 pub fn wilson_upper_95(lost: u64, sent: u64) -> f64 {
-    if sent == 0 || lost >= sent {
-        return 1.0;
-    }
-    let z = 1.959_963_984_540_054_f64;
-    let n = sent as f64;
-    let p = lost as f64 / n;
-    let denom = 1.0 + z * z / n;
-    let centre = p + z * z / (2.0 * n);
-    let spread = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
-    ((centre + spread) / denom).min(1.0)
+    zonemesh_domain::stats::wilson(lost, sent, zonemesh_domain::stats::Z_95).1
 }
 
 #[cfg(test)]
