@@ -101,7 +101,8 @@ mod tests {
     #[test]
     fn medians_and_quantiles_of_small_samples() {
         // (values, median, lower median, p90)
-        let cases: &[(&[f64], Option<f64>, Option<f64>, Option<f64>)] = &[
+        type Case<'a> = (&'a [f64], Option<f64>, Option<f64>, Option<f64>);
+        let cases: &[Case] = &[
             (&[], None, None, None),
             (&[7.0], Some(7.0), Some(7.0), Some(7.0)),
             (&[2.0, 1.0], Some(1.5), Some(1.0), Some(2.0)),
