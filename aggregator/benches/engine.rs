@@ -7,6 +7,9 @@
 //! Latencies are measured per call with `Instant` around the engine call alone (no gRPC), as
 //! p50/p99 over repeated calls; ingest rates as path summaries per second over whole batches.
 
+// A bench reads the monotonic clock around what it times (the clock rule is for the server).
+#![allow(clippy::disallowed_methods)]
+
 use std::time::Instant;
 
 #[path = "../../engine/benches/support/cluster.rs"]

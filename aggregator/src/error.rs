@@ -53,6 +53,10 @@ pub enum Error {
     /// The engine task has stopped (the server is shutting down).
     #[error("the aggregator is shutting down")]
     ShuttingDown,
+    /// Not answered now, for a reason that passes (the aggregator is starting; the topology
+    /// changed under a paged answer): the message says what.
+    #[error("{0}; try again")]
+    TryAgain(String),
 }
 
 /// A TLS or token file the server cannot use; the message names the flag.
@@ -69,35 +73,91 @@ pub enum ConfigError {
     Kube(#[source] kube::Error),
 }
 
-impl Error {
-    /// The gRPC status for this error: INVALID_ARGUMENT for bad input (never retried), NOT_FOUND
-    /// for unknown names, FAILED_PRECONDITION for placements that cannot be met, UNAVAILABLE for
-    /// trouble that may pass (retried with backoff).
+/// How an error is answered at every edge. [`Kind::codes`] is the one table from a kind to the
+/// gRPC code and the HTTP status; the gRPC services, the web API and the extender all answer
+/// through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Bad input: never retried.
+    InvalidArgument,
+    /// An unknown node or zone.
+    NotFound,
+    /// A placement that cannot be met (`zonemesh` turns it into exit status 3).
+    FailedPrecondition,
+    /// Over a limit.
+    ResourceExhausted,
+    /// A damaged store: retrying changes nothing.
+    DataLoss,
+    /// The server's own configuration or fault: retrying changes nothing.
+    Internal,
+    /// Trouble that may pass (a store write that failed, a server shutting down): retried with
+    /// backoff.
+    Unavailable,
+}
+
+impl Kind {
+    /// The gRPC code and the HTTP status of this kind.
     ///
-    /// What waiting will not fix is never UNAVAILABLE, which clients retry: a damaged store is
-    /// DATA_LOSS (gRPC's code for unrecoverable corruption), and the server's own configuration
-    /// or an internal fault is INTERNAL. Not FAILED_PRECONDITION: that one means "this
-    /// placement cannot be met" here, and `zonemesh` turns it into exit status 3.
-    pub fn status(&self) -> tonic::Status {
-        let message = self.to_string();
+    /// What waiting will not fix is never UNAVAILABLE (503), which clients retry: a damaged store
+    /// is DATA_LOSS (gRPC's code for unrecoverable corruption), and the server's own
+    /// configuration or an internal fault is INTERNAL; over HTTP both are 500. Not
+    /// FAILED_PRECONDITION: that one means "this placement cannot be met" here.
+    pub const fn codes(self) -> (tonic::Code, axum::http::StatusCode) {
+        use axum::http::StatusCode as H;
+        use tonic::Code as G;
+        match self {
+            Self::InvalidArgument => (G::InvalidArgument, H::BAD_REQUEST),
+            Self::NotFound => (G::NotFound, H::NOT_FOUND),
+            Self::FailedPrecondition => (G::FailedPrecondition, H::CONFLICT),
+            Self::ResourceExhausted => (G::ResourceExhausted, H::TOO_MANY_REQUESTS),
+            Self::DataLoss => (G::DataLoss, H::INTERNAL_SERVER_ERROR),
+            Self::Internal => (G::Internal, H::INTERNAL_SERVER_ERROR),
+            Self::Unavailable => (G::Unavailable, H::SERVICE_UNAVAILABLE),
+        }
+    }
+
+    /// The gRPC code.
+    pub const fn grpc(self) -> tonic::Code {
+        self.codes().0
+    }
+
+    /// The HTTP status.
+    pub const fn http(self) -> axum::http::StatusCode {
+        self.codes().1
+    }
+}
+
+impl Error {
+    /// How this error is answered: INVALID_ARGUMENT for bad input, NOT_FOUND for unknown names,
+    /// FAILED_PRECONDITION for placements that cannot be met, UNAVAILABLE for trouble that may
+    /// pass; see [`Kind::codes`].
+    pub fn kind(&self) -> Kind {
         match self {
             Self::InvalidArgument(_) | Self::Engine(EngineError::InvalidArgument(_)) => {
-                tonic::Status::invalid_argument(message)
+                Kind::InvalidArgument
             }
             Self::Engine(EngineError::UnknownNode { .. } | EngineError::UnknownZone { .. }) => {
-                tonic::Status::not_found(message)
+                Kind::NotFound
             }
             Self::Engine(
                 EngineError::NoZoneFits { .. } | EngineError::NotEnoughCapacity { .. },
-            ) => tonic::Status::failed_precondition(message),
-            Self::Engine(EngineError::Limit { .. }) => tonic::Status::resource_exhausted(message),
-            Self::Corrupt { .. } => tonic::Status::data_loss(message),
-            Self::Config(_) | Self::Listen { .. } | Self::Internal(_) => {
-                tonic::Status::internal(message)
-            }
+            ) => Kind::FailedPrecondition,
+            Self::Engine(EngineError::Limit { .. }) => Kind::ResourceExhausted,
+            Self::Corrupt { .. } => Kind::DataLoss,
+            Self::Config(_) | Self::Listen { .. } | Self::Internal(_) => Kind::Internal,
             // A write that failed (a full disk) may succeed later; the server may be back.
-            Self::Store { .. } | Self::ShuttingDown => tonic::Status::unavailable(message),
+            Self::Store { .. } | Self::ShuttingDown | Self::TryAgain(_) => Kind::Unavailable,
         }
+    }
+
+    /// The gRPC status for this error, its message the error's.
+    pub fn status(&self) -> tonic::Status {
+        tonic::Status::new(self.kind().grpc(), self.to_string())
+    }
+
+    /// The HTTP status for this error.
+    pub fn http_status(&self) -> axum::http::StatusCode {
+        self.kind().http()
     }
 }
 
@@ -130,17 +190,32 @@ mod tests {
             action: "write",
             source: std::io::Error::other("No space left on device"),
         };
+        use axum::http::StatusCode as H;
         let cases = [
-            (corrupt, tonic::Code::DataLoss),
-            (config, tonic::Code::Internal),
-            (Error::Internal("a bug".into()), tonic::Code::Internal),
-            (full_disk, tonic::Code::Unavailable),
-            (Error::ShuttingDown, tonic::Code::Unavailable),
+            (corrupt, tonic::Code::DataLoss, H::INTERNAL_SERVER_ERROR),
+            (config, tonic::Code::Internal, H::INTERNAL_SERVER_ERROR),
+            (
+                Error::Internal("a bug".into()),
+                tonic::Code::Internal,
+                H::INTERNAL_SERVER_ERROR,
+            ),
+            (full_disk, tonic::Code::Unavailable, H::SERVICE_UNAVAILABLE),
+            (
+                Error::ShuttingDown,
+                tonic::Code::Unavailable,
+                H::SERVICE_UNAVAILABLE,
+            ),
+            (
+                Error::InvalidArgument(zonemesh_domain::FieldError::new("zone", "empty")),
+                tonic::Code::InvalidArgument,
+                H::BAD_REQUEST,
+            ),
         ];
-        for (error, code) in cases {
+        for (error, code, http) in cases {
             let status = error.status();
             assert_eq!(status.code(), code, "{error}");
             assert_eq!(status.message(), error.to_string());
+            assert_eq!(error.http_status(), http, "{error}");
         }
     }
 }

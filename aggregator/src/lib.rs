@@ -11,4 +11,4 @@ mod error;
 pub mod server;
 pub mod store;
 
-pub use error::{ConfigError, Error};
+pub use error::{ConfigError, Error, Kind as ErrorKind};

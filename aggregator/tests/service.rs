@@ -27,7 +27,7 @@ impl Server {
             data_dir,
             store_cache_bytes: zonemesh_aggregator::store::DEFAULT_CACHE_BYTES,
             engine: EngineConfig::default(),
-            core: Default::default(),
+            owner: Default::default(),
             ingest: Default::default(),
             tls: None,
             allow_plaintext: false,
@@ -95,10 +95,7 @@ fn hello(node: &str, zone: &str) -> v1::AgentMessage {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    zonemesh_common::time::unix_ms()
 }
 
 fn summary(src: &str, dst: &str, rtt_us: f64, sent: u64, received: u64) -> v1::PathSummary {

@@ -497,7 +497,7 @@ impl Cli {
                 max_paths: self.max_paths,
                 ..EngineConfig::default()
             },
-            core: server::core::CoreConfig {
+            owner: server::owner::OwnerConfig {
                 commit_delay: self.fault_commit_delay,
                 store_hang: self.store_hang_timeout,
                 ..Default::default()

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -19,8 +18,8 @@ use axum::{Json, Router};
 use zonemesh_domain::UnixMs;
 
 use super::auth::{Guard, Need};
-use super::core::Reader;
 use super::metrics::{Metrics, Rpc, Surface};
+use super::reader::Reader;
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -293,7 +292,7 @@ impl Extender {
     where
         F: std::future::Future<Output = Result<Result<T, BadRequest>, crate::Error>>,
     {
-        let started = Instant::now();
+        let started = zonemesh_common::time::Stopwatch::start();
         let args: ExtenderArgs = match serde_json::from_slice(body) {
             Ok(a) => a,
             Err(e) => {
@@ -319,14 +318,8 @@ impl Extender {
                 tracing::warn!(verb = verb.as_str(), "extender request refused: {bad}");
                 (StatusCode::BAD_REQUEST, format!("zonemesh: {bad}\n")).into_response()
             }
-            // Only what may pass is 503 (the scheduler retries); see `Error::status`.
-            Err(e) => {
-                let status = match e.status().code() {
-                    tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-                    _ => StatusCode::INTERNAL_SERVER_ERROR,
-                };
-                (status, format!("{e}\n")).into_response()
-            }
+            // Only what may pass is 503 (the scheduler retries); see `crate::ErrorKind`.
+            Err(e) => (e.http_status(), format!("{e}\n")).into_response(),
         }
     }
 }
@@ -508,7 +501,7 @@ mod tests {
     #[derive(Debug)]
     struct Still(UnixMs);
 
-    impl super::super::core::Clock for Still {
+    impl super::super::clock::Clock for Still {
         fn now(&self) -> UnixMs {
             self.0
         }

@@ -5,12 +5,18 @@
 //! an `Error` naming the field and the report's sequence, is never applied and never acknowledged,
 //! and the stream stays open. A stream that does not start with a valid Hello is closed with
 //! INVALID_ARGUMENT.
+//!
+//! This is the owner's gRPC edge in both directions: wire messages in become domain
+//! [`Command`]s, and what the owner says to an agent (a domain [`Outbound`]) becomes a wire
+//! message here ([`to_wire`]); the store's health becomes the gRPC health of
+//! `zonemesh.v1.Ingest` ([`follow_store_health`]).
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, WatchStream};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -18,8 +24,9 @@ use zonemesh_domain::Hello;
 use zonemesh_proto::v1;
 
 use super::auth::Guard;
-use super::core::{Command, Core};
+use super::health::StoreProblem;
 use super::metrics::{Limit, Metrics};
+use super::owner::{Command, Outbound, Owner, Refusal, RefusalKind};
 use super::tls::Peer;
 
 /// What one agent may send (`--max-report-*` flags).
@@ -89,7 +96,7 @@ pub struct IngestService {
     limits: IngestLimits,
     /// One token bucket per node, kept across its streams: reconnecting buys no new burst.
     buckets: Arc<std::sync::Mutex<std::collections::HashMap<String, Bucket>>>,
-    core: Core,
+    owner: Owner,
     metrics: Arc<Metrics>,
     guard: Arc<Guard>,
     stop: watch::Receiver<bool>,
@@ -99,10 +106,10 @@ pub struct IngestService {
 }
 
 impl IngestService {
-    /// A service that feeds `core`, for the agents `guard` lets in.
+    /// A service that feeds `owner`, for the agents `guard` lets in.
     /// Streams end when `stop` turns true.
     pub fn new(
-        core: Core,
+        owner: Owner,
         metrics: Arc<Metrics>,
         guard: Arc<Guard>,
         limits: IngestLimits,
@@ -112,7 +119,7 @@ impl IngestService {
         Self {
             limits,
             buckets: Arc::default(),
-            core,
+            owner,
             metrics,
             guard,
             stop,
@@ -121,22 +128,67 @@ impl IngestService {
     }
 }
 
-/// An `Error` message on an agent's stream: the report `sequence` (0: none) is not applied and
-/// never will be.
-pub fn refusal(
-    code: tonic::Code,
-    field: &str,
-    message: String,
-    sequence: u64,
-) -> v1::AggregatorMessage {
-    v1::AggregatorMessage {
-        kind: Some(v1::aggregator_message::Kind::Error(v1::Error {
-            code: code as i32,
-            message,
-            field: field.to_owned(),
-            sequence,
-        })),
+/// What the owner (or this edge) says to an agent, as the wire says it. A refusal becomes an
+/// `Error` message naming the field and the report (the stream stays open); an end becomes the
+/// stream's final status.
+pub fn to_wire(outbound: Outbound) -> Result<v1::AggregatorMessage, Status> {
+    use v1::aggregator_message::Kind;
+    let kind = match outbound {
+        Outbound::Ack { sequence } => Kind::Ack(v1::Ack { sequence }),
+        Outbound::Refused(r) => Kind::Error(v1::Error {
+            code: code(r.kind) as i32,
+            message: r.message,
+            field: r.field,
+            sequence: r.sequence,
+        }),
+        Outbound::Plan(plan) => Kind::Plan(plan.into()),
+        Outbound::Grant(grant) => Kind::Grant(grant.into()),
+        Outbound::End(r) => return Err(Status::new(code(r.kind), r.message)),
+    };
+    Ok(v1::AggregatorMessage { kind: Some(kind) })
+}
+
+/// The gRPC code of a refusal (through the one table, `crate::ErrorKind`).
+fn code(kind: RefusalKind) -> tonic::Code {
+    match kind {
+        RefusalKind::Invalid => crate::ErrorKind::InvalidArgument.grpc(),
+        RefusalKind::OverLimit => crate::ErrorKind::ResourceExhausted.grpc(),
     }
+}
+
+/// A refusal of this edge's own: `field` of report `sequence` (0: none).
+fn refusal(kind: RefusalKind, field: &str, message: String, sequence: u64) -> Outbound {
+    Outbound::Refused(Refusal {
+        kind,
+        field: field.to_owned(),
+        message,
+        sequence,
+    })
+}
+
+/// Keeps the gRPC health of `zonemesh.v1.Ingest` in step with the store's: NOT_SERVING while the
+/// store cannot be written (acknowledgements are held), SERVING otherwise. Ends with the owner.
+pub fn follow_store_health(
+    mut store: watch::Receiver<StoreProblem>,
+    health: tonic_health::server::HealthReporter,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let healthy = store.borrow_and_update().is_none();
+            if healthy {
+                health
+                    .set_serving::<v1::ingest_server::IngestServer<IngestService>>()
+                    .await;
+            } else {
+                health
+                    .set_not_serving::<v1::ingest_server::IngestServer<IngestService>>()
+                    .await;
+            }
+            if store.changed().await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 #[tonic::async_trait]
@@ -178,9 +230,9 @@ impl v1::ingest_server::Ingest for IngestService {
                 d.status()
             })?;
         let name = hello.node.clone();
-        let (outbound, outbound_rx) = mpsc::channel(256);
+        let (outbound, outbound_rx) = mpsc::channel::<Outbound>(256);
         let (reply, replied) = oneshot::channel();
-        self.core
+        self.owner
             .send(Command::Hello {
                 hello,
                 outbound: outbound.clone(),
@@ -191,7 +243,7 @@ impl v1::ingest_server::Ingest for IngestService {
             .await
             .map_err(|_| Status::unavailable("the aggregator is shutting down"))??;
 
-        let core = self.core.clone();
+        let owner = self.owner.clone();
         let metrics = self.metrics.clone();
         let mut stop = self.stop.clone();
         let limits = self.limits;
@@ -213,12 +265,17 @@ impl v1::ingest_server::Ingest for IngestService {
                             // agent learns why its stream ends.
                             metrics.security.limit_hit(Limit::ReportBytes);
                             tracing::warn!(node = %name, %status, "report above --max-report-bytes; stream closed");
-                            let why = Status::resource_exhausted(format!(
-                                "a message above --max-report-bytes ({}): {}; stream closed",
-                                limits.max_report_bytes,
-                                status.message()
-                            ));
-                            let _ = outbound.send(Err(why)).await;
+                            let why = Refusal {
+                                kind: RefusalKind::OverLimit,
+                                field: String::new(),
+                                message: format!(
+                                    "a message above --max-report-bytes ({}): {}; stream closed",
+                                    limits.max_report_bytes,
+                                    status.message()
+                                ),
+                                sequence: 0,
+                            };
+                            let _ = outbound.send(Outbound::End(why)).await;
                         } else {
                             tracing::debug!(node = %name, %status, "agent stream failed");
                         }
@@ -227,7 +284,7 @@ impl v1::ingest_server::Ingest for IngestService {
                 };
                 // Every message takes a token, refused ones too.
                 if limits.reports_per_second > 0.0 {
-                    let now = Instant::now();
+                    let now = zonemesh_common::time::monotonic_now();
                     let wait = buckets
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -258,19 +315,19 @@ impl v1::ingest_server::Ingest for IngestService {
                                 limits.max_report_paths
                             );
                             let refused =
-                                refusal(tonic::Code::ResourceExhausted, "paths", message, sequence);
-                            let _ = outbound.send(Ok(refused)).await;
+                                refusal(RefusalKind::OverLimit, "paths", message, sequence);
+                            let _ = outbound.send(refused).await;
                             continue;
                         }
                         match zonemesh_proto::convert::report_from_agent(&name, wire) {
                             Ok(report) => {
                                 // Room in the ingest budget first: while the owner is behind,
                                 // streams stop reading and HTTP/2 flow control holds the agents.
-                                let permit = match core.budget().try_acquire_owned() {
+                                let permit = match owner.budget().try_acquire_owned() {
                                     Ok(p) => p,
                                     Err(_) => {
                                         metrics.ingest_budget_waits.inc();
-                                        match core.budget().acquire_owned().await {
+                                        match owner.budget().acquire_owned().await {
                                             Ok(p) => p,
                                             Err(_) => break,
                                         }
@@ -282,7 +339,7 @@ impl v1::ingest_server::Ingest for IngestService {
                                     report,
                                     permit: Some(permit),
                                 };
-                                if core.send(command).await.is_err() {
+                                if owner.send(command).await.is_err() {
                                     break;
                                 }
                             }
@@ -290,39 +347,39 @@ impl v1::ingest_server::Ingest for IngestService {
                                 metrics.refused_reports.inc();
                                 tracing::warn!(node = %name, sequence, error = %e, "report refused");
                                 let _ = outbound
-                                    .send(Ok(refusal(
-                                        tonic::Code::InvalidArgument,
+                                    .send(refusal(
+                                        RefusalKind::Invalid,
                                         e.field(),
                                         format!("report {sequence}: {e}"),
                                         sequence,
-                                    )))
+                                    ))
                                     .await;
                             }
                         }
                     }
                     Some(v1::agent_message::Kind::Hello(_)) => {
                         let _ = outbound
-                            .send(Ok(refusal(
-                                tonic::Code::InvalidArgument,
+                            .send(refusal(
+                                RefusalKind::Invalid,
                                 "hello",
                                 "a second Hello on one stream; open a new stream instead".into(),
                                 0,
-                            )))
+                            ))
                             .await;
                     }
                     None => {
                         let _ = outbound
-                            .send(Ok(refusal(
-                                tonic::Code::InvalidArgument,
+                            .send(refusal(
+                                RefusalKind::Invalid,
                                 "kind",
                                 "empty AgentMessage".into(),
                                 0,
-                            )))
+                            ))
                             .await;
                     }
                 }
             }
-            let _ = core.send(Command::Goodbye { node, session }).await;
+            let _ = owner.send(Command::Goodbye { node, session }).await;
         });
         // The response stream ends when the server stops, so that graceful shutdown does not
         // wait for agents that never hang up, and when the session is over (every sender of
@@ -332,7 +389,7 @@ impl v1::ingest_server::Ingest for IngestService {
             .filter(|stop| *stop)
             .map(|_| None);
         let stream = ReceiverStream::new(outbound_rx)
-            .map(Some)
+            .map(|o| Some(to_wire(o)))
             .chain(tokio_stream::once(None))
             .merge(stopped)
             .take_while(Option::is_some)
@@ -344,6 +401,68 @@ impl v1::ingest_server::Ingest for IngestService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::health::StoreHealth;
+
+    #[test]
+    fn what_the_owner_says_becomes_the_wire_message() {
+        use v1::aggregator_message::Kind;
+        let refused = |kind| Refusal {
+            kind,
+            field: "paths[2].rtt.p50_us".into(),
+            message: "report 7: not a number".into(),
+            sequence: 7,
+        };
+        let ack = to_wire(Outbound::Ack { sequence: 41 }).unwrap();
+        assert_eq!(ack.kind, Some(Kind::Ack(v1::Ack { sequence: 41 })));
+        for (kind, code) in [
+            (RefusalKind::Invalid, tonic::Code::InvalidArgument),
+            (RefusalKind::OverLimit, tonic::Code::ResourceExhausted),
+        ] {
+            let wire = to_wire(Outbound::Refused(refused(kind))).unwrap();
+            let Some(Kind::Error(e)) = wire.kind else {
+                panic!("a refusal is an Error message: {wire:?}");
+            };
+            assert_eq!(
+                (e.code, e.field.as_str(), e.sequence),
+                (code as i32, "paths[2].rtt.p50_us", 7)
+            );
+            assert_eq!(e.message, "report 7: not a number");
+        }
+        let end = to_wire(Outbound::End(refused(RefusalKind::OverLimit))).unwrap_err();
+        assert_eq!(end.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(end.message(), "report 7: not a number");
+    }
+
+    #[tokio::test]
+    async fn the_ingest_health_follows_the_store() {
+        use tonic_health::pb::health_check_response::ServingStatus;
+        use tonic_health::pb::health_server::Health as _;
+        let store = StoreHealth::default();
+        let reporter = tonic_health::server::HealthReporter::new();
+        let service = tonic_health::server::HealthService::from_health_reporter(reporter.clone());
+        let _follower = follow_store_health(store.watch(), reporter);
+        let status = || async {
+            let request = tonic::Request::new(tonic_health::pb::HealthCheckRequest {
+                service: "zonemesh.v1.Ingest".into(),
+            });
+            service
+                .check(request)
+                .await
+                .map_or(ServingStatus::Unknown as i32, |a| a.into_inner().status)
+        };
+        let wait_for = |want: ServingStatus| async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while status().await != want as i32 {
+                assert!(tokio::time::Instant::now() < deadline, "never {want:?}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        wait_for(ServingStatus::Serving).await;
+        store.fail("a store write has not finished in 10 s");
+        wait_for(ServingStatus::NotServing).await;
+        store.recover();
+        wait_for(ServingStatus::Serving).await;
+    }
 
     #[test]
     fn the_bucket_lets_a_burst_through_then_holds_to_the_rate() {
@@ -352,7 +471,7 @@ mod tests {
             report_burst: 3,
             ..IngestLimits::default()
         };
-        let t0 = Instant::now();
+        let t0 = zonemesh_common::time::monotonic_now();
         let mut bucket = Bucket::new(&limits, t0);
         for _ in 0..3 {
             assert_eq!(bucket.take(t0), None);
@@ -377,7 +496,7 @@ mod tests {
             reports_per_second: 0.0,
             ..IngestLimits::default()
         };
-        let t0 = Instant::now();
+        let t0 = zonemesh_common::time::monotonic_now();
         let mut bucket = Bucket::new(&limits, t0);
         assert!((0..10_000).all(|_| bucket.take(t0).is_none()));
     }

@@ -24,6 +24,8 @@ use zonemesh_common::label_value;
 use zonemesh_domain::{NodeState, Provenance, UnixMs};
 use zonemesh_engine::Snapshot;
 
+use super::health::StoreHealth;
+
 pub use zonemesh_common::metrics::{Counter, Gauge};
 
 /// Upper bounds of the latency histograms, seconds.
@@ -324,8 +326,8 @@ pub struct Metrics {
     zone_view: Arc<Mutex<ZoneView>>,
     /// TLS, authentication and abuse limits.
     pub security: SecurityMetrics,
-    /// Why the store cannot be written, while it cannot (`None`: healthy).
-    pub store_failure: Arc<Mutex<Option<String>>>,
+    /// Whether the store can be written (the owner writes it; `zonemesh_store_healthy` reads it).
+    pub store_health: StoreHealth,
     /// Reports applied.
     pub reports: Counter,
     /// Path summaries applied.
@@ -477,12 +479,12 @@ impl Default for Metrics {
             drop(job_model_refusals.get_or_create(&JobModelLabels { reason }));
         }
         let zone_view = Arc::new(Mutex::new(ZoneView::default()));
-        let store_failure = Arc::new(Mutex::new(None));
+        let store_health = StoreHealth::default();
         let heap_stats = Arc::new(OnceLock::new());
         let windows_under_load = Arc::new(AtomicU64::new(0));
         registry.register_collector(Box::new(Published {
             view: zone_view.clone(),
-            store_failure: store_failure.clone(),
+            store_health: store_health.clone(),
             heap_stats: heap_stats.clone(),
             windows_under_load: windows_under_load.clone(),
         }));
@@ -490,7 +492,7 @@ impl Default for Metrics {
             registry,
             zone_view,
             security,
-            store_failure,
+            store_health,
             reports,
             path_summaries,
             duplicate_reports,
@@ -539,11 +541,6 @@ impl Metrics {
                     .get_or_create(&JobModelLabels { reason: *reason })
                     .get()
             })
-    }
-
-    /// Why the store cannot be written, if it cannot.
-    pub fn store_failure(&self) -> Option<String> {
-        self.store_failure.lock().expect("metrics lock").clone()
     }
 
     /// Records one query.
@@ -631,7 +628,7 @@ impl From<zonemesh_domain::ZoneLink> for ZoneLinkRow {
 #[derive(Debug)]
 struct Published {
     view: Arc<Mutex<ZoneView>>,
-    store_failure: Arc<Mutex<Option<String>>>,
+    store_health: StoreHealth,
     heap_stats: Arc<OnceLock<HeapStats>>,
     windows_under_load: Arc<AtomicU64>,
 }
@@ -640,7 +637,7 @@ impl Collector for Published {
     // Help texts here are written as given: they keep their full stop.
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let view = self.view.lock().expect("metrics lock").clone();
-        let healthy = self.store_failure.lock().expect("metrics lock").is_none();
+        let healthy = self.store_health.problem().is_none();
         let metric = encoder.encode_descriptor(
             "zonemesh_windows_under_load",
             "Latency windows left out of the figures because a throughput test loaded their path.",
@@ -805,7 +802,7 @@ mod tests {
         m.security.refused(Surface::Ingest, Reason::Unauthenticated);
         m.security.limit_hit(Limit::ReportRate);
         m.security.limit_hit(zonemesh_engine::LimitHit::Paths);
-        *m.store_failure.lock().unwrap() = Some("disk full".into());
+        m.store_health.fail("disk full");
         let now = UnixMs(100_000);
         let rtt = |a: &str, b: &str| if a[..2] == b[..2] { 100.0 } else { 2_000.0 };
         let loss = |a: &str, b: &str| u64::from(a == "z0-n1" && b.starts_with("z1"));

@@ -2,11 +2,15 @@
 //! `grpc.health.v1`), and HTTP for Prometheus metrics and health.
 
 pub mod auth;
-pub mod core;
+pub mod clock;
 pub mod extender;
+pub mod health;
 pub mod ingest;
 pub mod metrics;
+pub mod owner;
 pub mod priority;
+pub mod query;
+pub mod reader;
 pub mod tiers;
 pub mod tls;
 pub mod topology;
@@ -24,8 +28,9 @@ use zonemesh_proto::v1;
 
 use crate::store::{MemStore, SledStore, Store};
 use crate::{ConfigError, Error};
-use core::CoreConfig;
 use metrics::Metrics;
+use owner::{Ended, OwnerConfig};
+use zonemesh_engine::tiers::TierState;
 use zonemesh_engine::{EngineConfig, Topology};
 
 /// HTTP/2 receive window of one stream (an agent's stream), bytes.
@@ -51,8 +56,8 @@ pub struct Config {
     pub store_cache_bytes: u64,
     /// Engine settings.
     pub engine: EngineConfig,
-    /// Owner task settings.
-    pub core: CoreConfig,
+    /// The owner's settings.
+    pub owner: OwnerConfig,
     /// What one agent may send.
     pub ingest: ingest::IngestLimits,
     /// TLS on both ports; `None`: plain text.
@@ -110,8 +115,8 @@ fn reflection<T>(
 
 /// Opens the store, restores the topology, binds both ports, and serves until `shutdown`
 /// resolves; then stops taking streams, writes what is left, and returns. `on_bound` hears the
-/// bound addresses before serving starts. If the owner task stops by itself (a store write that
-/// hangs, see `CoreConfig::store_hang`), the server stops too and returns the error, so that a
+/// bound addresses before serving starts. If the owner stops by itself (a store write that
+/// hangs, see `OwnerConfig::store_hang`), the server stops too and returns the error, so that a
 /// supervisor starts the process again.
 pub async fn serve(
     config: Config,
@@ -120,6 +125,149 @@ pub async fn serve(
 ) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::default());
     metrics.set_heap_stats(config.heap_stats);
+    let (tls, guard) = security(&config, &metrics)?;
+    // The publisher's Kubernetes client (the in-cluster service account), before any socket.
+    let kube_client = match &config.publish {
+        Some(_) => Some(
+            kube::Client::try_default()
+                .await
+                .map_err(ConfigError::Kube)?,
+        ),
+        None => None,
+    };
+    let (topology, store, restored_tiers) = restore(&config)?;
+    let (grpc_listener, http_listener, bound) = bind(&config).await?;
+
+    let health = tonic_health::server::HealthReporter::new();
+    let health_service = tonic_health::server::HealthService::from_health_reporter(health.clone());
+    health
+        .set_serving::<v1::ingest_server::IngestServer<ingest::IngestService>>()
+        .await;
+    health
+        .set_serving::<v1::topology_server::TopologyServer<topology::TopologyService>>()
+        .await;
+    health
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+
+    let (owner, mut stopped) = owner::spawn(
+        topology,
+        store,
+        metrics.clone(),
+        metrics.store_health.clone(),
+        config.owner.clone(),
+    )?;
+    let store_health = ingest::follow_store_health(owner.store_health().watch(), health);
+    let (tiers_watch, tiers_task) = tiers::spawn(owner.clone(), config.tiers, restored_tiers);
+    // One writer, fed by tier snapshots; it never runs on the owner.
+    let publisher = kube_client
+        .and_then(|client| start_publisher(&config, client, tiers_watch.clone(), metrics.clone()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let ingest_runtime = IngestRuntime::start()?;
+    let queries = query::Queries::new(owner.reader().clone(), metrics.clone(), tiers_watch);
+    let grpc = grpc_server(GrpcParts {
+        listener: grpc_listener,
+        health: health_service,
+        ingest: ingest::IngestService::new(
+            owner.clone(),
+            metrics.clone(),
+            guard.clone(),
+            config.ingest,
+            stop_rx.clone(),
+            ingest_runtime.handle.clone(),
+        ),
+        max_report_bytes: config.ingest.max_report_bytes,
+        topology: topology::TopologyService::new(queries.clone()),
+        guard: guard.clone(),
+        tls: tls.clone(),
+        metrics: metrics.clone(),
+        stop: stop_rx.clone(),
+    })?;
+    auth::spawn_reloader(
+        tls.clone(),
+        guard.clone(),
+        metrics.clone(),
+        config.reload_every,
+    );
+
+    on_bound(bound);
+    tracing::info!(grpc = %bound.grpc, http = %bound.http, "serving");
+
+    let mut http_stop = stop_rx.clone();
+    let extender =
+        extender::Extender::new(owner.reader().clone(), metrics.clone(), config.job_ttl_ms);
+    let http = axum::serve(
+        tls::incoming(http_listener, tls.clone(), metrics.clone()),
+        http_router(metrics.clone())
+            .merge(extender.router(guard.clone()))
+            .merge(web::router(queries, guard.clone()))
+            .into_make_service_with_connect_info::<tls::Peer>(),
+    )
+    .with_graceful_shutdown(async move {
+        let _ = http_stop.wait_for(|s| *s).await;
+    });
+    let grpc_task = tokio::spawn(grpc);
+    let http_task = tokio::spawn(async move { http.await });
+
+    let ended = tokio::select! {
+        _ = shutdown => None,
+        // A thread that ended without a word panicked.
+        ended = &mut stopped => Some(ended.unwrap_or_else(|_| {
+            Ended::Failed("the owner's thread ended without saying why (a panic?)".into())
+        })),
+    };
+    let owner_gone = ended.is_some();
+    let failure = ended.and_then(|e| failure(e, &config));
+    match &failure {
+        None => tracing::info!("shutting down: closing agent streams and writing what is left"),
+        Some(e) => tracing::error!(error = %e, "the owner stopped; shutting down"),
+    }
+    let _ = stop_tx.send(true);
+    let grace = Duration::from_secs(10);
+    let _ = tokio::time::timeout(grace, grpc_task).await;
+    let _ = tokio::time::timeout(grace, http_task).await;
+    tiers_task.abort();
+    store_health.abort();
+    if let Some(p) = publisher {
+        p.abort();
+    }
+    owner.stop().await;
+    drop(owner);
+    if !owner_gone {
+        let _ = tokio::time::timeout(grace, stopped).await;
+    }
+    let _ = tokio::task::spawn_blocking(move || ingest_runtime.stop()).await;
+    match failure {
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Some(e) => Err(e),
+    }
+}
+
+/// What the owner's end means for the server: `None` when it was asked to stop.
+fn failure(ended: Ended, config: &Config) -> Option<Error> {
+    match ended {
+        Ended::Asked => None,
+        Ended::StoreHung(why) => Some(Error::Store {
+            path: config
+                .data_dir
+                .as_ref()
+                .map_or_else(|| "memory".to_owned(), |d| d.display().to_string()),
+            action: "write",
+            source: std::io::Error::other(why),
+        }),
+        Ended::Failed(why) => Some(Error::Internal(why)),
+    }
+}
+
+/// TLS (if configured) and the guard of who may report and query, with warnings about what the
+/// configuration leaves open.
+fn security(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> Result<(Option<Arc<tls::Tls>>, Arc<auth::Guard>), Error> {
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(
             tls::Tls::load(files.clone(), config.allow_plaintext).map_err(ConfigError::from)?,
@@ -144,30 +292,26 @@ pub async fn serve(
             "no client CA: agents are not authenticated, anyone who reaches the port may report (tokens cover queries only)"
         );
     }
+    Ok((tls, guard))
+}
 
-    // The publisher's Kubernetes client (the in-cluster service account), before any socket.
-    let kube_client = match &config.publish {
-        Some(_) => Some(
-            kube::Client::try_default()
-                .await
-                .map_err(ConfigError::Kube)?,
-        ),
-        None => None,
-    };
+/// What a start restores: the topology, its store, and the tiers' state.
+type Restored = (Topology, Box<dyn Store>, Option<TierState>);
 
+/// Opens the store and restores the topology and the tiers' state from it.
+fn restore(config: &Config) -> Result<Restored, Error> {
     let store: Box<dyn Store> = match &config.data_dir {
         Some(dir) => Box::new(SledStore::open_with_cache(dir, config.store_cache_bytes)?),
         None => Box::new(MemStore::default()),
     };
-    let started = std::time::Instant::now();
-    let snapshot = store.load()?;
-    let (nodes, paths) = (snapshot.nodes.len(), snapshot.paths.len());
-    let restored_tiers = snapshot.tiers;
+    let started = zonemesh_common::time::Stopwatch::start();
+    let contents = store.load()?;
+    let (nodes, paths) = (contents.nodes.len(), contents.paths.len());
     let topology = Topology::restore(
         config.engine.clone(),
-        snapshot.nodes,
-        snapshot.paths,
-        config.core.clock.now(),
+        contents.nodes,
+        contents.paths,
+        config.owner.clock.now(),
     );
     tracing::info!(
         nodes,
@@ -175,98 +319,79 @@ pub async fn serve(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "topology restored"
     );
+    Ok((topology, store, contents.tiers))
+}
 
-    let grpc_listener = TcpListener::bind(config.listen)
+/// Binds both ports.
+async fn bind(config: &Config) -> Result<(TcpListener, TcpListener, Bound), Error> {
+    let grpc = TcpListener::bind(config.listen)
         .await
         .map_err(|e| bind_error(config.listen, e))?;
-    let http_listener = TcpListener::bind(config.http_listen)
+    let http = TcpListener::bind(config.http_listen)
         .await
         .map_err(|e| bind_error(config.http_listen, e))?;
     let bound = Bound {
-        grpc: grpc_listener
+        grpc: grpc
             .local_addr()
             .map_err(|e| bind_error(config.listen, e))?,
-        http: http_listener
+        http: http
             .local_addr()
             .map_err(|e| bind_error(config.http_listen, e))?,
     };
+    Ok((grpc, http, bound))
+}
 
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<v1::ingest_server::IngestServer<ingest::IngestService>>()
-        .await;
-    health
-        .set_serving::<v1::topology_server::TopologyServer<topology::TopologyService>>()
-        .await;
-    health
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
+/// Starts the Kubernetes publisher, when `--publish` asks for it.
+fn start_publisher(
+    config: &Config,
+    client: kube::Client,
+    tiers: tiers::TiersWatch,
+    metrics: Arc<Metrics>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let p = config.publish.as_ref()?;
+    tracing::info!(
+        schedulers = ?p.settings.schedulers,
+        interval = ?p.interval,
+        "publishing the tiers to Kubernetes"
+    );
+    let writer = zonemesh_publish::Writer::new(client, p.settings.clone(), metrics.publish.clone());
+    let clock = config.owner.clock.clone();
+    Some(tokio::spawn(zonemesh_publish::run::run(
+        writer,
+        p.settings.clone(),
+        tiers,
+        p.interval,
+        move || clock.now(),
+        metrics.publish.clone(),
+    )))
+}
 
-    let (core, mut owner) = core::spawn(
+/// The gRPC server: health, reflection v1 and v1alpha, Ingest and Topology (behind the
+/// authenticating interceptor), until `stop` turns true.
+fn grpc_server(
+    parts: GrpcParts,
+) -> Result<impl Future<Output = Result<(), tonic::transport::Error>> + Send + 'static, Error> {
+    let GrpcParts {
+        listener,
+        health,
+        ingest,
+        max_report_bytes,
         topology,
-        store,
-        metrics.clone(),
-        health.clone(),
-        config.core.clone(),
-    )?;
-    let (tiers_watch, tiers_task) = tiers::spawn(core.clone(), config.tiers, restored_tiers);
-    // One writer, fed by tier snapshots; it never runs on the owner task.
-    let publisher = match (&config.publish, kube_client) {
-        (Some(p), Some(client)) => {
-            tracing::info!(
-                schedulers = ?p.settings.schedulers,
-                interval = ?p.interval,
-                "publishing the tiers to Kubernetes"
-            );
-            let writer =
-                zonemesh_publish::Writer::new(client, p.settings.clone(), metrics.publish.clone());
-            Some(tokio::spawn(zonemesh_publish::run::run(
-                writer,
-                p.settings.clone(),
-                tiers_watch.clone(),
-                p.interval,
-                {
-                    let clock = config.core.clock.clone();
-                    move || clock.now()
-                },
-                metrics.publish.clone(),
-            )))
-        }
-        _ => None,
-    };
-    let (stop_tx, stop_rx) = watch::channel(false);
+        guard,
+        tls,
+        metrics,
+        mut stop,
+    } = parts;
     let reflection_v1 = reflection(|b| b.build_v1())?;
     let reflection_v1alpha = reflection(|b| b.build_v1alpha())?;
-
-    let ingest_runtime = IngestRuntime::start()?;
-    let ingest = v1::ingest_server::IngestServer::new(ingest::IngestService::new(
-        core.clone(),
-        metrics.clone(),
-        guard.clone(),
-        config.ingest,
-        stop_rx.clone(),
-        ingest_runtime.handle.clone(),
-    ))
-    .max_decoding_message_size(config.ingest.max_report_bytes);
-    let topology_impl =
-        topology::TopologyService::new(core.clone(), metrics.clone(), tiers_watch.clone());
-    let topology_service = tonic::service::interceptor::InterceptedService::new(
-        v1::topology_server::TopologyServer::new(topology_impl.clone())
+    let ingest =
+        v1::ingest_server::IngestServer::new(ingest).max_decoding_message_size(max_report_bytes);
+    let topology = tonic::service::interceptor::InterceptedService::new(
+        v1::topology_server::TopologyServer::new(topology)
             .max_decoding_message_size(MAX_MESSAGE_BYTES),
-        topology::authenticate(guard.clone()),
+        topology::authenticate(guard),
     );
-    auth::spawn_reloader(
-        tls.clone(),
-        guard.clone(),
-        metrics.clone(),
-        config.reload_every,
-    );
-
-    on_bound(bound);
-    tracing::info!(grpc = %bound.grpc, http = %bound.http, "serving");
-
-    let mut grpc_stop = stop_rx.clone();
-    let grpc = tonic::transport::Server::builder()
+    Ok(tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         // Receive windows above HTTP/2's 64 KiB, so that an agent's reports are not held to 64 KiB
         // per round trip, and no larger: what the windows let in before a stream is read is
@@ -276,86 +401,35 @@ pub async fn serve(
         // a minute.
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
-        .add_service(health_service)
+        .add_service(tonic_health::pb::health_server::HealthServer::new(health))
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(ingest)
-        .add_service(topology_service)
+        .add_service(topology)
         // Answers are small writes on long-lived connections: without TCP_NODELAY, Nagle holds
         // them until the peer's delayed ACK (40 ms on Linux). The listener sets it on every
         // connection (`serve_with_incoming` ignores the builder's `tcp_nodelay`).
-        .serve_with_incoming_shutdown(
-            tls::incoming(grpc_listener, tls.clone(), metrics.clone()),
-            async move {
-                let _ = grpc_stop.wait_for(|s| *s).await;
-            },
-        );
-    let mut http_stop = stop_rx.clone();
-    let extender =
-        extender::Extender::new(core.reader().clone(), metrics.clone(), config.job_ttl_ms);
-    let http = axum::serve(
-        tls::incoming(http_listener, tls.clone(), metrics.clone()),
-        http_router(metrics.clone())
-            .merge(extender.router(guard.clone()))
-            .merge(web::router(topology_impl, guard.clone()))
-            .into_make_service_with_connect_info::<tls::Peer>(),
-    )
-    .with_graceful_shutdown(async move {
-        let _ = http_stop.wait_for(|s| *s).await;
-    });
-    let grpc_task = tokio::spawn(grpc);
-    let http_task = tokio::spawn(async move { http.await });
+        .serve_with_incoming_shutdown(tls::incoming(listener, tls, metrics), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }))
+}
 
-    let ended = tokio::select! {
-        _ = shutdown => None,
-        // A thread that ended without a word panicked.
-        ended = &mut owner => Some(ended.unwrap_or_else(|_| {
-            core::Ended::Failed("the owner's thread ended without saying why (a panic?)".into())
-        })),
-    };
-    let owner_gone = ended.is_some();
-    let failure = match ended {
-        None | Some(core::Ended::Asked) => None,
-        Some(core::Ended::StoreHung(why)) => Some(Error::Store {
-            path: config
-                .data_dir
-                .as_ref()
-                .map_or_else(|| "memory".to_owned(), |d| d.display().to_string()),
-            action: "write",
-            source: std::io::Error::other(why),
-        }),
-        Some(core::Ended::Failed(why)) => Some(Error::Internal(why)),
-    };
-    match &failure {
-        None => tracing::info!("shutting down: closing agent streams and writing what is left"),
-        Some(e) => tracing::error!(error = %e, "the owner stopped; shutting down"),
-    }
-    let _ = stop_tx.send(true);
-    let grace = Duration::from_secs(10);
-    let _ = tokio::time::timeout(grace, grpc_task).await;
-    let _ = tokio::time::timeout(grace, http_task).await;
-    tiers_task.abort();
-    if let Some(p) = publisher {
-        p.abort();
-    }
-    core.stop().await;
-    drop(core);
-    if !owner_gone {
-        let _ = tokio::time::timeout(grace, owner).await;
-    }
-    let _ = tokio::task::spawn_blocking(move || ingest_runtime.stop()).await;
-    match failure {
-        None => {
-            tracing::info!("stopped");
-            Ok(())
-        }
-        Some(e) => Err(e),
-    }
+/// What the gRPC server is made of.
+struct GrpcParts {
+    listener: TcpListener,
+    health: tonic_health::server::HealthService,
+    ingest: ingest::IngestService,
+    max_report_bytes: usize,
+    topology: topology::TopologyService,
+    guard: Arc<auth::Guard>,
+    tls: Option<Arc<tls::Tls>>,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
 }
 
 /// The runtime of the agents' streams: one worker thread, its own run queue. The server's
 /// runtime keeps the connections, queries, the extender and HTTP; the owner task has a thread of
-/// its own (see [`core::spawn`]).
+/// its own (see [`owner::spawn`]).
 struct IngestRuntime {
     handle: tokio::runtime::Handle,
     stop: std::sync::mpsc::Sender<()>,
@@ -437,7 +511,7 @@ fn http_router(metrics: Arc<Metrics>) -> axum::Router {
             get(move || {
                 let metrics = health_metrics.clone();
                 async move {
-                    match metrics.store_failure() {
+                    match metrics.store_health.problem() {
                         None => "ok\n".to_owned(),
                         Some(e) => format!(
                             "degraded: the store cannot be written, acknowledgements are held until a write succeeds: {e}\n"

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use zonemesh_domain::{TierThresholds, Tiers};
 use zonemesh_engine::tiers::{LinkFigures, TierState, derive};
 
-use super::core::{Command, Core};
+use super::owner::{Command, Owner};
 
 /// Settings of the tiers task.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,7 +37,7 @@ pub type TiersWatch = watch::Receiver<Option<Arc<Tiers>>>;
 
 /// Starts the task from the stored state (if any). It ends when the owner task stops.
 pub fn spawn(
-    core: Core,
+    owner: Owner,
     config: TiersConfig,
     restored: Option<TierState>,
 ) -> (TiersWatch, JoinHandle<()>) {
@@ -48,7 +48,7 @@ pub fn spawn(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let read = core
+            let read = owner
                 .query(|t, now| {
                     let (inputs, ids) = t.tier_inputs(now);
                     let n = ids.len();
@@ -91,7 +91,7 @@ pub fn spawn(
                         "zones changed tier-2 group"
                     );
                 }
-                if core.send(Command::Tiers(next.clone())).await.is_err() {
+                if owner.send(Command::Tiers(next.clone())).await.is_err() {
                     return;
                 }
                 state = next;

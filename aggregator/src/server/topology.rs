@@ -1,62 +1,27 @@
-//! The Topology service: every RPC checks its request at the edge, then runs as a query on the
-//! owner task; `GetTiers` answers from the tiers task's latest derivation.
+//! The `Topology` gRPC service: a thin adapter over the [`Queries`] layer. Each RPC checks its
+//! request into a domain query at the edge (`zonemesh_proto::convert`, refusing with the field's
+//! name), runs it, and turns the domain answer into the wire answer.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use tonic::{Request, Response, Status};
-use zonemesh_domain::NodeName;
+use zonemesh_domain::{MatrixQuery, NodeName, NodesQuery, PlaceQuery, RankQuery, ZonesQuery};
 use zonemesh_proto::v1;
 
-use super::core::Core;
-use super::metrics::{Metrics, Rpc, Surface};
+use super::metrics::Surface;
+use super::query::Queries;
 use crate::Error;
-use zonemesh_domain::{MatrixQuery, NodesQuery, PlaceQuery, RankQuery, ZonesQuery};
 
 /// The Topology service.
 #[derive(Debug, Clone)]
 pub struct TopologyService {
-    core: Core,
-    metrics: Arc<Metrics>,
-    tiers: super::tiers::TiersWatch,
+    queries: Queries,
 }
 
-/// How long `GetTiers` waits for the first derivation after a start.
-const FIRST_TIERS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 impl TopologyService {
-    /// A service that queries `core`, and answers `GetTiers` from the tiers task's `tiers`.
-    pub fn new(core: Core, metrics: Arc<Metrics>, tiers: super::tiers::TiersWatch) -> Self {
-        Self {
-            core,
-            metrics,
-            tiers,
-        }
-    }
-
-    /// The latest tiers (waiting for the first derivation at most [`FIRST_TIERS_WAIT`]).
-    pub async fn tiers(&self) -> Result<Arc<zonemesh_domain::Tiers>, Status> {
-        let mut rx = self.tiers.clone();
-        match tokio::time::timeout(FIRST_TIERS_WAIT, rx.wait_for(Option::is_some)).await {
-            Ok(Ok(t)) => Ok(t.clone().expect("waited for Some")),
-            _ => Err(Status::unavailable(
-                "the tiers are not derived yet (the aggregator is starting); try again",
-            )),
-        }
-    }
-
-    async fn run<T: Send + 'static>(
-        &self,
-        rpc: Rpc,
-        f: impl FnOnce(&zonemesh_engine::Snapshot, zonemesh_domain::UnixMs) -> Result<T, Error>
-        + Send
-        + 'static,
-    ) -> Result<Response<T>, Status> {
-        let started = Instant::now();
-        let result = self.core.query(f).await.and_then(|r| r);
-        self.metrics
-            .observe_query(rpc, started.elapsed().as_secs_f64(), result.is_ok());
-        result.map(Response::new).map_err(|e| e.status())
+    /// A service answering from `queries`.
+    pub fn new(queries: Queries) -> Self {
+        Self { queries }
     }
 }
 
@@ -78,8 +43,16 @@ pub fn authenticate(
     }
 }
 
+/// A request refused at the edge.
 fn invalid(e: zonemesh_domain::FieldError) -> Status {
     Error::InvalidArgument(e).status()
+}
+
+/// The domain answer as the wire answer, or the error as its status.
+fn wire<D, W: From<D>>(answer: Result<D, Error>) -> Result<Response<W>, Status> {
+    answer
+        .map(|a| Response::new(W::from(a)))
+        .map_err(|e| e.status())
 }
 
 #[tonic::async_trait]
@@ -89,10 +62,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::ListNodesRequest>,
     ) -> Result<Response<v1::ListNodesResponse>, Status> {
         let query = NodesQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run(Rpc::ListNodes, move |t, now| {
-            Ok(t.list_nodes(&query, now)?.into())
-        })
-        .await
+        wire(self.queries.list_nodes(query).await)
     }
 
     async fn list_zones(
@@ -100,10 +70,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::ListZonesRequest>,
     ) -> Result<Response<v1::ListZonesResponse>, Status> {
         let query = ZonesQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run(Rpc::ListZones, move |t, now| {
-            Ok(t.list_zones(&query, now).into())
-        })
-        .await
+        wire(self.queries.list_zones(query).await)
     }
 
     async fn get_path(
@@ -113,15 +80,7 @@ impl v1::topology_server::Topology for TopologyService {
         let r = request.into_inner();
         let src = NodeName::parse("src", r.src).map_err(invalid)?;
         let dst = NodeName::parse("dst", r.dst).map_err(invalid)?;
-        self.run(Rpc::GetPath, move |t, now| {
-            let (s, d) = (t.require("src", &src)?, t.require("dst", &dst)?);
-            Ok(v1::GetPathResponse {
-                src: src.to_string(),
-                dst: dst.to_string(),
-                figures: Some(t.path_figures(s, d, now).into()),
-            })
-        })
-        .await
+        wire(self.queries.path(src, dst).await)
     }
 
     async fn get_matrix(
@@ -129,10 +88,7 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::GetMatrixRequest>,
     ) -> Result<Response<v1::GetMatrixResponse>, Status> {
         let query = MatrixQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run(Rpc::GetMatrix, move |t, now| {
-            Ok(t.matrix(&query, now)?.into())
-        })
-        .await
+        wire(self.queries.matrix(query).await)
     }
 
     async fn rank_nodes(
@@ -140,24 +96,15 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::RankNodesRequest>,
     ) -> Result<Response<v1::RankNodesResponse>, Status> {
         let query = RankQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run(Rpc::RankNodes, move |t, now| {
-            Ok(t.rank(&query, now)?.into())
-        })
-        .await
+        wire(self.queries.rank(query).await)
     }
 
     async fn get_tiers(
         &self,
         _request: Request<v1::GetTiersRequest>,
     ) -> Result<Response<v1::GetTiersResponse>, Status> {
-        let started = Instant::now();
-        let result = self.tiers().await;
-        self.metrics.observe_query(
-            Rpc::GetTiers,
-            started.elapsed().as_secs_f64(),
-            result.is_ok(),
-        );
-        result.map(|t| Response::new(v1::GetTiersResponse::from((*t).clone())))
+        let tiers = self.queries.tiers().await;
+        wire(tiers.map(|t| (*t).clone()))
     }
 
     async fn place(
@@ -165,7 +112,6 @@ impl v1::topology_server::Topology for TopologyService {
         request: Request<v1::PlaceRequest>,
     ) -> Result<Response<v1::PlaceResponse>, Status> {
         let query = PlaceQuery::try_from(request.into_inner()).map_err(invalid)?;
-        self.run(Rpc::Place, move |t, now| Ok(t.place(&query, now)?.into()))
-            .await
+        wire(self.queries.place(query).await)
     }
 }

@@ -1,7 +1,9 @@
 //! The web view on the HTTP port: the page (`GET /`, one self-contained file) and the JSON API it
-//! reads (`/api/*`). The API answers through the Topology service itself, so a query from the
-//! page is checked, timed and counted like the same query over gRPC; it needs read credentials
-//! when authentication is on (the page asks for a bearer token then).
+//! reads (`/api/*`). The API is a thin adapter over the query layer ([`Queries`]), as the gRPC
+//! Topology service is: a query from the page is checked (by the wire's own conversions, so that
+//! a refusal names the same field), timed and counted like the same query over gRPC, and its
+//! errors take their HTTP status from the one table (`crate::ErrorKind`). It needs read
+//! credentials when authentication is on (the page asks for a bearer token then).
 //!
 //! | route | answer |
 //! |---|---|
@@ -16,17 +18,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use tonic::{Request, Status};
+use zonemesh_domain::{
+    FieldError, Matrix, MatrixQuery, NodeName, Nodes, NodesQuery, PlaceQuery, RankQuery, Zones,
+    ZonesQuery,
+};
 use zonemesh_proto::json;
 use zonemesh_proto::v1;
-use zonemesh_proto::v1::topology_server::Topology as _;
 
 use super::auth::{Guard, Need};
-use super::topology::TopologyService;
+use super::query::Queries;
+use crate::Error;
 
 /// The page.
 const INDEX: &str = include_str!("web/index.html");
@@ -34,7 +39,7 @@ const INDEX: &str = include_str!("web/index.html");
 type Params = Query<HashMap<String, String>>;
 
 /// The routes of the page and its API.
-pub fn router(topology: TopologyService, guard: Arc<Guard>) -> Router {
+pub fn router(queries: Queries, guard: Arc<Guard>) -> Router {
     let api = Router::new()
         .route("/api/zones", get(zones))
         .route("/api/nodes", get(nodes))
@@ -42,7 +47,7 @@ pub fn router(topology: TopologyService, guard: Arc<Guard>) -> Router {
         .route("/api/path", get(path))
         .route("/api/rank", get(rank))
         .route("/api/place", post(place))
-        .with_state(topology)
+        .with_state(queries)
         .layer(axum::middleware::from_fn(move |request, next| {
             super::auth::http_guard(
                 guard.clone(),
@@ -68,36 +73,25 @@ pub fn router(topology: TopologyService, guard: Arc<Guard>) -> Router {
         .merge(api)
 }
 
-/// A Topology answer as JSON, or the status as an HTTP error with its message.
-fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Response
+/// A domain answer as the JSON view of its wire answer, or the error as its HTTP status with
+/// its message.
+fn answer<D, W>(result: Result<D, Error>) -> Response
 where
-    for<'a> json::AsJson<'a, T>: serde::Serialize,
+    W: From<D>,
+    for<'a> json::AsJson<'a, W>: serde::Serialize,
 {
     match result {
-        Ok(r) => Json(json::AsJson(r.get_ref())).into_response(),
-        Err(status) => {
-            let code = match status.code() {
-                tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
-                tonic::Code::NotFound => StatusCode::NOT_FOUND,
-                tonic::Code::FailedPrecondition => StatusCode::CONFLICT,
-                tonic::Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-                // A damaged store, the server's configuration, a fault: waiting will not help,
-                // so not 503 (which clients retry).
-                tonic::Code::DataLoss | tonic::Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-                _ => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            let body = serde_json::json!({ "error": status.message() });
-            (code, Json(body)).into_response()
+        Ok(a) => Json(json::AsJson(&W::from(a))).into_response(),
+        Err(e) => {
+            let body = serde_json::json!({ "error": e.to_string() });
+            (e.http_status(), Json(body)).into_response()
         }
     }
 }
 
-fn bad_request(message: String) -> Response {
-    (
-        StatusCode::BAD_REQUEST,
-        Json(serde_json::json!({ "error": message })),
-    )
-        .into_response()
+/// A request the edge refuses: 400 with the field and the problem.
+fn refused(e: FieldError) -> Error {
+    Error::InvalidArgument(e)
 }
 
 fn list(params: &HashMap<String, String>, key: &str) -> Vec<String> {
@@ -117,113 +111,95 @@ fn text(params: &HashMap<String, String>, key: &str) -> String {
     params.get(key).cloned().unwrap_or_default()
 }
 
-// The web API answers whole: it follows the gRPC answers' pages in the process (the page caps
-// are for clients that receive at most 4 MiB; the page asks for large answers on purpose).
+// The web API answers whole: it follows the answers' pages in the process (the page caps are
+// for clients that receive at most 4 MiB; the page asks for large answers on purpose).
 
 /// Pages one view may take before the web API gives up (a matrix whose nodes keep changing
 /// between pages starts over).
 const MAX_PAGES: usize = 1_000;
 
-async fn all_zones(t: &TopologyService) -> Result<tonic::Response<v1::ListZonesResponse>, Status> {
-    let mut whole = v1::ListZonesResponse::default();
-    let mut token = String::new();
+/// More pages than the web API follows.
+fn too_many_pages(rpc: &str) -> Error {
+    Error::TryAgain(format!("{rpc}: more pages than the web API follows"))
+}
+
+async fn all_zones(q: &Queries) -> Result<Zones, Error> {
+    let mut query = ZonesQuery::try_from(v1::ListZonesRequest::default()).map_err(refused)?;
+    let mut whole = Zones::default();
     for _ in 0..MAX_PAGES {
-        let page = t
-            .list_zones(Request::new(v1::ListZonesRequest {
-                page_token: token,
-                ..Default::default()
-            }))
-            .await?
-            .into_inner();
+        let page = q.list_zones(query.clone()).await?;
         whole.zones = page.zones;
         whole.links.extend(page.links);
-        if page.next_page_token.is_empty() {
-            return Ok(tonic::Response::new(whole));
+        match page.next_offset {
+            None => return Ok(whole),
+            Some(next) => query.page.offset = next,
         }
-        token = page.next_page_token;
     }
-    Err(Status::unavailable(
-        "ListZones: more pages than the web API follows",
-    ))
+    Err(too_many_pages("ListZones"))
 }
 
-async fn zones(State(t): State<TopologyService>) -> Response {
-    answer(all_zones(&t).await)
+async fn zones(State(q): State<Queries>) -> Response {
+    answer::<_, v1::ListZonesResponse>(all_zones(&q).await)
 }
 
-async fn all_nodes(
-    t: &TopologyService,
-    zone: String,
-) -> Result<tonic::Response<v1::ListNodesResponse>, Status> {
-    let mut whole = v1::ListNodesResponse::default();
-    let mut token = String::new();
+async fn all_nodes(q: &Queries, zone: String) -> Result<Nodes, Error> {
+    let request = v1::ListNodesRequest {
+        zone,
+        ..Default::default()
+    };
+    let mut query = NodesQuery::try_from(request).map_err(refused)?;
+    let mut whole = Nodes::default();
     for _ in 0..MAX_PAGES {
-        let page = t
-            .list_nodes(Request::new(v1::ListNodesRequest {
-                zone: zone.clone(),
-                page_token: token,
-                ..Default::default()
-            }))
-            .await?
-            .into_inner();
+        let page = q.list_nodes(query.clone()).await?;
         whole.nodes.extend(page.nodes);
-        if page.next_page_token.is_empty() {
-            return Ok(tonic::Response::new(whole));
+        match page.next_offset {
+            None => return Ok(whole),
+            Some(next) => query.page.offset = next,
         }
-        token = page.next_page_token;
     }
-    Err(Status::unavailable(
-        "ListNodes: more pages than the web API follows",
-    ))
+    Err(too_many_pages("ListNodes"))
 }
 
-async fn nodes(State(t): State<TopologyService>, Query(p): Params) -> Response {
-    answer(all_nodes(&t, text(&p, "zone")).await)
+async fn nodes(State(q): State<Queries>, Query(p): Params) -> Response {
+    answer::<_, v1::ListNodesResponse>(all_nodes(&q, text(&p, "zone")).await)
 }
 
-async fn whole_matrix(
-    t: &TopologyService,
-    request: v1::GetMatrixRequest,
-) -> Result<tonic::Response<v1::GetMatrixResponse>, Status> {
-    let mut whole = v1::GetMatrixResponse::default();
-    let mut token = String::new();
+async fn whole_matrix(q: &Queries, first: MatrixQuery) -> Result<Matrix, Error> {
+    let mut query = first.clone();
+    let mut whole: Option<Matrix> = None;
     for _ in 0..MAX_PAGES {
-        let page = t
-            .get_matrix(Request::new(v1::GetMatrixRequest {
-                page_token: token,
-                ..request.clone()
-            }))
-            .await?
-            .into_inner();
-        if page.first_row == 0 || page.nodes != whole.nodes {
-            // The first page, or the nodes changed between pages: start over from this one.
-            if page.first_row != 0 {
-                token = String::new();
+        let page = q.matrix(query.clone()).await?;
+        let next = page.next_offset;
+        match &mut whole {
+            // The rows that follow, of the same nodes.
+            Some(w) if page.first_row != 0 && page.nodes == w.nodes => w.cells.extend(page.cells),
+            // The nodes changed between pages: start over from the first.
+            Some(_) | None if page.first_row != 0 => {
+                whole = None;
+                query = first.clone();
                 continue;
             }
-            whole = v1::GetMatrixResponse {
-                next_page_token: String::new(),
-                ..page.clone()
-            };
-        } else {
-            whole.cells.extend(page.cells);
+            _ => whole = Some(page),
         }
-        if page.next_page_token.is_empty() {
-            return Ok(tonic::Response::new(whole));
+        match next {
+            None => {
+                let mut w = whole.expect("a page was kept");
+                w.next_offset = None;
+                return Ok(w);
+            }
+            Some(next) => query.page.offset = next,
         }
-        token = page.next_page_token;
     }
-    Err(Status::unavailable(
-        "GetMatrix: more pages than the web API follows",
-    ))
+    Err(too_many_pages("GetMatrix"))
 }
 
-async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response {
+async fn matrix(State(q): State<Queries>, Query(p): Params) -> Response {
     let name = p.get("metric").map_or("rtt", String::as_str);
     let Some(metric) = json::parse_metric(name) else {
-        return bad_request(format!(
-            "metric: {name:?} is none of rtt, rtt_p99, loss, throughput"
-        ));
+        let problem = format!("{name:?} is none of rtt, rtt_p99, loss, throughput");
+        return answer::<Matrix, v1::GetMatrixResponse>(Err(refused(FieldError::new(
+            "metric", problem,
+        ))));
     };
     let request = v1::GetMatrixRequest {
         metric: metric as i32,
@@ -231,22 +207,31 @@ async fn matrix(State(t): State<TopologyService>, Query(p): Params) -> Response 
         zone: text(&p, "zone"),
         ..Default::default()
     };
-    answer(whole_matrix(&t, request).await)
-}
-
-async fn path(State(t): State<TopologyService>, Query(p): Params) -> Response {
-    let request = v1::GetPathRequest {
-        src: text(&p, "src"),
-        dst: text(&p, "dst"),
+    let result = match MatrixQuery::try_from(request) {
+        Ok(query) => whole_matrix(&q, query).await,
+        Err(e) => Err(refused(e)),
     };
-    answer(t.get_path(Request::new(request)).await)
+    answer::<_, v1::GetMatrixResponse>(result)
 }
 
-async fn rank(State(t): State<TopologyService>, Query(p): Params) -> Response {
+async fn path(State(q): State<Queries>, Query(p): Params) -> Response {
+    let names = NodeName::parse("src", text(&p, "src"))
+        .and_then(|src| Ok((src, NodeName::parse("dst", text(&p, "dst"))?)));
+    let result = match names {
+        Ok((src, dst)) => q.path(src, dst).await,
+        Err(e) => Err(refused(e)),
+    };
+    answer::<_, v1::GetPathResponse>(result)
+}
+
+async fn rank(State(q): State<Queries>, Query(p): Params) -> Response {
     let limit = match p.get("limit").map(|l| l.parse::<u32>()) {
         None => 0,
         Some(Ok(l)) => l,
-        Some(Err(_)) => return bad_request("limit: not a whole number".into()),
+        Some(Err(_)) => {
+            let e = FieldError::new("limit", "not a whole number");
+            return answer::<zonemesh_domain::Ranking, v1::RankNodesResponse>(Err(refused(e)));
+        }
     };
     let request = v1::RankNodesRequest {
         candidates: list(&p, "candidates"),
@@ -255,7 +240,11 @@ async fn rank(State(t): State<TopologyService>, Query(p): Params) -> Response {
         limit,
         ..Default::default()
     };
-    answer(t.rank_nodes(Request::new(request)).await)
+    let result = match RankQuery::try_from(request) {
+        Ok(query) => q.rank(query).await,
+        Err(e) => Err(refused(e)),
+    };
+    answer::<_, v1::RankNodesResponse>(result)
 }
 
 /// The body of `POST /api/place`.
@@ -269,11 +258,10 @@ struct PlaceBody {
     exclude: Vec<String>,
 }
 
-async fn place(State(t): State<TopologyService>, body: axum::body::Bytes) -> Response {
-    let body: PlaceBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => return bad_request(format!("body: {e}")),
-    };
+/// The body as a checked `Place` query.
+fn place_query(body: &[u8]) -> Result<PlaceQuery, FieldError> {
+    let body: PlaceBody =
+        serde_json::from_slice(body).map_err(|e| FieldError::new("body", e.to_string()))?;
     let policy = match body
         .zone_policy
         .as_deref()
@@ -284,54 +272,83 @@ async fn place(State(t): State<TopologyService>, body: axum::body::Bytes) -> Res
         Some("require_one") => v1::ZonePolicy::RequireOne,
         Some("any") => v1::ZonePolicy::Any,
         Some(other) => {
-            return bad_request(format!(
-                "zone_policy: {other:?} is none of prefer_one, require_one, any"
+            return Err(FieldError::new(
+                "zone_policy",
+                format!("{other:?} is none of prefer_one, require_one, any"),
             ));
         }
     };
-    let request = v1::PlaceRequest {
+    PlaceQuery::try_from(v1::PlaceRequest {
         workers: body.workers,
         zone_policy: policy as i32,
         exclude: body.exclude,
         ..Default::default()
+    })
+}
+
+async fn place(State(q): State<Queries>, body: axum::body::Bytes) -> Response {
+    let result = match place_query(&body) {
+        Ok(query) => q.place(query).await,
+        Err(e) => Err(refused(e)),
     };
-    answer(t.place(Request::new(request)).await)
+    answer::<_, v1::PlaceResponse>(result)
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     /// A damaged store or the server's own fault is a 500, which clients do not retry; only
-    /// what may pass is a 503.
+    /// what may pass is a 503; bad input a 400 that names the field.
     #[test]
-    fn only_what_may_pass_is_service_unavailable() {
+    fn errors_take_their_status_from_the_one_table() {
+        let corrupt = Error::Corrupt {
+            path: "/data".into(),
+            key: "n/a".into(),
+            reason: crate::store::codec::CodecError::UnknownKey,
+        };
         let cases = [
+            (corrupt, StatusCode::INTERNAL_SERVER_ERROR),
             (
-                Status::data_loss("record unreadable"),
+                Error::Internal("a query panicked".into()),
                 StatusCode::INTERNAL_SERVER_ERROR,
             ),
+            (Error::ShuttingDown, StatusCode::SERVICE_UNAVAILABLE),
             (
-                Status::internal("a query panicked"),
-                StatusCode::INTERNAL_SERVER_ERROR,
-            ),
-            (
-                Status::unavailable("shutting down"),
-                StatusCode::SERVICE_UNAVAILABLE,
-            ),
-            (Status::invalid_argument("zone"), StatusCode::BAD_REQUEST),
-            (Status::not_found("node"), StatusCode::NOT_FOUND),
-            (
-                Status::failed_precondition("no zone fits"),
-                StatusCode::CONFLICT,
+                refused(FieldError::new("zone", "empty")),
+                StatusCode::BAD_REQUEST,
             ),
         ];
-        for (status, want) in cases {
-            let code = status.code();
-            let response = answer::<v1::ListZonesResponse>(Err(status));
-            assert_eq!(response.status(), want, "{code:?}");
+        for (error, want) in cases {
+            let text = error.to_string();
+            let response = answer::<Zones, v1::ListZonesResponse>(Err(error));
+            assert_eq!(response.status(), want, "{text}");
         }
-        let ok = answer(Ok(tonic::Response::new(v1::ListZonesResponse::default())));
+        let ok = answer::<_, v1::ListZonesResponse>(Ok(Zones::default()));
         assert_eq!(ok.status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn a_place_body_is_checked_field_by_field() {
+        let cases = [
+            (r#"{"workers":3}"#, None),
+            (r#"{"workers":3,"zone_policy":"ANY"}"#, None),
+            (r#"{"workers":3,"zone_policy":"two"}"#, Some("zone_policy")),
+            (r#"{"workers":3,"nodes":[]}"#, Some("body")),
+            (
+                r#"{"workers":3,"exclude":["Bad_Name"]}"#,
+                Some("exclude[0]"),
+            ),
+        ];
+        for (body, field) in cases {
+            let got = place_query(body.as_bytes());
+            assert_eq!(
+                got.as_ref().err().map(FieldError::field),
+                field,
+                "{body}: {got:?}"
+            );
+        }
     }
 }

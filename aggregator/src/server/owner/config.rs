@@ -1,0 +1,77 @@
+//! The owner's settings and their defaults.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::clock::{Clock, WallClock};
+
+/// Paths one step of the sweep visits (about a millisecond): a query waits for at most one
+/// step, where a whole pass over 500,000 paths takes tens of milliseconds.
+pub const SWEEP_STEP_PATHS: usize = 16_384;
+
+/// Decoded reports that may wait to be applied at once: the ingest budget. Past it, streams
+/// stop reading (HTTP/2 flow control then holds their agents back), so that a flood of reports
+/// costs bounded memory. 1,024 reports of a 100-peer agent are about 30 MB decoded.
+pub const INGEST_BUDGET_REPORTS: usize = 1_024;
+
+/// How long a store write may run before the store counts as unhealthy (a commit takes
+/// milliseconds; see [`OwnerConfig::store_stall`]).
+pub const STORE_STALL: Duration = Duration::from_secs(10);
+
+/// How long a store write may run before the owner gives up on the store
+/// ([`OwnerConfig::store_hang`]).
+pub const STORE_HANG: Duration = Duration::from_secs(60);
+
+/// Paths up to which the owner fits the model itself (about 1.3 ms of work at 10,000 paths).
+pub const MODEL_ON_OWNER_PATHS: usize = 10_000;
+
+/// Settings of the owner.
+#[derive(Debug, Clone)]
+pub struct OwnerConfig {
+    /// How often to sweep, re-plan and grant throughput slots.
+    pub tick: Duration,
+    /// Commands handled before the owner looks at queries and finished writes again.
+    pub batch_commands: usize,
+    /// Fault injection for tests: every store write takes at least this long, which widens the
+    /// window in which a crash finds reports applied in memory but not yet durable.
+    pub commit_delay: Duration,
+    /// Queries answered at once; default: the cores.
+    pub query_threads: usize,
+    /// Write the store on the owner itself instead of a blocking thread (tests on a paused
+    /// clock, where a write must finish before the next command is looked at).
+    pub inline_writes: bool,
+    /// Topologies of at most this many paths get the model fitted on the owner at the end of the
+    /// sweep pass, as an embedded engine does (cheap: about 130 ns a path), so that the figures
+    /// published with the pass are the model's; larger ones on the blocking pool. Default
+    /// [`MODEL_ON_OWNER_PATHS`].
+    pub model_on_owner_paths: usize,
+    /// A store write still running after this long makes the store unhealthy (`/healthz`
+    /// degraded, Ingest NOT_SERVING) until it finishes: a disk can hang a write instead of
+    /// failing it (sled 0.34 has been seen waiting forever in a flush on a full tmpfs), and a
+    /// write that never returns must not look like a slow one. Default [`STORE_STALL`].
+    pub store_stall: Duration,
+    /// A store write still running after this long stops the owner with
+    /// [`Ended::StoreHung`](super::Ended::StoreHung), and the server with an error, so that a
+    /// supervisor restarts the process: sled cannot be opened again in a process while a hung
+    /// write holds its lock. Everything acknowledged is on disk; agents send what was not
+    /// acknowledged again. Default [`STORE_HANG`].
+    pub store_hang: Duration,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for OwnerConfig {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_secs(1),
+            batch_commands: 256,
+            commit_delay: Duration::ZERO,
+            query_threads: std::thread::available_parallelism().map_or(2, usize::from),
+            inline_writes: false,
+            model_on_owner_paths: MODEL_ON_OWNER_PATHS,
+            store_stall: STORE_STALL,
+            store_hang: STORE_HANG,
+            clock: Arc::new(WallClock),
+        }
+    }
+}

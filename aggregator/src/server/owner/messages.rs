@@ -1,0 +1,103 @@
+//! What goes in and out of the owner: domain [`Command`]s from the edges, a domain [`Outbound`]
+//! to each agent, and why the owner [`Ended`].
+
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use zonemesh_domain::{Hello, ProbePlan, Report, ThroughputGrant};
+use zonemesh_engine::NodeId;
+use zonemesh_engine::tiers::TierState;
+
+use crate::Error;
+
+/// Why a report or a stream is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// The message is invalid (a field, a second hello); sending it again will not help.
+    Invalid,
+    /// The message is over a limit (`--max-report-*`, the engine's path limit).
+    OverLimit,
+}
+
+/// A refusal: the named `field` of report `sequence` (0: no report) is refused, and that report
+/// is never applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Why.
+    pub kind: RefusalKind,
+    /// The refused field (`paths`, `paths[3].rtt.p50_us`, `hello`, ...).
+    pub field: String,
+    /// What was wrong, for the agent's log.
+    pub message: String,
+    /// The report refused; 0 when the refusal is not about a report.
+    pub sequence: u64,
+}
+
+/// What the aggregator says to one agent. The ingest edge turns each into a wire message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outbound {
+    /// Every report up to `sequence` is durable (and visible to queries).
+    Ack {
+        /// The highest sequence acknowledged.
+        sequence: u64,
+    },
+    /// A report or message refused; the stream stays open.
+    Refused(Refusal),
+    /// The agent's probe plan (sent when it changes).
+    Plan(ProbePlan),
+    /// A throughput test slot.
+    Grant(ThroughputGrant),
+    /// The stream ends for this reason (a limit of the stream itself).
+    End(Refusal),
+}
+
+/// The sending half of one agent's channel.
+pub type OutboundTx = mpsc::Sender<Outbound>;
+
+/// Commands from the Ingest streams.
+#[derive(Debug)]
+pub enum Command {
+    /// An agent said hello on a new stream.
+    Hello {
+        /// The checked hello.
+        hello: Hello,
+        /// The stream's outbound half.
+        outbound: OutboundTx,
+        /// Gets the node and the session id, or why the node is refused (`--max-nodes`).
+        reply: oneshot::Sender<Result<(NodeId, u64), Error>>,
+    },
+    /// A checked report from the agent of `node`.
+    Report {
+        /// The reporting node.
+        node: NodeId,
+        /// The stream's session.
+        session: u64,
+        /// The report.
+        report: Report,
+        /// Its place in the ingest budget, given back once it is acknowledged.
+        permit: Option<OwnedSemaphorePermit>,
+    },
+    /// Stop: write what is left and end the task.
+    Stop,
+    /// The tiers' state changed: store it with the next batch (see `server::tiers`).
+    Tiers(TierState),
+    /// A stream ended.
+    Goodbye {
+        /// The node.
+        node: NodeId,
+        /// The stream's session.
+        session: u64,
+    },
+}
+
+/// Resolves when the owner has stopped, with why.
+pub type Stopped = oneshot::Receiver<Ended>;
+
+/// Why the owner stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Asked to ([`Owner::stop`], or every sender gone), after writing what was left.
+    Asked,
+    /// A store write did not return within [`OwnerConfig::store_hang`]; the message says so.
+    StoreHung(String),
+    /// The owner could not run (its runtime did not start, or a store writer panicked).
+    Failed(String),
+}

@@ -1,0 +1,111 @@
+//! The query layer: every query of the gRPC `Topology` service and of the web API runs here, on
+//! a [`Reader`] (the latest published snapshot, on the query pool), timed and counted per RPC.
+//! Both edges are thin adapters: they check their request into a domain query, call this, and
+//! turn the domain answer or the [`Error`] (through its one code table) into their wire form.
+
+use std::sync::Arc;
+
+use zonemesh_domain::{
+    Matrix, MatrixQuery, NodeName, Nodes, NodesQuery, PathAnswer, PlaceAnswer, PlaceQuery,
+    RankQuery, Ranking, Tiers, UnixMs, Zones, ZonesQuery,
+};
+use zonemesh_engine::Snapshot;
+
+use super::metrics::{Metrics, Rpc};
+use super::reader::Reader;
+use super::tiers::TiersWatch;
+use crate::Error;
+
+/// How long `GetTiers` waits for the first derivation after a start.
+const FIRST_TIERS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The queries, over one reader.
+#[derive(Debug, Clone)]
+pub struct Queries {
+    reader: Reader,
+    metrics: Arc<Metrics>,
+    tiers: TiersWatch,
+}
+
+impl Queries {
+    /// Queries on `reader`'s snapshots; `GetTiers` answers from the tiers task's `tiers`.
+    pub fn new(reader: Reader, metrics: Arc<Metrics>, tiers: TiersWatch) -> Self {
+        Self {
+            reader,
+            metrics,
+            tiers,
+        }
+    }
+
+    /// Runs `f` on the latest snapshot and records it as one `rpc`.
+    async fn run<T: Send + 'static>(
+        &self,
+        rpc: Rpc,
+        f: impl FnOnce(&Snapshot, UnixMs) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let started = zonemesh_common::time::Stopwatch::start();
+        let result = self.reader.query(f).await.and_then(|r| r);
+        self.metrics
+            .observe_query(rpc, started.elapsed().as_secs_f64(), result.is_ok());
+        result
+    }
+
+    /// `ListNodes`: one page of nodes.
+    pub async fn list_nodes(&self, query: NodesQuery) -> Result<Nodes, Error> {
+        self.run(Rpc::ListNodes, move |t, now| Ok(t.list_nodes(&query, now)?))
+            .await
+    }
+
+    /// `ListZones`: the zones and one page of zone links.
+    pub async fn list_zones(&self, query: ZonesQuery) -> Result<Zones, Error> {
+        self.run(Rpc::ListZones, move |t, now| Ok(t.list_zones(&query, now)))
+            .await
+    }
+
+    /// `GetPath`: one path's figures, measured or estimated.
+    pub async fn path(&self, src: NodeName, dst: NodeName) -> Result<PathAnswer, Error> {
+        self.run(Rpc::GetPath, move |t, now| {
+            let (s, d) = (t.require("src", &src)?, t.require("dst", &dst)?);
+            let figures = t.path_figures(s, d, now);
+            Ok(PathAnswer { src, dst, figures })
+        })
+        .await
+    }
+
+    /// `GetMatrix`: one page of rows.
+    pub async fn matrix(&self, query: MatrixQuery) -> Result<Matrix, Error> {
+        self.run(Rpc::GetMatrix, move |t, now| Ok(t.matrix(&query, now)?))
+            .await
+    }
+
+    /// `RankNodes`.
+    pub async fn rank(&self, query: RankQuery) -> Result<Ranking, Error> {
+        self.run(Rpc::RankNodes, move |t, now| Ok(t.rank(&query, now)?))
+            .await
+    }
+
+    /// `Place`.
+    pub async fn place(&self, query: PlaceQuery) -> Result<PlaceAnswer, Error> {
+        self.run(Rpc::Place, move |t, now| Ok(t.place(&query, now)?))
+            .await
+    }
+
+    /// `GetTiers`: the latest tiers (waiting for the first derivation at most 5 s).
+    pub async fn tiers(&self) -> Result<Arc<Tiers>, Error> {
+        let started = zonemesh_common::time::Stopwatch::start();
+        let mut rx = self.tiers.clone();
+        let result =
+            match tokio::time::timeout(FIRST_TIERS_WAIT, rx.wait_for(Option::is_some)).await {
+                Ok(Ok(t)) => Ok(t.clone().expect("waited for Some")),
+                _ => Err(Error::TryAgain(
+                    "the tiers are not derived yet (the aggregator is starting)".into(),
+                )),
+            };
+        self.metrics.observe_query(
+            Rpc::GetTiers,
+            started.elapsed().as_secs_f64(),
+            result.is_ok(),
+        );
+        result
+    }
+}
