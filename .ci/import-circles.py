@@ -6,7 +6,7 @@ are not imports."""
 import re, subprocess, sys, os
 from collections import defaultdict
 
-files = subprocess.check_output(['git', 'ls-files', '*.rs']).decode().split()
+files = [f for f in subprocess.check_output(['git', 'ls-files', '*.rs']).decode().split() if os.path.exists(f)]
 
 def crate_root(f):
     parts = f.split('/')
