@@ -20,7 +20,8 @@ use zonemesh_aggregator::store::{Batch, SledStore, Store};
 use zonemesh_domain::{
     Hello, IcmpMode, MatrixQuery, Metric, NodeName, PlaceQuery, RankQuery, UnixMs, ZoneName,
 };
-use zonemesh_engine::model::{Model, holdout};
+use zonemesh_engine::model::Model;
+use zonemesh_engine::model::holdout::holdout;
 use zonemesh_engine::testing::synthetic;
 use zonemesh_engine::{EngineConfig, Topology};
 

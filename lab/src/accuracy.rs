@@ -290,7 +290,7 @@ pub async fn measure_paths(
 /// predictions (`zonemesh_engine::model::holdout`).
 pub fn model_section(lab: &Lab, rows: &[PathRow]) -> Result<String> {
     use zonemesh_domain::{NodeName, UnixMs, ZoneName};
-    use zonemesh_engine::model::{HoldoutError, MeasuredPath, holdout, topology_of};
+    use zonemesh_engine::model::holdout::{HoldoutError, MeasuredPath, holdout, topology_of};
     let node = |n: &str| NodeName::parse("node", n);
     let zone = |n: &str| ZoneName::parse("zone", lab.node(n).zone.as_str());
     let paths = rows
