@@ -317,6 +317,11 @@ fn group_name(n: u64) -> ZoneName {
 /// Derives the tiers from the zones, their figures (`figures(i, j)` for the ordered pair
 /// `zones[i]` → `zones[j]`; `figures(i, i)` gives a zone's inside figures) and the previous state.
 /// Returns the tiers and the state for the next derivation.
+///
+/// 1. The previous groups, split where they no longer hold; new zones alone.
+/// 2. Merge, nearest first, while every fresh pair between two clusters joins.
+/// 3. Names for new groups, in the order of their first zone; never one in use.
+/// 4. The tree, with the figures behind every cut.
 pub fn derive(
     zones: &[ZoneInput],
     figures: &dyn Fn(usize, usize) -> LinkFigures,
@@ -325,6 +330,82 @@ pub fn derive(
     now: UnixMs,
 ) -> (Tiers, TierState) {
     let t = thresholds;
+    let (order, m) = matrix(zones, figures);
+    let n = order.len();
+    let names: Vec<&ZoneName> = order.iter().map(|i| &zones[*i].name).collect();
+    let clusters = previous_clusters(&names, previous, &m, t);
+    let mut clusters = merge_nearest(clusters, &m, t);
+    let next = name_new_groups(&mut clusters, previous.next_group);
+
+    let group_of: Vec<&ZoneName> = {
+        let mut g = vec![names.first().copied(); n];
+        for c in &clusters {
+            for z in &c.zones {
+                g[*z] = c.name.as_ref();
+            }
+        }
+        g.into_iter()
+            .map(|x| x.expect("every zone is in a cluster"))
+            .collect()
+    };
+    let tier_zones: Vec<TierZone> = (0..n)
+        .map(|z| {
+            let input = &zones[order[z]];
+            let inside = figures(order[z], order[z]);
+            let mut nodes = input.nodes.clone();
+            nodes.sort();
+            nodes.dedup();
+            TierZone {
+                name: input.name.clone(),
+                group: group_of[z].clone(),
+                region: input.region.clone(),
+                nodes,
+                fresh: input.fresh,
+                rtt_us: usable(inside.rtt_us),
+                throughput_bps: usable(inside.throughput_bps),
+            }
+        })
+        .collect();
+    let mut groups: Vec<TierGroup> = clusters
+        .iter()
+        .map(|c| tier_group(c, &clusters, &m, &names, t))
+        .collect();
+    groups.sort_by(|a, b| a.name.cmp(&b.name));
+    let all: Vec<usize> = (0..n).collect();
+    let tiers = Tiers {
+        computed_at: now,
+        thresholds: *thresholds,
+        zones: tier_zones,
+        groups,
+        cluster: cut_figures(&m, &names, within(&all)),
+        pairs: within(&all)
+            .filter_map(|(a, b)| {
+                let p = m.get(a, b);
+                (p.rtt.is_some() || p.tput.is_some()).then(|| ZonePair {
+                    a: names[a].clone(),
+                    b: names[b].clone(),
+                    rtt_us: p.rtt,
+                    throughput_bps: p.tput,
+                    fresh: p.fresh,
+                })
+            })
+            .collect(),
+    };
+    let state = TierState {
+        groups: (0..n)
+            .map(|z| (names[z].clone(), group_of[z].clone()))
+            .collect(),
+        next_group: next,
+    };
+    (tiers, state)
+}
+
+/// The zones with nodes in name order (a repeated name counts once: the first), as indices into
+/// `zones`, and the matrix of their pairs' figures (the worse direction of each).
+fn matrix(
+    zones: &[ZoneInput],
+    figures: &dyn Fn(usize, usize) -> LinkFigures,
+) -> (Vec<usize>, Matrix) {
     // Zones with nodes, in name order (a repeated name counts once: the first).
     let mut order: Vec<usize> = (0..zones.len())
         .filter(|i| !zones[*i].nodes.is_empty())
@@ -332,7 +413,6 @@ pub fn derive(
     order.sort_by(|a, b| zones[*a].name.cmp(&zones[*b].name).then(a.cmp(b)));
     order.dedup_by(|a, b| zones[*a].name == zones[*b].name);
     let n = order.len();
-    let names: Vec<&ZoneName> = order.iter().map(|i| &zones[*i].name).collect();
     let fresh: Vec<bool> = order.iter().map(|i| zones[*i].fresh).collect();
     let mut pairs = vec![Pair::default(); n * n];
     for a in 0..n {
@@ -347,22 +427,33 @@ pub fn derive(
             pairs[b * n + a] = p;
         }
     }
-    let m = Matrix { n, pairs, fresh };
+    (order, Matrix { n, pairs, fresh })
+}
 
-    // 1. Previous groups, split where they no longer hold; new zones alone.
+/// Step 1: the previous groups, split where they no longer hold; new zones alone.
+fn previous_clusters(
+    names: &[&ZoneName],
+    previous: &TierState,
+    m: &Matrix,
+    t: &TierThresholds,
+) -> Vec<Cluster> {
     let mut previous_groups: BTreeMap<&ZoneName, Vec<usize>> = BTreeMap::new();
     let mut clusters = Vec::new();
     for (z, name) in names.iter().enumerate() {
         match previous.groups.get(*name) {
             Some(g) => previous_groups.entry(g).or_default().push(z),
-            None => clusters.push(Cluster::new(vec![z], None, &m)),
+            None => clusters.push(Cluster::new(vec![z], None, m)),
         }
     }
     for (g, members) in previous_groups {
-        clusters.extend(split(members, g.clone(), &m, t));
+        clusters.extend(split(members, g.clone(), m, t));
     }
 
-    // 2. Merge, nearest first, while every fresh pair between two clusters joins.
+    clusters
+}
+
+/// Step 2: merges clusters, nearest first, while every fresh pair between two clusters joins.
+fn merge_nearest(mut clusters: Vec<Cluster>, m: &Matrix, t: &TierThresholds) -> Vec<Cluster> {
     let k = clusters.len();
     let mut alive = vec![true; k];
     let mut links = vec![
@@ -375,7 +466,7 @@ pub fn derive(
     ];
     for x in 0..k {
         for y in x + 1..k {
-            let l = Link::between(&m, &clusters[x].zones, &clusters[y].zones, t);
+            let l = Link::between(m, &clusters[x].zones, &clusters[y].zones, t);
             links[x * k + y] = l;
             links[y * k + x] = l;
         }
@@ -410,7 +501,7 @@ pub fn derive(
         let moved = std::mem::take(&mut clusters[y].zones);
         let mut zones_xy = std::mem::take(&mut clusters[x].zones);
         zones_xy.extend(moved);
-        clusters[x] = Cluster::new(zones_xy, name, &m);
+        clusters[x] = Cluster::new(zones_xy, name, m);
         alive[y] = false;
         for z in (0..k).filter(|z| alive[*z] && *z != x) {
             let l = links[x * k + z].merge(links[y * k + z]);
@@ -418,15 +509,18 @@ pub fn derive(
             links[z * k + x] = l;
         }
     }
-    let mut clusters: Vec<Cluster> = clusters
+    clusters
         .into_iter()
         .zip(alive)
         .filter_map(|(c, a)| a.then_some(c))
-        .collect();
+        .collect()
+}
 
-    // 3. Names for new groups, in the order of their first zone; never one in use.
+/// Step 3: names for new groups, in the order of their first zone, never one in use, from
+/// `next_group` on. Returns the next number to use.
+fn name_new_groups(clusters: &mut [Cluster], next_group: u64) -> u64 {
     clusters.sort_by_key(Cluster::first);
-    let mut next = previous.next_group.max(1);
+    let mut next = next_group.max(1);
     let in_use: std::collections::BTreeSet<ZoneName> =
         clusters.iter().filter_map(|c| c.name.clone()).collect();
     for c in clusters.iter_mut().filter(|c| c.name.is_none()) {
@@ -439,120 +533,68 @@ pub fn derive(
         c.name = Some(name);
     }
 
-    // The tree, with the figures behind every cut.
-    let group_of: Vec<&ZoneName> = {
-        let mut g = vec![names.first().copied(); n];
-        for c in &clusters {
-            for z in &c.zones {
-                g[*z] = c.name.as_ref();
-            }
-        }
-        g.into_iter()
-            .map(|x| x.expect("every zone is in a cluster"))
-            .collect()
-    };
-    let tier_zones: Vec<TierZone> = (0..n)
-        .map(|z| {
-            let input = &zones[order[z]];
-            let inside = figures(order[z], order[z]);
-            let mut nodes = input.nodes.clone();
-            nodes.sort();
-            nodes.dedup();
-            TierZone {
-                name: input.name.clone(),
-                group: group_of[z].clone(),
-                region: input.region.clone(),
-                nodes,
-                fresh: input.fresh,
-                rtt_us: usable(inside.rtt_us),
-                throughput_bps: usable(inside.throughput_bps),
-            }
-        })
-        .collect();
-    let mut groups: Vec<TierGroup> = clusters
+    next
+}
+
+/// A group of the tree: its zones, its inside figures, whether a pair inside no longer joins
+/// (held by hysteresis), and its nearest other group with the figures and reason of the cut.
+fn tier_group(
+    c: &Cluster,
+    clusters: &[Cluster],
+    m: &Matrix,
+    names: &[&ZoneName],
+    t: &TierThresholds,
+) -> TierGroup {
+    let held = within(&c.zones).any(|(a, b)| {
+        let p = m.get(a, b);
+        p.fresh && !p.joins(t)
+    });
+    let nearest = clusters
         .iter()
-        .map(|c| {
-            let held = within(&c.zones).any(|(a, b)| {
-                let p = m.get(a, b);
-                p.fresh && !p.joins(t)
-            });
-            let nearest = clusters
-                .iter()
-                .filter(|o| o.name != c.name)
-                .map(|o| {
-                    let figures = cut_figures(&m, &names, cross(&c.zones, &o.zones));
-                    (o, figures)
-                })
-                .min_by(|(oa, fa), (ob, fb)| {
-                    let w =
-                        |f: &CutFigures| f.worst_rtt.as_ref().map_or(f64::INFINITY, |w| w.value);
-                    w(fa).total_cmp(&w(fb)).then(oa.name.cmp(&ob.name))
-                })
-                .map(|(o, figures)| {
-                    let fresh_pairs = cross(&c.zones, &o.zones).any(|(a, b)| m.get(a, b).fresh);
-                    let cut = if !fresh_pairs {
-                        Cut::Stale
-                    } else if figures.unmeasured_pairs > 0 {
-                        Cut::Unmeasured
-                    } else if figures
-                        .worst_rtt
-                        .as_ref()
-                        .is_some_and(|w| w.value > t.join_rtt_us)
-                    {
-                        Cut::Rtt
-                    } else if figures
-                        .lowest_throughput
-                        .as_ref()
-                        .is_some_and(|w| w.value < t.join_throughput_bps)
-                    {
-                        Cut::Throughput
-                    } else {
-                        // Every fresh pair joins: both hold a stale zone, which keeps its group.
-                        Cut::Stale
-                    };
-                    GroupLink {
-                        group: o.name.clone().expect("named"),
-                        figures,
-                        cut,
-                    }
-                });
-            TierGroup {
-                name: c.name.clone().expect("named"),
-                zones: c.zones.iter().map(|z| names[*z].clone()).collect(),
-                inside: cut_figures(&m, &names, within(&c.zones)),
-                held,
-                nearest,
-            }
+        .filter(|o| o.name != c.name)
+        .map(|o| {
+            let figures = cut_figures(m, names, cross(&c.zones, &o.zones));
+            (o, figures)
         })
-        .collect();
-    groups.sort_by(|a, b| a.name.cmp(&b.name));
-    let all: Vec<usize> = (0..n).collect();
-    let tiers = Tiers {
-        computed_at: now,
-        thresholds: *thresholds,
-        zones: tier_zones,
-        groups,
-        cluster: cut_figures(&m, &names, within(&all)),
-        pairs: within(&all)
-            .filter_map(|(a, b)| {
-                let p = m.get(a, b);
-                (p.rtt.is_some() || p.tput.is_some()).then(|| ZonePair {
-                    a: names[a].clone(),
-                    b: names[b].clone(),
-                    rtt_us: p.rtt,
-                    throughput_bps: p.tput,
-                    fresh: p.fresh,
-                })
-            })
-            .collect(),
-    };
-    let state = TierState {
-        groups: (0..n)
-            .map(|z| (names[z].clone(), group_of[z].clone()))
-            .collect(),
-        next_group: next,
-    };
-    (tiers, state)
+        .min_by(|(oa, fa), (ob, fb)| {
+            let w = |f: &CutFigures| f.worst_rtt.as_ref().map_or(f64::INFINITY, |w| w.value);
+            w(fa).total_cmp(&w(fb)).then(oa.name.cmp(&ob.name))
+        })
+        .map(|(o, figures)| {
+            let fresh_pairs = cross(&c.zones, &o.zones).any(|(a, b)| m.get(a, b).fresh);
+            let cut = if !fresh_pairs {
+                Cut::Stale
+            } else if figures.unmeasured_pairs > 0 {
+                Cut::Unmeasured
+            } else if figures
+                .worst_rtt
+                .as_ref()
+                .is_some_and(|w| w.value > t.join_rtt_us)
+            {
+                Cut::Rtt
+            } else if figures
+                .lowest_throughput
+                .as_ref()
+                .is_some_and(|w| w.value < t.join_throughput_bps)
+            {
+                Cut::Throughput
+            } else {
+                // Every fresh pair joins: both hold a stale zone, which keeps its group.
+                Cut::Stale
+            };
+            GroupLink {
+                group: o.name.clone().expect("named"),
+                figures,
+                cut,
+            }
+        });
+    TierGroup {
+        name: c.name.clone().expect("named"),
+        zones: c.zones.iter().map(|z| names[*z].clone()).collect(),
+        inside: cut_figures(m, names, within(&c.zones)),
+        held,
+        nearest,
+    }
 }
 
 #[cfg(test)]
