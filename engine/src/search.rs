@@ -365,221 +365,21 @@ impl Ctx {
     /// incrementally: a ring's sum changes by its two replaced links; a bottleneck objective is
     /// the worst pair without the moved position, and the moved node's pairs.
     fn improve(&self, mut state: State) -> (State, f64) {
-        let k = self.costs.k;
-        let c = &self.costs;
-        let better = |new: f64, old: f64| new < old * (1.0 - 1e-9);
-        // Lexicographic: the objective, then the sum of the counted links' costs, so that a move
-        // that removes one of several links at the bottleneck is taken (a plateau otherwise).
-        let accept = |value: f64, sum: f64, best: f64, best_sum: f64| {
-            better(value, best) || (value <= best * (1.0 + 1e-12) && better(sum, best_sum))
-        };
         let mut best = self.score(&state);
         for _ in 0..PASSES {
-            let mut improved = false;
-            let mut chosen = vec![false; k];
+            if state.order.len() < 2 {
+                break;
+            }
+            let mut chosen = vec![false; self.costs.k];
             for &n in &state.order {
                 chosen[n] = true;
             }
-            let n = state.order.len();
-            if n < 2 {
-                break;
-            }
-            match self.shape {
-                Shape::Ring => {
-                    let (mut sum, mut max_serial) = (0.0f64, 0.0f64);
-                    for i in 0..n {
-                        let (a, b) = (state.order[i], state.order[(i + 1) % n]);
-                        sum += c.t(a, b);
-                        max_serial = max_serial.max(c.s(a, b));
-                    }
-                    // Replace the node at x by y: links prev–x and x–next become prev–y, y–next.
-                    for x in 0..n {
-                        for y in 0..k {
-                            if chosen[y] || self.slots[y] < state.take[x] {
-                                continue;
-                            }
-                            let old = state.order[x];
-                            let prev = state.order[(x + n - 1) % n];
-                            let next = state.order[(x + 1) % n];
-                            let new_sum =
-                                sum - c.t(prev, old) - c.t(old, next) + c.t(prev, y) + c.t(y, next);
-                            let gone = c.s(prev, old).max(c.s(old, next));
-                            state.order[x] = y;
-                            let new_max = if gone < max_serial {
-                                max_serial.max(c.s(prev, y)).max(c.s(y, next))
-                            } else {
-                                self.ring_max_serial(&state.order)
-                            };
-                            let value = self.ring_value(new_sum, new_max);
-                            if accept(value, new_sum, best, sum) {
-                                best = value;
-                                sum = new_sum;
-                                max_serial = new_max;
-                                chosen[old] = false;
-                                chosen[y] = true;
-                                improved = true;
-                            } else {
-                                state.order[x] = old;
-                            }
-                        }
-                    }
-                    // 2-opt: reverse positions i..=j; links prev–o[i] and o[j]–next become
-                    // prev–o[j] and o[i]–next (links are symmetric).
-                    for i in 0..n {
-                        for j in i + 1..n {
-                            if j - i + 1 >= n - 1 {
-                                continue;
-                            }
-                            let prev = state.order[(i + n - 1) % n];
-                            let next = state.order[(j + 1) % n];
-                            let (oi, oj) = (state.order[i], state.order[j]);
-                            let new_sum =
-                                sum - c.t(prev, oi) - c.t(oj, next) + c.t(prev, oj) + c.t(oi, next);
-                            let gone = c.s(prev, oi).max(c.s(oj, next));
-                            state.order[i..=j].reverse();
-                            state.take[i..=j].reverse();
-                            let new_max = if gone < max_serial {
-                                max_serial.max(c.s(prev, oj)).max(c.s(oi, next))
-                            } else {
-                                self.ring_max_serial(&state.order)
-                            };
-                            let value = self.ring_value(new_sum, new_max);
-                            if accept(value, new_sum, best, sum) {
-                                best = value;
-                                sum = new_sum;
-                                max_serial = new_max;
-                                improved = true;
-                            } else {
-                                state.order[i..=j].reverse();
-                                state.take[i..=j].reverse();
-                            }
-                        }
-                    }
-                    // Or-opt: take out the node at x and put it, or a spare node, between any
-                    // two neighbours of what is left; a move is valued exactly only when its
-                    // bound (the new sum, the new links' serialisation) could beat the best.
-                    if n > 2 {
-                        let p = f64::from(self.workers);
-                        let steps = 2.0 * (p - 1.0);
-                        let mut x = 0;
-                        while x < n {
-                            let ox = state.order[x];
-                            let tx = state.take[x];
-                            let a = state.order[(x + n - 1) % n];
-                            let b = state.order[(x + 1) % n];
-                            let rest: Vec<usize> =
-                                (1..n).map(|d| state.order[(x + d) % n]).collect();
-                            let rest_take: Vec<u32> =
-                                (1..n).map(|d| state.take[(x + d) % n]).collect();
-                            let base = sum - c.t(a, ox) - c.t(ox, b) + c.t(a, b);
-                            let mut moved = false;
-                            'candidates: for y in
-                                (0..k).filter(|&y| y == ox || (!chosen[y] && self.slots[y] >= tx))
-                            {
-                                for j in 0..rest.len() {
-                                    let (u, v) = (rest[j], rest[(j + 1) % rest.len()]);
-                                    let new_sum = base - c.t(u, v) + c.t(u, y) + c.t(y, v);
-                                    let bound =
-                                        (steps / p * new_sum).max(steps * c.s(u, y).max(c.s(y, v)));
-                                    if bound > best * (1.0 + 1e-12)
-                                        || (!better(bound, best) && !better(new_sum, sum))
-                                    {
-                                        continue;
-                                    }
-                                    let mut order = rest[..=j].to_vec();
-                                    order.push(y);
-                                    order.extend_from_slice(&rest[j + 1..]);
-                                    let mut take = rest_take[..=j].to_vec();
-                                    take.push(tx);
-                                    take.extend_from_slice(&rest_take[j + 1..]);
-                                    let trial = State { order, take };
-                                    let value = self.score(&trial);
-                                    if accept(value, new_sum, best, sum) {
-                                        best = value;
-                                        chosen[ox] = false;
-                                        chosen[y] = true;
-                                        state = trial;
-                                        sum = 0.0;
-                                        max_serial = 0.0;
-                                        for i in 0..n {
-                                            let (a, b) = (state.order[i], state.order[(i + 1) % n]);
-                                            sum += c.t(a, b);
-                                            max_serial = max_serial.max(c.s(a, b));
-                                        }
-                                        improved = true;
-                                        moved = true;
-                                        break 'candidates;
-                                    }
-                                }
-                            }
-                            if !moved {
-                                x += 1;
-                            }
-                        }
-                        let _ = max_serial;
-                    }
-                }
+            let improved = match self.shape {
+                Shape::Ring => self.improve_ring(&mut state, &mut chosen, &mut best),
                 Shape::Servers(_) | Shape::AllPairs => {
-                    let factor = if matches!(self.shape, Shape::Servers(_)) {
-                        2.0
-                    } else {
-                        1.0
-                    };
-                    let mut sum = self.pair_sum(&state);
-                    for x in 0..n {
-                        let servers = self.server_positions(&state);
-                        // The worst counted pair without position x, and their sum.
-                        let (mut without, mut sum_without) = (0.0f64, 0.0f64);
-                        for a in 0..n {
-                            for b in a + 1..n {
-                                if a != x && b != x && self.counts(&servers, a, b) {
-                                    let t = c.t(state.order[a], state.order[b]);
-                                    without = without.max(t);
-                                    sum_without += t;
-                                }
-                            }
-                        }
-                        let own_without = self.worst_own(&state, x);
-                        for y in 0..k {
-                            if chosen[y] || self.slots[y] < state.take[x] {
-                                continue;
-                            }
-                            let (with, new_sum) = (0..n)
-                                .filter(|&z| z != x && self.counts(&servers, x, z))
-                                .map(|z| c.t(y, state.order[z]))
-                                .fold((without, sum_without), |(w, s), t| (w.max(t), s + t));
-                            let with = with.max(own_without).max(self.own_term(&state, x, y));
-                            if accept(factor * with, new_sum, best, sum) {
-                                best = factor * with;
-                                sum = new_sum;
-                                chosen[state.order[x]] = false;
-                                chosen[y] = true;
-                                state.order[x] = y;
-                                improved = true;
-                            }
-                        }
-                    }
-                    if let Shape::Servers(servers) = self.shape {
-                        let server_nodes = (servers as usize).min(n);
-                        for x in 0..server_nodes {
-                            for z in server_nodes..n {
-                                state.order.swap(x, z);
-                                state.take.swap(x, z);
-                                let value = self.score(&state);
-                                let new_sum = self.pair_sum(&state);
-                                if accept(value, new_sum, best, sum) {
-                                    best = value;
-                                    sum = new_sum;
-                                    improved = true;
-                                } else {
-                                    state.order.swap(x, z);
-                                    state.take.swap(x, z);
-                                }
-                            }
-                        }
-                    }
+                    self.improve_pairs(&mut state, &mut chosen, &mut best)
                 }
-            }
+            };
             if !improved {
                 break;
             }
@@ -587,6 +387,262 @@ impl Ctx {
         let score = self.score(&state);
         (state, score)
     }
+
+    /// One pass of a ring's moves: replacement, 2-opt, or-opt. True when one was taken.
+    fn improve_ring(&self, state: &mut State, chosen: &mut [bool], best: &mut f64) -> bool {
+        let n = state.order.len();
+        let mut ring = self.ring_totals(&state.order);
+        let mut improved = self.ring_replace(state, chosen, best, &mut ring);
+        improved |= self.ring_two_opt(state, best, &mut ring);
+        if n > 2 {
+            improved |= self.ring_or_opt(state, chosen, best, &mut ring);
+        }
+        improved
+    }
+
+    /// A ring's sum of link costs and its slowest link's serialisation.
+    fn ring_totals(&self, order: &[usize]) -> RingTotals {
+        let c = &self.costs;
+        let n = order.len();
+        let (mut sum, mut max_serial) = (0.0f64, 0.0f64);
+        for i in 0..n {
+            let (a, b) = (order[i], order[(i + 1) % n]);
+            sum += c.t(a, b);
+            max_serial = max_serial.max(c.s(a, b));
+        }
+        RingTotals { sum, max_serial }
+    }
+
+    /// Replacement: the node at x by a spare node y; links prev–x and x–next become prev–y,
+    /// y–next.
+    fn ring_replace(
+        &self,
+        state: &mut State,
+        chosen: &mut [bool],
+        best: &mut f64,
+        ring: &mut RingTotals,
+    ) -> bool {
+        let (c, k, n) = (&self.costs, self.costs.k, state.order.len());
+        let mut improved = false;
+        for x in 0..n {
+            for y in 0..k {
+                if chosen[y] || self.slots[y] < state.take[x] {
+                    continue;
+                }
+                let old = state.order[x];
+                let prev = state.order[(x + n - 1) % n];
+                let next = state.order[(x + 1) % n];
+                let new_sum =
+                    ring.sum - c.t(prev, old) - c.t(old, next) + c.t(prev, y) + c.t(y, next);
+                let gone = c.s(prev, old).max(c.s(old, next));
+                state.order[x] = y;
+                let new_max = if gone < ring.max_serial {
+                    ring.max_serial.max(c.s(prev, y)).max(c.s(y, next))
+                } else {
+                    self.ring_max_serial(&state.order)
+                };
+                let value = self.ring_value(new_sum, new_max);
+                if accept(value, new_sum, *best, ring.sum) {
+                    *best = value;
+                    ring.sum = new_sum;
+                    ring.max_serial = new_max;
+                    chosen[old] = false;
+                    chosen[y] = true;
+                    improved = true;
+                } else {
+                    state.order[x] = old;
+                }
+            }
+        }
+        improved
+    }
+
+    /// 2-opt: reverses positions i..=j; links prev–o[i] and o[j]–next become prev–o[j] and
+    /// o[i]–next (links are symmetric).
+    fn ring_two_opt(&self, state: &mut State, best: &mut f64, ring: &mut RingTotals) -> bool {
+        let (c, n) = (&self.costs, state.order.len());
+        let mut improved = false;
+        for i in 0..n {
+            for j in i + 1..n {
+                if j - i + 1 >= n - 1 {
+                    continue;
+                }
+                let prev = state.order[(i + n - 1) % n];
+                let next = state.order[(j + 1) % n];
+                let (oi, oj) = (state.order[i], state.order[j]);
+                let new_sum =
+                    ring.sum - c.t(prev, oi) - c.t(oj, next) + c.t(prev, oj) + c.t(oi, next);
+                let gone = c.s(prev, oi).max(c.s(oj, next));
+                state.order[i..=j].reverse();
+                state.take[i..=j].reverse();
+                let new_max = if gone < ring.max_serial {
+                    ring.max_serial.max(c.s(prev, oj)).max(c.s(oi, next))
+                } else {
+                    self.ring_max_serial(&state.order)
+                };
+                let value = self.ring_value(new_sum, new_max);
+                if accept(value, new_sum, *best, ring.sum) {
+                    *best = value;
+                    ring.sum = new_sum;
+                    ring.max_serial = new_max;
+                    improved = true;
+                } else {
+                    state.order[i..=j].reverse();
+                    state.take[i..=j].reverse();
+                }
+            }
+        }
+        improved
+    }
+
+    /// Or-opt: takes out the node at x and puts it, or a spare node, between any two neighbours
+    /// of what is left; a move is valued exactly only when its bound (the new sum, the new links'
+    /// serialisation) could beat the best.
+    fn ring_or_opt(
+        &self,
+        state: &mut State,
+        chosen: &mut [bool],
+        best: &mut f64,
+        ring: &mut RingTotals,
+    ) -> bool {
+        let (c, k, n) = (&self.costs, self.costs.k, state.order.len());
+        let mut improved = false;
+        let p = f64::from(self.workers);
+        let steps = 2.0 * (p - 1.0);
+        let mut x = 0;
+        while x < n {
+            let ox = state.order[x];
+            let tx = state.take[x];
+            let a = state.order[(x + n - 1) % n];
+            let b = state.order[(x + 1) % n];
+            let rest: Vec<usize> = (1..n).map(|d| state.order[(x + d) % n]).collect();
+            let rest_take: Vec<u32> = (1..n).map(|d| state.take[(x + d) % n]).collect();
+            let base = ring.sum - c.t(a, ox) - c.t(ox, b) + c.t(a, b);
+            let mut moved = false;
+            'candidates: for y in (0..k).filter(|&y| y == ox || (!chosen[y] && self.slots[y] >= tx))
+            {
+                for j in 0..rest.len() {
+                    let (u, v) = (rest[j], rest[(j + 1) % rest.len()]);
+                    let new_sum = base - c.t(u, v) + c.t(u, y) + c.t(y, v);
+                    let bound = (steps / p * new_sum).max(steps * c.s(u, y).max(c.s(y, v)));
+                    if bound > *best * (1.0 + 1e-12)
+                        || (!better(bound, *best) && !better(new_sum, ring.sum))
+                    {
+                        continue;
+                    }
+                    let mut order = rest[..=j].to_vec();
+                    order.push(y);
+                    order.extend_from_slice(&rest[j + 1..]);
+                    let mut take = rest_take[..=j].to_vec();
+                    take.push(tx);
+                    take.extend_from_slice(&rest_take[j + 1..]);
+                    let trial = State { order, take };
+                    let value = self.score(&trial);
+                    if accept(value, new_sum, *best, ring.sum) {
+                        *best = value;
+                        chosen[ox] = false;
+                        chosen[y] = true;
+                        *state = trial;
+                        *ring = self.ring_totals(&state.order);
+                        improved = true;
+                        moved = true;
+                        break 'candidates;
+                    }
+                }
+            }
+            if !moved {
+                x += 1;
+            }
+        }
+        improved
+    }
+
+    /// One pass for the bottleneck objectives (parameter server, all-to-all): replace each
+    /// position by a spare node; for a parameter server, also swap servers and workers. True
+    /// when a move was taken.
+    fn improve_pairs(&self, state: &mut State, chosen: &mut [bool], best: &mut f64) -> bool {
+        let (c, k, n) = (&self.costs, self.costs.k, state.order.len());
+        let mut improved = false;
+        let factor = if matches!(self.shape, Shape::Servers(_)) {
+            2.0
+        } else {
+            1.0
+        };
+        let mut sum = self.pair_sum(state);
+        for x in 0..n {
+            let servers = self.server_positions(state);
+            // The worst counted pair without position x, and their sum.
+            let (mut without, mut sum_without) = (0.0f64, 0.0f64);
+            for a in 0..n {
+                for b in a + 1..n {
+                    if a != x && b != x && self.counts(&servers, a, b) {
+                        let t = c.t(state.order[a], state.order[b]);
+                        without = without.max(t);
+                        sum_without += t;
+                    }
+                }
+            }
+            let own_without = self.worst_own(state, x);
+            for y in 0..k {
+                if chosen[y] || self.slots[y] < state.take[x] {
+                    continue;
+                }
+                let (with, new_sum) = (0..n)
+                    .filter(|&z| z != x && self.counts(&servers, x, z))
+                    .map(|z| c.t(y, state.order[z]))
+                    .fold((without, sum_without), |(w, s), t| (w.max(t), s + t));
+                let with = with.max(own_without).max(self.own_term(state, x, y));
+                if accept(factor * with, new_sum, *best, sum) {
+                    *best = factor * with;
+                    sum = new_sum;
+                    chosen[state.order[x]] = false;
+                    chosen[y] = true;
+                    state.order[x] = y;
+                    improved = true;
+                }
+            }
+        }
+        if let Shape::Servers(servers) = self.shape {
+            let server_nodes = (servers as usize).min(n);
+            for x in 0..server_nodes {
+                for z in server_nodes..n {
+                    state.order.swap(x, z);
+                    state.take.swap(x, z);
+                    let value = self.score(state);
+                    let new_sum = self.pair_sum(state);
+                    if accept(value, new_sum, *best, sum) {
+                        *best = value;
+                        sum = new_sum;
+                        improved = true;
+                    } else {
+                        state.order.swap(x, z);
+                        state.take.swap(x, z);
+                    }
+                }
+            }
+        }
+        improved
+    }
+}
+
+/// A ring's running figures while moves are tried.
+#[derive(Debug, Clone, Copy)]
+struct RingTotals {
+    /// The sum of its links' costs.
+    sum: f64,
+    /// Its slowest link's serialisation.
+    max_serial: f64,
+}
+
+/// `new` is better than `old` beyond rounding.
+fn better(new: f64, old: f64) -> bool {
+    new < old * (1.0 - 1e-9)
+}
+
+/// Lexicographic: the objective, then the sum of the counted links' costs, so that a move that
+/// removes one of several links at the bottleneck is taken (a plateau otherwise).
+fn accept(value: f64, sum: f64, best: f64, best_sum: f64) -> bool {
+    better(value, best) || (value <= best * (1.0 + 1e-12) && better(sum, best_sum))
 }
 
 /// Searches `net`'s nodes (with `slots` free slots each, holding `workers` in all) for the
