@@ -665,8 +665,88 @@ pub fn search(
         Collective::ParameterServer { servers } => Shape::Servers(servers.clamp(1, workers)),
         Collective::AllToAll => Shape::AllPairs,
     };
-    // 1. Quality: mean lone-transfer cost to a few pool nodes of the node's zone (any pool
-    // nodes for a node alone in its zone).
+    // 1. Quality: mean lone-transfer cost to a few pool nodes of the node's zone.
+    let (by_zone, quality) = quality(net, bytes, budget);
+    let mut by_quality: Vec<usize> = (0..pool).collect();
+    by_quality.sort_by(|&a, &b| quality[a].total_cmp(&quality[b]).then(a.cmp(&b)));
+    let mut kept = Vec::new();
+    let mut held = 0u64;
+    for &i in &by_quality {
+        if held >= keep_slots(workers) {
+            break;
+        }
+        kept.push(i);
+        held += u64::from(slots[i]);
+    }
+    // 2. Link costs among the kept nodes.
+    let k = kept.len();
+    let costs = link_costs(net, &kept, bytes, budget);
+    let ctx = Ctx {
+        costs,
+        slots: kept.iter().map(|&i| slots[i]).collect(),
+        shape,
+        workers,
+    };
+    let local_quality: Vec<f64> = kept.iter().map(|&i| quality[i]).collect();
+    let starts = starts(net, &kept, &by_zone, &local_quality);
+    // 3. Build and improve from each start.
+    let mut states: Vec<(State, f64)> = Vec::new();
+    let mut builds: Vec<State> = starts
+        .iter()
+        .map(|&start| ctx.build(start, &local_quality))
+        .collect();
+    if shape == Shape::Ring && k <= INSERTION_UP_TO {
+        builds.extend(
+            starts
+                .iter()
+                .take(INSERTION_STARTS.max(if k <= ALL_STARTS_UP_TO { k } else { 0 }))
+                .map(|&start| ctx.build_by_insertion(start)),
+        );
+    }
+    for build in builds {
+        let (state, score) = ctx.improve(build);
+        if !states
+            .iter()
+            .any(|(s, _)| same_nodes(&s.order, &state.order))
+        {
+            states.push((state, score));
+        }
+    }
+    states.sort_by(|a, b| a.1.total_cmp(&b.1));
+    if alternatives > 0 {
+        runner_ups(&ctx, &mut states, starts.len() + 2 * alternatives);
+    }
+    // 4. Price every result exactly.
+    let mut found: Vec<Found> = states
+        .into_iter()
+        .map(|(state, _)| {
+            let ranks: Vec<usize> = state
+                .order
+                .iter()
+                .zip(&state.take)
+                .flat_map(|(&n, &t)| std::iter::repeat_n(kept[n], t as usize))
+                .collect();
+            price(net, job, ranks)
+        })
+        .collect();
+    if job.collective == Collective::HierarchicalAllReduce {
+        for f in &mut found {
+            *f = choose_leaders(net, job, std::mem::take(&mut f.ranks), &quality);
+        }
+    }
+    found.sort_by(|a, b| a.prediction.seconds.total_cmp(&b.prediction.seconds));
+    found
+}
+
+/// Zones of the pool (each with its nodes), and each node's quality: its mean lone-transfer cost
+/// of `bytes` to a few pool nodes of its zone ([`QUALITY_PEERS`]; any pool nodes for a node alone
+/// in its zone). Spends the pairs it reads from `budget`.
+fn quality(
+    net: &SnapshotNetwork<'_>,
+    bytes: f64,
+    budget: &mut usize,
+) -> (Vec<(usize, Vec<usize>)>, Vec<f64>) {
+    let pool = net.nodes().len();
     let mut by_zone: Vec<(usize, Vec<usize>)> = Vec::new();
     for i in 0..pool {
         let z = net.zone(i);
@@ -699,18 +779,12 @@ pub fn search(
             }
         }
     }
-    let mut by_quality: Vec<usize> = (0..pool).collect();
-    by_quality.sort_by(|&a, &b| quality[a].total_cmp(&quality[b]).then(a.cmp(&b)));
-    let mut kept = Vec::new();
-    let mut held = 0u64;
-    for &i in &by_quality {
-        if held >= keep_slots(workers) {
-            break;
-        }
-        kept.push(i);
-        held += u64::from(slots[i]);
-    }
-    // 2. Link costs among the kept nodes.
+    (by_zone, quality)
+}
+
+/// The cost matrix of the `kept` nodes: each pair's lone transfer of `bytes` (total and
+/// serialisation) and each node's own-link time. Spends the pairs it reads from `budget`.
+fn link_costs(net: &SnapshotNetwork<'_>, kept: &[usize], bytes: f64, budget: &mut usize) -> Costs {
     let k = kept.len();
     let mut costs = Costs {
         k,
@@ -738,16 +812,21 @@ pub fn search(
         }
     }
     *budget = budget.saturating_sub(k * k.saturating_sub(1) / 2);
-    let ctx = Ctx {
-        costs,
-        slots: kept.iter().map(|&i| slots[i]).collect(),
-        shape,
-        workers,
-    };
-    let local_quality: Vec<f64> = kept.iter().map(|&i| quality[i]).collect();
-    // Starts: the best kept node overall and of each zone, best first.
+    costs
+}
+
+/// Where the builds start (indices into `kept`): the best kept node overall and of each zone, at
+/// least two; every kept node when there are few. Best first, at most [`SEEDS`] (or
+/// [`ALL_STARTS_UP_TO`]).
+fn starts(
+    net: &SnapshotNetwork<'_>,
+    kept: &[usize],
+    by_zone: &[(usize, Vec<usize>)],
+    local_quality: &[f64],
+) -> Vec<usize> {
+    let k = kept.len();
     let mut starts: Vec<usize> = vec![0];
-    for (z, _) in &by_zone {
+    for (z, _) in by_zone {
         if let Some(first) = (0..k).find(|&x| net.zone(kept[x]) == *z)
             && !starts.contains(&first)
         {
@@ -762,77 +841,37 @@ pub fn search(
     }
     starts.sort_by(|a, b| local_quality[*a].total_cmp(&local_quality[*b]));
     starts.truncate(SEEDS.max(ALL_STARTS_UP_TO));
-    // 3. Build and improve from each start.
-    let mut states: Vec<(State, f64)> = Vec::new();
-    let mut builds: Vec<State> = starts
-        .iter()
-        .map(|&start| ctx.build(start, &local_quality))
-        .collect();
-    if shape == Shape::Ring && k <= INSERTION_UP_TO {
-        builds.extend(
-            starts
-                .iter()
-                .take(INSERTION_STARTS.max(if k <= ALL_STARTS_UP_TO { k } else { 0 }))
-                .map(|&start| ctx.build_by_insertion(start)),
-        );
-    }
-    for build in builds {
-        let (state, score) = ctx.improve(build);
-        if !states
-            .iter()
-            .any(|(s, _)| same_nodes(&s.order, &state.order))
-        {
-            states.push((state, score));
-        }
-    }
-    // Runner-ups: the best state with one node replaced, the best replacements first (twice as
-    // many as asked for are priced).
-    states.sort_by(|a, b| a.1.total_cmp(&b.1));
-    if alternatives > 0
-        && let Some((best, _)) = states.first().cloned()
-    {
-        let mut neighbours: Vec<(State, f64)> = Vec::new();
-        for x in 0..best.order.len() {
-            for y in (0..k).filter(|y| !best.order.contains(y)) {
-                if ctx.slots[y] < best.take[x] {
-                    continue;
-                }
-                let mut n = best.clone();
-                n.order[x] = y;
-                let score = ctx.score(&n);
-                neighbours.push((n, score));
+    starts
+}
+
+/// Runner-ups: the best of `states` (sorted, best first) with one node replaced, the best
+/// replacements first, added until `states` holds `limit`.
+fn runner_ups(ctx: &Ctx, states: &mut Vec<(State, f64)>, limit: usize) {
+    let k = ctx.costs.k;
+    let Some((best, _)) = states.first().cloned() else {
+        return;
+    };
+    let mut neighbours: Vec<(State, f64)> = Vec::new();
+    for x in 0..best.order.len() {
+        for y in (0..k).filter(|y| !best.order.contains(y)) {
+            if ctx.slots[y] < best.take[x] {
+                continue;
             }
-        }
-        neighbours.sort_by(|a, b| a.1.total_cmp(&b.1));
-        for n in neighbours {
-            if states.len() >= starts.len() + 2 * alternatives {
-                break;
-            }
-            if !states.iter().any(|(s, _)| same_nodes(&s.order, &n.0.order)) {
-                states.push(n);
-            }
+            let mut n = best.clone();
+            n.order[x] = y;
+            let score = ctx.score(&n);
+            neighbours.push((n, score));
         }
     }
-    // 4. Price every result exactly.
-    let mut found: Vec<Found> = states
-        .into_iter()
-        .map(|(state, _)| {
-            let ranks: Vec<usize> = state
-                .order
-                .iter()
-                .zip(&state.take)
-                .flat_map(|(&n, &t)| std::iter::repeat_n(kept[n], t as usize))
-                .collect();
-            price(net, job, ranks)
-        })
-        .collect();
-    if job.collective == Collective::HierarchicalAllReduce {
-        for f in &mut found {
-            *f = choose_leaders(net, job, std::mem::take(&mut f.ranks), &quality);
+    neighbours.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for n in neighbours {
+        if states.len() >= limit {
+            break;
+        }
+        if !states.iter().any(|(s, _)| same_nodes(&s.order, &n.0.order)) {
+            states.push(n);
         }
     }
-    found.sort_by(|a, b| a.prediction.seconds.total_cmp(&b.prediction.seconds));
-    found
 }
 
 /// Exact moves on the best result: the `predict` calls allowed are this many flows' worth (a
