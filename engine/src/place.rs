@@ -344,6 +344,68 @@ impl Snapshot {
     }
 
     fn place_with(&self, query: &PlaceQuery, now: UnixMs, exact: bool) -> Result<Placement, Error> {
+        let (usable, skipped) = self.usable(query, now, exact)?;
+        let (usable, unmeasured) = self.prefer_measured(usable, query.workers, now);
+
+        let mut by_zone: HashMap<ZoneId, Vec<(NodeId, u32)>> = HashMap::new();
+        for &(n, s) in &usable {
+            by_zone.entry(self.zone_of(n)).or_default().push((n, s));
+        }
+        let zone_ids: Vec<ZoneId> = by_zone.keys().copied().collect();
+        let scales = Scales::over(zone_ids.iter().flat_map(|&a| {
+            zone_ids.iter().filter_map(move |&b| {
+                self.roll_up(a, b)
+                    .filter(|s| s.loss_n > 0)
+                    .map(|s| (s.rtt_mean(), s.loss_mean(), s.tput_mean()))
+            })
+        }));
+        let mut ctx = Ctx {
+            topology: self,
+            weights: query.weights,
+            scales,
+            now,
+            budget: if exact {
+                usize::MAX
+            } else {
+                self.config.place_budget
+            },
+            exact,
+        };
+        let mut by_quality = zone_ids.clone();
+        by_quality.sort_by(|a, b| {
+            ctx.zone_cost(*a, *a)
+                .total_cmp(&ctx.zone_cost(*b, *b))
+                .then_with(|| self.zone(*a).name.cmp(&self.zone(*b).name))
+        });
+        let pools = ZonePools {
+            by_zone,
+            ids: zone_ids,
+            by_quality,
+        };
+
+        if let Some(job) = query.job.filter(|_| !exact) {
+            let pools = self.job_pools(&ctx, query, &job, &usable, &pools)?;
+            return Ok(self.place_job(&mut ctx, query, &job, pools, skipped, unmeasured));
+        }
+        let (choice, why) = self.choose(&mut ctx, query, &usable, &pools)?;
+        let mut placement = self.describe(&ctx, choice, why, skipped + unmeasured);
+        placement.ranks = placement
+            .assignments
+            .iter()
+            .flat_map(|&(n, w)| std::iter::repeat_n(n, w as usize))
+            .collect();
+        Ok(placement)
+    }
+
+    /// The candidates a placement may use (the query's, or every registered node with one
+    /// slot), without the excluded and those not READY, and how many were left out. Refuses a
+    /// candidate listed twice, too many for the exact placement, and too little capacity.
+    fn usable(
+        &self,
+        query: &PlaceQuery,
+        now: UnixMs,
+        exact: bool,
+    ) -> Result<(Vec<(NodeId, u32)>, usize), Error> {
         let exclude: HashSet<NodeId> = self
             .resolve("exclude", &query.exclude)?
             .into_iter()
@@ -394,97 +456,87 @@ impl Snapshot {
                 skipped,
             });
         }
-        let (usable, unmeasured) = self.prefer_measured(usable, query.workers, now);
+        Ok((usable, skipped))
+    }
 
-        let mut by_zone: HashMap<ZoneId, Vec<(NodeId, u32)>> = HashMap::new();
-        for &(n, s) in &usable {
-            by_zone.entry(self.zone_of(n)).or_default().push((n, s));
-        }
-        let zone_ids: Vec<ZoneId> = by_zone.keys().copied().collect();
-        let scales = Scales::over(zone_ids.iter().flat_map(|&a| {
-            zone_ids.iter().filter_map(move |&b| {
-                self.roll_up(a, b)
-                    .filter(|s| s.loss_n > 0)
-                    .map(|s| (s.rtt_mean(), s.loss_mean(), s.tput_mean()))
-            })
-        }));
-        let mut ctx = Ctx {
-            topology: self,
-            weights: query.weights,
-            scales,
-            now,
-            budget: if exact {
-                usize::MAX
-            } else {
-                self.config.place_budget
-            },
-            exact,
-        };
-        let cap = |z: &ZoneId| -> u64 { by_zone[z].iter().map(|c| u64::from(c.1)).sum() };
+    /// The pools a job's search tries, each with why: every usable node under policy ANY; else
+    /// each zone that can hold the job, by the job's cost over its roll-up figures; else (unless
+    /// one zone is required) the zone sets the job's estimate prefers.
+    fn job_pools(
+        &self,
+        ctx: &Ctx<'_>,
+        query: &PlaceQuery,
+        job: &Job,
+        usable: &[(NodeId, u32)],
+        zones: &ZonePools,
+    ) -> Result<Vec<Pool>, Error> {
+        let (by_zone, zone_ids, zones_by_quality) = (&zones.by_zone, &zones.ids, &zones.by_quality);
+        let cap = |z: &ZoneId| zones.capacity(z);
         let name = |z: &ZoneId| &self.zone(*z).name;
-        let mut zones_by_quality = zone_ids.clone();
-        zones_by_quality.sort_by(|a, b| {
-            ctx.zone_cost(*a, *a)
-                .total_cmp(&ctx.zone_cost(*b, *b))
-                .then_with(|| name(a).cmp(name(b)))
-        });
-        let fitting: Vec<ZoneId> = zones_by_quality
-            .iter()
-            .copied()
-            .filter(|z| cap(z) >= u64::from(query.workers))
-            .collect();
+        let fitting = zones.fitting(query.workers);
+        let pools: Vec<Pool> = if query.policy == ZonePolicy::Any {
+            vec![(usable.to_vec(), "any nodes (policy ANY)".to_owned())]
+        } else if !fitting.is_empty() {
+            // The zones by the job's cost of a lone transfer over their roll-up figures.
+            let mut fitting = fitting.clone();
+            fitting.sort_by(|a, b| {
+                self.job_zone_estimate(&[*a], job, query.workers)
+                    .total_cmp(&self.job_zone_estimate(&[*b], job, query.workers))
+                    .then_with(|| name(a).cmp(name(b)))
+            });
+            fitting
+                .iter()
+                .map(|z| {
+                    let why = format!(
+                        "one zone, {}, of {} that can hold {} workers",
+                        name(z),
+                        fitting.len(),
+                        query.workers
+                    );
+                    (by_zone[z].clone(), why)
+                })
+                .collect()
+        } else if query.policy == ZonePolicy::RequireOne {
+            return Err(self.no_zone_fits(zone_ids, &cap, query.workers));
+        } else {
+            self.job_zone_sets(ctx, zones_by_quality, &cap, job, query.workers)
+                .into_iter()
+                .map(|zones| {
+                    let why = format!(
+                        "no zone can hold {} workers (largest holds {}): {} zones, {}",
+                        query.workers,
+                        zone_ids.iter().map(cap).max().unwrap_or(0),
+                        zones.len(),
+                        zones
+                            .iter()
+                            .map(|z| name(z).as_str())
+                            .collect::<Vec<_>>()
+                            .join(" + ")
+                    );
+                    (zones.iter().flat_map(|z| by_zone[z].clone()).collect(), why)
+                })
+                .collect()
+        };
+        Ok(pools)
+    }
 
-        if let Some(job) = query.job.filter(|_| !exact) {
-            let pools: Vec<(Vec<(NodeId, u32)>, String)> = if query.policy == ZonePolicy::Any {
-                vec![(usable.clone(), "any nodes (policy ANY)".to_owned())]
-            } else if !fitting.is_empty() {
-                // The zones by the job's cost of a lone transfer over their roll-up figures.
-                let mut fitting = fitting.clone();
-                fitting.sort_by(|a, b| {
-                    self.job_zone_estimate(&[*a], &job, query.workers)
-                        .total_cmp(&self.job_zone_estimate(&[*b], &job, query.workers))
-                        .then_with(|| name(a).cmp(name(b)))
-                });
-                fitting
-                    .iter()
-                    .map(|z| {
-                        let why = format!(
-                            "one zone, {}, of {} that can hold {} workers",
-                            name(z),
-                            fitting.len(),
-                            query.workers
-                        );
-                        (by_zone[z].clone(), why)
-                    })
-                    .collect()
-            } else if query.policy == ZonePolicy::RequireOne {
-                return Err(self.no_zone_fits(&zone_ids, &cap, query.workers));
-            } else {
-                self.job_zone_sets(&ctx, &zones_by_quality, &cap, &job, query.workers)
-                    .into_iter()
-                    .map(|zones| {
-                        let why = format!(
-                            "no zone can hold {} workers (largest holds {}): {} zones, {}",
-                            query.workers,
-                            zone_ids.iter().map(cap).max().unwrap_or(0),
-                            zones.len(),
-                            zones
-                                .iter()
-                                .map(|z| name(z).as_str())
-                                .collect::<Vec<_>>()
-                                .join(" + ")
-                        );
-                        (zones.iter().flat_map(|z| by_zone[z].clone()).collect(), why)
-                    })
-                    .collect()
-            };
-            return Ok(self.place_job(&mut ctx, query, &job, pools, skipped, unmeasured));
-        }
-
+    /// Without a job: the nodes, and why: under policy ANY the greedy choice over every usable
+    /// node; else the best greedy choice of the zones that can hold the job, as many as the
+    /// budget allows (at least one); else (unless one zone is required) the fewest zones with
+    /// the best links between them.
+    fn choose(
+        &self,
+        ctx: &mut Ctx<'_>,
+        query: &PlaceQuery,
+        usable: &[(NodeId, u32)],
+        zones: &ZonePools,
+    ) -> Result<(Choice, String), Error> {
+        let (by_zone, zone_ids, zones_by_quality) = (&zones.by_zone, &zones.ids, &zones.by_quality);
+        let cap = |z: &ZoneId| zones.capacity(z);
+        let name = |z: &ZoneId| &self.zone(*z).name;
+        let fitting = zones.fitting(query.workers);
         let (choice, why) = if query.policy == ZonePolicy::Any {
-            let choice = ctx
-                .greedy(&usable, query.workers)
-                .expect("capacity checked");
+            let choice = ctx.greedy(usable, query.workers).expect("capacity checked");
             (choice, "any nodes (policy ANY)".to_owned())
         } else if !fitting.is_empty() {
             let mut best: Option<(Choice, ZoneId)> = None;
@@ -508,9 +560,9 @@ impl Snapshot {
             );
             (choice, why)
         } else if query.policy == ZonePolicy::RequireOne {
-            return Err(self.no_zone_fits(&zone_ids, &cap, query.workers));
+            return Err(self.no_zone_fits(zone_ids, &cap, query.workers));
         } else {
-            let zones = self.fewest_zones(&ctx, &zones_by_quality, &cap, query.workers);
+            let zones = self.fewest_zones(ctx, zones_by_quality, &cap, query.workers);
             let pool: Vec<(NodeId, u32)> = zones.iter().flat_map(|z| by_zone[z].clone()).collect();
             let choice = ctx
                 .greedy(&pool, query.workers)
@@ -523,13 +575,7 @@ impl Snapshot {
             );
             (choice, why)
         };
-        let mut placement = self.describe(&ctx, choice, why, skipped + unmeasured);
-        placement.ranks = placement
-            .assignments
-            .iter()
-            .flat_map(|&(n, w)| std::iter::repeat_n(n, w as usize))
-            .collect();
-        Ok(placement)
+        Ok((choice, why))
     }
 
     /// The usable nodes with fresh RTT and loss figures, when they can hold `workers`, and how
@@ -581,7 +627,7 @@ impl Snapshot {
         ctx: &mut Ctx<'_>,
         query: &PlaceQuery,
         job: &Job,
-        pools: Vec<(Vec<(NodeId, u32)>, String)>,
+        pools: Vec<Pool>,
         skipped: usize,
         unmeasured: usize,
     ) -> Placement {
@@ -1038,6 +1084,32 @@ fn provenance_word(p: Provenance) -> &'static str {
         Provenance::Measured => "measured",
         Provenance::Estimated => "partly estimated",
         Provenance::Unknown => "partly unknown",
+    }
+}
+
+/// Nodes a job's search may use (with their slots), and why they were chosen.
+type Pool = (Vec<(NodeId, u32)>, String);
+
+/// The usable nodes by zone, the zones, and the zones best first by their inside figures.
+struct ZonePools {
+    by_zone: HashMap<ZoneId, Vec<(NodeId, u32)>>,
+    ids: Vec<ZoneId>,
+    by_quality: Vec<ZoneId>,
+}
+
+impl ZonePools {
+    /// Workers zone `z` can hold.
+    fn capacity(&self, z: &ZoneId) -> u64 {
+        self.by_zone[z].iter().map(|c| u64::from(c.1)).sum()
+    }
+
+    /// The zones that can hold `workers`, best first.
+    fn fitting(&self, workers: u32) -> Vec<ZoneId> {
+        self.by_quality
+            .iter()
+            .copied()
+            .filter(|z| self.capacity(z) >= u64::from(workers))
+            .collect()
     }
 }
 
