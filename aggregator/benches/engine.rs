@@ -128,122 +128,19 @@ fn main() {
     );
 
     if wants("rank") {
-        let mut times = Vec::new();
-        for _ in 0..300 {
-            let started = Instant::now();
-            let r = topology.view().rank(&RankQuery::default(), later).unwrap();
-            times.push(started.elapsed());
-            assert_eq!(r.nodes.len(), ZONES * PER_ZONE);
-        }
-        let (p50, p99) = quantiles(times);
-        println!(
-            "RankNodes over 5000 nodes (all candidates): p50 {p50:?} p99 {p99:?} (target p99 < 2 ms)"
-        );
-        let peers: Vec<NodeName> = (0..8).map(|n| name(3, n)).collect();
-        let mut times = Vec::new();
-        for _ in 0..300 {
-            let started = Instant::now();
-            topology
-                .view()
-                .rank(
-                    &RankQuery {
-                        peers: peers.clone(),
-                        ..RankQuery::default()
-                    },
-                    later,
-                )
-                .unwrap();
-            times.push(started.elapsed());
-        }
-        let (p50, p99) = quantiles(times);
-        println!("RankNodes over 5000 nodes scored against 8 peers: p50 {p50:?} p99 {p99:?}");
+        bench_rank(&topology, later);
     }
 
     if wants("zones") {
-        let mut times = Vec::new();
-        for _ in 0..300 {
-            let started = Instant::now();
-            let z = topology.view().list_zones(&Default::default(), later);
-            times.push(started.elapsed());
-            assert_eq!(z.zones.len(), ZONES);
-        }
-        let (p50, p99) = quantiles(times);
-        println!("ListZones of 50 zones: p50 {p50:?} p99 {p99:?}");
-        let mut times = Vec::new();
-        for i in 0..300 {
-            let query = MatrixQuery {
-                metric: Metric::RttP50Us,
-                zone: Some(ZoneName::parse("zone", format!("zone-{:02}", i % ZONES)).unwrap()),
-                nodes: Vec::new(),
-                page: Default::default(),
-            };
-            let started = Instant::now();
-            let m = topology.view().matrix(&query, later).unwrap();
-            times.push(started.elapsed());
-            assert_eq!(m.nodes.len(), PER_ZONE);
-        }
-        let (p50, p99) = quantiles(times);
-        println!("GetMatrix of one zone of 100 nodes: p50 {p50:?} p99 {p99:?}");
+        bench_zones(&topology, later);
     }
 
     if wants("place") {
-        let mut times = Vec::new();
-        let mut last = None;
-        for _ in 0..200 {
-            let started = Instant::now();
-            let p = topology
-                .view()
-                .place(
-                    &PlaceQuery {
-                        workers: 64,
-                        ..PlaceQuery::default()
-                    },
-                    later,
-                )
-                .unwrap();
-            times.push(started.elapsed());
-            last = Some(p);
-        }
-        let (p50, p99) = quantiles(times);
-        let p = last.unwrap();
-        println!(
-            "Place 64 workers among 5000 nodes in 50 zones: p50 {p50:?} p99 {p99:?} (target p99 < 10 ms); zones {:?}, worst RTT {:.0} µs",
-            p.zones, p.worst_rtt_us
-        );
+        bench_place(&topology, later);
     }
 
     if wants("model") {
-        // The model's fit, as the writer runs it at the end of a sweep pass (every 10 s).
-        let mut times = Vec::new();
-        let mut rounds = 0;
-        for _ in 0..5 {
-            let started = Instant::now();
-            let model = Model::fit(topology.view(), later);
-            times.push(started.elapsed());
-            rounds = model.rounds();
-        }
-        let (p50, _) = quantiles(times.clone());
-        println!(
-            "model fit over {} paths at 5000 nodes: p50 {p50:?}, max {:?} ({rounds} RTT rounds)",
-            topology.view().path_count(),
-            times.iter().max().unwrap()
-        );
-        // Its error on held-out inter-zone paths of synthetic clusters measured as the planner
-        // probes them (zonemesh_engine::testing::synthetic).
-        for (zones, per_zone, k) in [(50, 100, 2), (50, 100, 4), (8, 12, 4)] {
-            for seed in 0..3 {
-                let (t, truth) = synthetic(zones, per_zone, k, seed, later);
-                let started = Instant::now();
-                let error = holdout(t.view(), later);
-                println!(
-                    "model error, {zones} zones of {per_zone}, {k} pairs between zones, seed {seed} ({} slow, {} lossy nodes; 2 fits in {:?}): {}",
-                    truth.slow.len(),
-                    truth.lossy.len(),
-                    started.elapsed(),
-                    error.summary()
-                );
-            }
-        }
+        bench_model(&topology, later);
     }
     if wants("place-job") {
         // The same Place with the job model: nodes and rank order by predicted time.
@@ -251,46 +148,174 @@ fn main() {
     }
 
     if wants("store") {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = SledStore::open(dir.path()).unwrap();
-        let mut t = topology.clone();
-        t.take_dirty();
-        let mut applied = 0usize;
-        let mut commits = 0usize;
-        let started = Instant::now();
-        for round in 0..3 {
-            let at = UnixMs(later.0 + 10_000 * (round + 1));
-            let batch = reports(&t, at, 3 + round as u64);
-            // Group commit as the server does it: about 100 reports (10,000 summaries) a batch.
-            for chunk in batch.chunks(100) {
-                for (node, report) in chunk {
-                    let id = t.id(node).unwrap();
-                    t.apply_report(id, report, at).unwrap();
-                    applied += report.paths.len();
-                }
-                store.commit(&Batch::from_dirty(&mut t)).unwrap();
-                commits += 1;
-            }
-        }
-        let elapsed = started.elapsed();
-        println!(
-            "durable ingest (engine + sled, {commits} flushed commits): {:.0} path summaries/s; sled size {:.1} MiB",
-            applied as f64 / elapsed.as_secs_f64(),
-            store.size_bytes() as f64 / (1024.0 * 1024.0)
-        );
-        let started = Instant::now();
-        let snapshot = store.load().unwrap();
-        let paths = snapshot.paths.len();
-        let restored = Topology::restore(
-            EngineConfig::default(),
-            snapshot.nodes,
-            snapshot.paths,
-            later,
-        );
-        println!(
-            "restart: load and restore {paths} paths in {:?}",
-            started.elapsed()
-        );
-        assert_eq!(restored.view().path_count(), t.view().path_count());
+        bench_store(&topology, later);
     }
+}
+
+/// RankNodes over all 5,000 nodes, and scored against 8 peers.
+fn bench_rank(topology: &Topology, later: UnixMs) {
+    let mut times = Vec::new();
+    for _ in 0..300 {
+        let started = Instant::now();
+        let r = topology.view().rank(&RankQuery::default(), later).unwrap();
+        times.push(started.elapsed());
+        assert_eq!(r.nodes.len(), ZONES * PER_ZONE);
+    }
+    let (p50, p99) = quantiles(times);
+    println!(
+        "RankNodes over 5000 nodes (all candidates): p50 {p50:?} p99 {p99:?} (target p99 < 2 ms)"
+    );
+    let peers: Vec<NodeName> = (0..8).map(|n| name(3, n)).collect();
+    let mut times = Vec::new();
+    for _ in 0..300 {
+        let started = Instant::now();
+        topology
+            .view()
+            .rank(
+                &RankQuery {
+                    peers: peers.clone(),
+                    ..RankQuery::default()
+                },
+                later,
+            )
+            .unwrap();
+        times.push(started.elapsed());
+    }
+    let (p50, p99) = quantiles(times);
+    println!("RankNodes over 5000 nodes scored against 8 peers: p50 {p50:?} p99 {p99:?}");
+}
+
+/// ListZones of 50 zones, and GetMatrix of one zone of 100 nodes.
+fn bench_zones(topology: &Topology, later: UnixMs) {
+    let mut times = Vec::new();
+    for _ in 0..300 {
+        let started = Instant::now();
+        let z = topology.view().list_zones(&Default::default(), later);
+        times.push(started.elapsed());
+        assert_eq!(z.zones.len(), ZONES);
+    }
+    let (p50, p99) = quantiles(times);
+    println!("ListZones of 50 zones: p50 {p50:?} p99 {p99:?}");
+    let mut times = Vec::new();
+    for i in 0..300 {
+        let query = MatrixQuery {
+            metric: Metric::RttP50Us,
+            zone: Some(ZoneName::parse("zone", format!("zone-{:02}", i % ZONES)).unwrap()),
+            nodes: Vec::new(),
+            page: Default::default(),
+        };
+        let started = Instant::now();
+        let m = topology.view().matrix(&query, later).unwrap();
+        times.push(started.elapsed());
+        assert_eq!(m.nodes.len(), PER_ZONE);
+    }
+    let (p50, p99) = quantiles(times);
+    println!("GetMatrix of one zone of 100 nodes: p50 {p50:?} p99 {p99:?}");
+}
+
+/// Place of 64 workers among 5,000 nodes in 50 zones.
+fn bench_place(topology: &Topology, later: UnixMs) {
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..200 {
+        let started = Instant::now();
+        let p = topology
+            .view()
+            .place(
+                &PlaceQuery {
+                    workers: 64,
+                    ..PlaceQuery::default()
+                },
+                later,
+            )
+            .unwrap();
+        times.push(started.elapsed());
+        last = Some(p);
+    }
+    let (p50, p99) = quantiles(times);
+    let p = last.unwrap();
+    println!(
+        "Place 64 workers among 5000 nodes in 50 zones: p50 {p50:?} p99 {p99:?} (target p99 < 10 ms); zones {:?}, worst RTT {:.0} µs",
+        p.zones, p.worst_rtt_us
+    );
+}
+
+/// The model's fit at 5,000 nodes, and its error on held-out paths of synthetic clusters.
+fn bench_model(topology: &Topology, later: UnixMs) {
+    // The model's fit, as the writer runs it at the end of a sweep pass (every 10 s).
+    let mut times = Vec::new();
+    let mut rounds = 0;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let model = Model::fit(topology.view(), later);
+        times.push(started.elapsed());
+        rounds = model.rounds();
+    }
+    let (p50, _) = quantiles(times.clone());
+    println!(
+        "model fit over {} paths at 5000 nodes: p50 {p50:?}, max {:?} ({rounds} RTT rounds)",
+        topology.view().path_count(),
+        times.iter().max().unwrap()
+    );
+    // Its error on held-out inter-zone paths of synthetic clusters measured as the planner
+    // probes them (zonemesh_engine::testing::synthetic).
+    for (zones, per_zone, k) in [(50, 100, 2), (50, 100, 4), (8, 12, 4)] {
+        for seed in 0..3 {
+            let (t, truth) = synthetic(zones, per_zone, k, seed, later);
+            let started = Instant::now();
+            let error = holdout(t.view(), later);
+            println!(
+                "model error, {zones} zones of {per_zone}, {k} pairs between zones, seed {seed} ({} slow, {} lossy nodes; 2 fits in {:?}): {}",
+                truth.slow.len(),
+                truth.lossy.len(),
+                started.elapsed(),
+                error.summary()
+            );
+        }
+    }
+}
+
+/// Durable ingest (the engine and sled, group commit as the server does it) and a restart.
+fn bench_store(topology: &Topology, later: UnixMs) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SledStore::open(dir.path()).unwrap();
+    let mut t = topology.clone();
+    t.take_dirty();
+    let mut applied = 0usize;
+    let mut commits = 0usize;
+    let started = Instant::now();
+    for round in 0..3 {
+        let at = UnixMs(later.0 + 10_000 * (round + 1));
+        let batch = reports(&t, at, 3 + round as u64);
+        // Group commit as the server does it: about 100 reports (10,000 summaries) a batch.
+        for chunk in batch.chunks(100) {
+            for (node, report) in chunk {
+                let id = t.id(node).unwrap();
+                t.apply_report(id, report, at).unwrap();
+                applied += report.paths.len();
+            }
+            store.commit(&Batch::from_dirty(&mut t)).unwrap();
+            commits += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "durable ingest (engine + sled, {commits} flushed commits): {:.0} path summaries/s; sled size {:.1} MiB",
+        applied as f64 / elapsed.as_secs_f64(),
+        store.size_bytes() as f64 / (1024.0 * 1024.0)
+    );
+    let started = Instant::now();
+    let snapshot = store.load().unwrap();
+    let paths = snapshot.paths.len();
+    let restored = Topology::restore(
+        EngineConfig::default(),
+        snapshot.nodes,
+        snapshot.paths,
+        later,
+    );
+    println!(
+        "restart: load and restore {paths} paths in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(restored.view().path_count(), t.view().path_count());
 }

@@ -261,18 +261,72 @@ fn ms32(flag: &str, d: Duration) -> Result<u32, String> {
     u32::try_from(d.as_millis()).map_err(|_| format!("--{flag}: {d:?} is too long"))
 }
 
+/// An error when `d` (of `--flag`) is below `min`.
+fn at_least(flag: &str, d: Duration, min: Duration) -> Result<(), String> {
+    if d < min {
+        Err(format!(
+            "--{flag}: {d:?} is shorter than the minimum {min:?}"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 impl Cli {
     /// Checks what clap cannot and builds the server configuration.
     fn config(&self) -> Result<Config, String> {
-        let at_least = |flag: &str, d: Duration, min: Duration| {
-            if d < min {
-                Err(format!(
-                    "--{flag}: {d:?} is shorter than the minimum {min:?}"
-                ))
+        self.check_probing()?;
+        self.check_store_and_ports()?;
+        self.check_limits()?;
+        let thresholds = self.tier_thresholds()?;
+        Ok(Config {
+            publish: self.publish_config()?,
+            tiers: server::tiers::TiersConfig {
+                thresholds,
+                every: self.tier_interval,
+            },
+            ingest: server::ingest::IngestLimits {
+                max_report_paths: self.max_report_paths,
+                max_report_bytes: self.max_report_bytes,
+                reports_per_second: self.max_report_rate,
+                report_burst: self.report_burst,
+            },
+            tls: match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => Some(server::tls::TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: self.tls_client_ca.clone(),
+                    trust_domain: self.trust_domain.clone(),
+                }),
+                _ => None,
+            },
+            allow_plaintext: self.allow_plaintext,
+            tokens_file: self.tokens_file.clone(),
+            reload_every: self.credential_reload,
+            #[cfg(not(target_env = "msvc"))]
+            heap_stats: Some(heap_stats),
+            #[cfg(target_env = "msvc")]
+            heap_stats: None,
+            listen: self.listen,
+            http_listen: self.http_listen,
+            job_ttl_ms: ms(self.extender_job_ttl),
+            data_dir: if self.in_memory {
+                None
             } else {
-                Ok(())
-            }
-        };
+                self.data_dir.clone()
+            },
+            store_cache_bytes: self.store_cache_mib << 20,
+            engine: self.engine_config()?,
+            owner: server::owner::OwnerConfig {
+                commit_delay: self.fault_commit_delay,
+                store_hang: self.store_hang_timeout,
+                ..Default::default()
+            },
+        })
+    }
+
+    /// The probe plan's and the throughput tests' flags: a train fits its interval.
+    fn check_probing(&self) -> Result<(), String> {
         at_least("window", self.window, Duration::from_millis(500))?;
         at_least(
             "probe-interval",
@@ -317,6 +371,11 @@ impl Cli {
                 self.throughput_share
             ));
         }
+        Ok(())
+    }
+
+    /// The store's flags and the two ports.
+    fn check_store_and_ports(&self) -> Result<(), String> {
         if self.store_hang_timeout < Duration::from_secs(1) {
             return Err(format!(
                 "--store-hang-timeout: {:?} is below 1s",
@@ -337,6 +396,11 @@ impl Cli {
                 self.http_listen
             ));
         }
+        Ok(())
+    }
+
+    /// The limits on what agents may send, and the intervals of the background tasks.
+    fn check_limits(&self) -> Result<(), String> {
         if !(self.max_report_rate == 0.0
             || (self.max_report_rate >= 0.01 && self.max_report_rate.is_finite()))
         {
@@ -373,7 +437,12 @@ impl Cli {
             self.tier_interval,
             Duration::from_millis(100),
         )?;
-        let thresholds = zonemesh_domain::TierThresholds {
+        Ok(())
+    }
+
+    /// The tiers' thresholds (`--tier-*`), checked: a leave threshold beyond its join.
+    fn tier_thresholds(&self) -> Result<zonemesh_domain::TierThresholds, String> {
+        zonemesh_domain::TierThresholds {
             join_rtt_us: self.tier_join_rtt.as_secs_f64() * 1e6,
             leave_rtt_us: self.tier_leave_rtt.as_secs_f64() * 1e6,
             join_throughput_bps: self.tier_join_throughput,
@@ -388,7 +457,11 @@ impl Cli {
                 _ => "--tier-join-throughput",
             };
             format!("{flag}: {}", e.problem())
-        })?;
+        })
+    }
+
+    /// The publisher's settings (`--publish*`); `None` when nothing is published.
+    fn publish_config(&self) -> Result<Option<server::PublishConfig>, String> {
         let mut schedulers = Vec::new();
         for item in &self.publish {
             for s in zonemesh_publish::Scheduler::parse_list(item)
@@ -400,7 +473,7 @@ impl Cli {
             }
         }
         schedulers.sort();
-        let publish = if schedulers.is_empty() {
+        Ok(if schedulers.is_empty() {
             None
         } else {
             at_least(
@@ -429,79 +502,40 @@ impl Cli {
                 .map_err(|e| e.to_string())?,
                 interval: self.publish_interval,
             })
-        };
-        Ok(Config {
-            publish,
-            tiers: server::tiers::TiersConfig {
-                thresholds,
-                every: self.tier_interval,
+        })
+    }
+
+    /// The engine's settings: windows, staleness, the probe plan, throughput tests, limits.
+    fn engine_config(&self) -> Result<EngineConfig, String> {
+        Ok(EngineConfig {
+            path: PathConfig {
+                window_ms: ms(self.loss_window),
+                stale_after_ms: ms(self.stale_after),
+                ..PathConfig::default()
             },
-            ingest: server::ingest::IngestLimits {
-                max_report_paths: self.max_report_paths,
-                max_report_bytes: self.max_report_bytes,
-                reports_per_second: self.max_report_rate,
-                report_burst: self.report_burst,
+            down_after_ms: ms(self.down_after),
+            plan: PlanConfig {
+                window_ms: ms32("window", self.window)?,
+                interval_ms: ms32("probe-interval", self.probe_interval)?,
+                train_size: self.train_size,
+                train_gap_ms: ms32("train-gap", self.train_gap)?,
+                timeout_ms: ms32("probe-timeout", self.probe_timeout)?,
+                inter_zone_pairs: self.inter_zone_pairs,
+                rotate_ms: ms(self.rotate),
+                ..PlanConfig::default()
             },
-            tls: match (&self.tls_cert, &self.tls_key) {
-                (Some(cert), Some(key)) => Some(server::tls::TlsFiles {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                    client_ca: self.tls_client_ca.clone(),
-                    trust_domain: self.trust_domain.clone(),
-                }),
-                _ => None,
+            throughput: ThroughputConfig {
+                enabled: self.throughput_max_concurrent > 0,
+                duration_ms: ms32("throughput-duration", self.throughput_duration)?,
+                warmup_ms: ms32("throughput-warmup", self.throughput_warmup)?,
+                streams: self.throughput_streams,
+                pair_interval_ms: ms(self.throughput_interval),
+                share: self.throughput_share,
+                max_concurrent: self.throughput_max_concurrent,
             },
-            allow_plaintext: self.allow_plaintext,
-            tokens_file: self.tokens_file.clone(),
-            reload_every: self.credential_reload,
-            #[cfg(not(target_env = "msvc"))]
-            heap_stats: Some(heap_stats),
-            #[cfg(target_env = "msvc")]
-            heap_stats: None,
-            listen: self.listen,
-            http_listen: self.http_listen,
-            job_ttl_ms: ms(self.extender_job_ttl),
-            data_dir: if self.in_memory {
-                None
-            } else {
-                self.data_dir.clone()
-            },
-            store_cache_bytes: self.store_cache_mib << 20,
-            engine: EngineConfig {
-                path: PathConfig {
-                    window_ms: ms(self.loss_window),
-                    stale_after_ms: ms(self.stale_after),
-                    ..PathConfig::default()
-                },
-                down_after_ms: ms(self.down_after),
-                plan: PlanConfig {
-                    window_ms: ms32("window", self.window)?,
-                    interval_ms: ms32("probe-interval", self.probe_interval)?,
-                    train_size: self.train_size,
-                    train_gap_ms: ms32("train-gap", self.train_gap)?,
-                    timeout_ms: ms32("probe-timeout", self.probe_timeout)?,
-                    inter_zone_pairs: self.inter_zone_pairs,
-                    rotate_ms: ms(self.rotate),
-                    ..PlanConfig::default()
-                },
-                throughput: ThroughputConfig {
-                    enabled: self.throughput_max_concurrent > 0,
-                    duration_ms: ms32("throughput-duration", self.throughput_duration)?,
-                    warmup_ms: ms32("throughput-warmup", self.throughput_warmup)?,
-                    streams: self.throughput_streams,
-                    pair_interval_ms: ms(self.throughput_interval),
-                    share: self.throughput_share,
-                    max_concurrent: self.throughput_max_concurrent,
-                },
-                max_nodes: self.max_nodes,
-                max_paths: self.max_paths,
-                ..EngineConfig::default()
-            },
-            owner: server::owner::OwnerConfig {
-                commit_delay: self.fault_commit_delay,
-                store_hang: self.store_hang_timeout,
-                ..Default::default()
-            },
+            max_nodes: self.max_nodes,
+            max_paths: self.max_paths,
+            ..EngineConfig::default()
         })
     }
 }

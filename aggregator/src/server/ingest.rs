@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, WatchStream};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
-use zonemesh_domain::Hello;
+use zonemesh_domain::{Hello, NodeName};
 use zonemesh_proto::v1;
 
 use super::auth::Guard;
@@ -207,22 +207,7 @@ impl v1::ingest_server::Ingest for IngestService {
             .ingest_node(peer.as_ref())
             .map_err(|d| d.status())?;
         let mut inbound = request.into_inner();
-        let first = inbound
-            .message()
-            .await?
-            .ok_or_else(|| Status::invalid_argument("hello: the stream ended before a Hello"))?;
-        let hello = match first.kind {
-            Some(v1::agent_message::Kind::Hello(h)) => {
-                Hello::try_from(h).map_err(|e| Status::invalid_argument(format!("hello.{e}")))?
-            }
-            Some(v1::agent_message::Kind::Report(_)) => {
-                self.metrics.refused_reports.inc();
-                return Err(Status::invalid_argument(
-                    "report: sent before hello; the first message of a stream must be a Hello",
-                ));
-            }
-            None => return Err(Status::invalid_argument("kind: empty AgentMessage")),
-        };
+        let hello = self.hello(&mut inbound).await?;
         self.guard
             .check_ingest(peer.as_ref(), hello.node.as_str())
             .map_err(|d| {
@@ -242,145 +227,18 @@ impl v1::ingest_server::Ingest for IngestService {
         let (node, session) = replied
             .await
             .map_err(|_| Status::unavailable("the aggregator is shutting down"))??;
-
-        let owner = self.owner.clone();
-        let metrics = self.metrics.clone();
-        let mut stop = self.stop.clone();
-        let limits = self.limits;
-        let buckets = self.buckets.clone();
-        let key = name.to_string();
-        self.runtime.spawn(async move {
-            loop {
-                let next = tokio::select! {
-                    next = inbound.message() => next,
-                    // Dropping the inbound half resets the stream, so the connection can close.
-                    _ = stop.wait_for(|s| *s) => break,
-                };
-                let message = match next {
-                    Ok(Some(m)) => m,
-                    Ok(None) => break,
-                    Err(status) => {
-                        if status.code() == tonic::Code::OutOfRange {
-                            // tonic's answer to a message above max_decoding_message_size. The
-                            // agent learns why its stream ends.
-                            metrics.security.limit_hit(Limit::ReportBytes);
-                            tracing::warn!(node = %name, %status, "report above --max-report-bytes; stream closed");
-                            let why = Refusal {
-                                kind: RefusalKind::OverLimit,
-                                field: String::new(),
-                                message: format!(
-                                    "a message above --max-report-bytes ({}): {}; stream closed",
-                                    limits.max_report_bytes,
-                                    status.message()
-                                ),
-                                sequence: 0,
-                            };
-                            let _ = outbound.send(Outbound::End(why)).await;
-                        } else {
-                            tracing::debug!(node = %name, %status, "agent stream failed");
-                        }
-                        break;
-                    }
-                };
-                // Every message takes a token, refused ones too.
-                if limits.reports_per_second > 0.0 {
-                    let now = zonemesh_common::time::monotonic_now();
-                    let wait = buckets
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .entry(key.clone())
-                        .or_insert_with(|| Bucket::new(&limits, now))
-                        .take(now);
-                    if let Some(wait) = wait {
-                        metrics.security.limit_hit(Limit::ReportRate);
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = stop.wait_for(|s| *s) => break,
-                        }
-                    }
-                }
-                match message.kind {
-                    Some(v1::agent_message::Kind::Report(wire)) => {
-                        let sequence = wire.sequence;
-                        // Above the protocol's own cap the conversion below refuses it as invalid.
-                        if wire.paths.len() > limits.max_report_paths
-                            && wire.paths.len() <= zonemesh_domain::MAX_PATHS_PER_REPORT
-                        {
-                            metrics.security.limit_hit(Limit::ReportPaths);
-                            metrics.refused_reports.inc();
-                            tracing::warn!(node = %name, sequence, paths = wire.paths.len(), "report refused: too many paths");
-                            let message = format!(
-                                "report {sequence}: {} paths, more than the {} of --max-report-paths",
-                                wire.paths.len(),
-                                limits.max_report_paths
-                            );
-                            let refused =
-                                refusal(RefusalKind::OverLimit, "paths", message, sequence);
-                            let _ = outbound.send(refused).await;
-                            continue;
-                        }
-                        match zonemesh_proto::convert::report_from_agent(&name, wire) {
-                            Ok(report) => {
-                                // Room in the ingest budget first: while the owner is behind,
-                                // streams stop reading and HTTP/2 flow control holds the agents.
-                                let permit = match owner.budget().try_acquire_owned() {
-                                    Ok(p) => p,
-                                    Err(_) => {
-                                        metrics.ingest_budget_waits.inc();
-                                        match owner.budget().acquire_owned().await {
-                                            Ok(p) => p,
-                                            Err(_) => break,
-                                        }
-                                    }
-                                };
-                                let command = Command::Report {
-                                    node,
-                                    session,
-                                    report,
-                                    permit: Some(permit),
-                                };
-                                if owner.send(command).await.is_err() {
-                                    break;
-                                }
-                            }
-                            Err(e) => {
-                                metrics.refused_reports.inc();
-                                tracing::warn!(node = %name, sequence, error = %e, "report refused");
-                                let _ = outbound
-                                    .send(refusal(
-                                        RefusalKind::Invalid,
-                                        e.field(),
-                                        format!("report {sequence}: {e}"),
-                                        sequence,
-                                    ))
-                                    .await;
-                            }
-                        }
-                    }
-                    Some(v1::agent_message::Kind::Hello(_)) => {
-                        let _ = outbound
-                            .send(refusal(
-                                RefusalKind::Invalid,
-                                "hello",
-                                "a second Hello on one stream; open a new stream instead".into(),
-                                0,
-                            ))
-                            .await;
-                    }
-                    None => {
-                        let _ = outbound
-                            .send(refusal(
-                                RefusalKind::Invalid,
-                                "kind",
-                                "empty AgentMessage".into(),
-                                0,
-                            ))
-                            .await;
-                    }
-                }
-            }
-            let _ = owner.send(Command::Goodbye { node, session }).await;
-        });
+        let task = StreamTask {
+            owner: self.owner.clone(),
+            metrics: self.metrics.clone(),
+            stop: self.stop.clone(),
+            limits: self.limits,
+            buckets: self.buckets.clone(),
+            name,
+            node,
+            session,
+            outbound,
+        };
+        self.runtime.spawn(task.run(inbound));
         // The response stream ends when the server stops, so that graceful shutdown does not
         // wait for agents that never hang up, and when the session is over (every sender of
         // `outbound` dropped: the stream task ended and its last acks went out), so that an agent
@@ -395,6 +253,189 @@ impl v1::ingest_server::Ingest for IngestService {
             .take_while(Option::is_some)
             .map(|m| m.expect("take_while keeps Some"));
         Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+impl IngestService {
+    /// The stream's first message, which must be a valid Hello.
+    async fn hello(&self, inbound: &mut Streaming<v1::AgentMessage>) -> Result<Hello, Status> {
+        let first = inbound
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("hello: the stream ended before a Hello"))?;
+        match first.kind {
+            Some(v1::agent_message::Kind::Hello(h)) => {
+                Hello::try_from(h).map_err(|e| Status::invalid_argument(format!("hello.{e}")))
+            }
+            Some(v1::agent_message::Kind::Report(_)) => {
+                self.metrics.refused_reports.inc();
+                Err(Status::invalid_argument(
+                    "report: sent before hello; the first message of a stream must be a Hello",
+                ))
+            }
+            None => Err(Status::invalid_argument("kind: empty AgentMessage")),
+        }
+    }
+}
+
+/// One agent's stream after its hello: reads its messages (paced by its node's token bucket),
+/// checks each report, hands it to the owner within the ingest budget, and refuses what fails.
+struct StreamTask {
+    owner: Owner,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+    limits: IngestLimits,
+    buckets: Arc<std::sync::Mutex<std::collections::HashMap<String, Bucket>>>,
+    /// The node's name (its token bucket's key is the name's text).
+    name: NodeName,
+    node: zonemesh_engine::NodeId,
+    session: u64,
+    outbound: mpsc::Sender<Outbound>,
+}
+
+impl StreamTask {
+    async fn run(mut self, mut inbound: Streaming<v1::AgentMessage>) {
+        loop {
+            let next = tokio::select! {
+                next = inbound.message() => next,
+                // Dropping the inbound half resets the stream, so the connection can close.
+                _ = self.stop.wait_for(|s| *s) => break,
+            };
+            let message = match next {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(status) => {
+                    self.failed(&status).await;
+                    break;
+                }
+            };
+            // Every message takes a token, refused ones too.
+            if !self.pace().await || !self.handle(message).await {
+                break;
+            }
+        }
+        let (node, session) = (self.node, self.session);
+        let _ = self.owner.send(Command::Goodbye { node, session }).await;
+    }
+
+    /// The stream failed; a message above `--max-report-bytes` is told to the agent.
+    async fn failed(&self, status: &Status) {
+        if status.code() == tonic::Code::OutOfRange {
+            // tonic's answer to a message above max_decoding_message_size. The agent learns why
+            // its stream ends.
+            self.metrics.security.limit_hit(Limit::ReportBytes);
+            tracing::warn!(node = %self.name, %status, "report above --max-report-bytes; stream closed");
+            let why = Refusal {
+                kind: RefusalKind::OverLimit,
+                field: String::new(),
+                message: format!(
+                    "a message above --max-report-bytes ({}): {}; stream closed",
+                    self.limits.max_report_bytes,
+                    status.message()
+                ),
+                sequence: 0,
+            };
+            let _ = self.outbound.send(Outbound::End(why)).await;
+        } else {
+            tracing::debug!(node = %self.name, %status, "agent stream failed");
+        }
+    }
+
+    /// Waits as long as the node's token bucket says (`--max-report-rate`); false when the
+    /// server stops meanwhile.
+    async fn pace(&mut self) -> bool {
+        if self.limits.reports_per_second <= 0.0 {
+            return true;
+        }
+        let now = zonemesh_common::time::monotonic_now();
+        let wait = self
+            .buckets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(self.name.to_string())
+            .or_insert_with(|| Bucket::new(&self.limits, now))
+            .take(now);
+        if let Some(wait) = wait {
+            self.metrics.security.limit_hit(Limit::ReportRate);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stop.wait_for(|s| *s) => return false,
+            }
+        }
+        true
+    }
+
+    /// One message after the hello; false when the stream must end.
+    async fn handle(&self, message: v1::AgentMessage) -> bool {
+        let refused = match message.kind {
+            Some(v1::agent_message::Kind::Report(wire)) => return self.report(wire).await,
+            Some(v1::agent_message::Kind::Hello(_)) => refusal(
+                RefusalKind::Invalid,
+                "hello",
+                "a second Hello on one stream; open a new stream instead".into(),
+                0,
+            ),
+            None => refusal(RefusalKind::Invalid, "kind", "empty AgentMessage".into(), 0),
+        };
+        let _ = self.outbound.send(refused).await;
+        true
+    }
+
+    /// A report: refused over `--max-report-paths` or when a field fails its check; else handed
+    /// to the owner once the ingest budget has room. False when the owner is gone.
+    async fn report(&self, wire: v1::Report) -> bool {
+        let (limits, metrics, name) = (&self.limits, &self.metrics, &self.name);
+        let sequence = wire.sequence;
+        // Above the protocol's own cap the conversion below refuses it as invalid.
+        if wire.paths.len() > limits.max_report_paths
+            && wire.paths.len() <= zonemesh_domain::MAX_PATHS_PER_REPORT
+        {
+            metrics.security.limit_hit(Limit::ReportPaths);
+            metrics.refused_reports.inc();
+            tracing::warn!(node = %name, sequence, paths = wire.paths.len(), "report refused: too many paths");
+            let message = format!(
+                "report {sequence}: {} paths, more than the {} of --max-report-paths",
+                wire.paths.len(),
+                limits.max_report_paths
+            );
+            let refused = refusal(RefusalKind::OverLimit, "paths", message, sequence);
+            let _ = self.outbound.send(refused).await;
+            return true;
+        }
+        let report = match zonemesh_proto::convert::report_from_agent(name, wire) {
+            Ok(report) => report,
+            Err(e) => {
+                metrics.refused_reports.inc();
+                tracing::warn!(node = %name, sequence, error = %e, "report refused");
+                let refused = refusal(
+                    RefusalKind::Invalid,
+                    e.field(),
+                    format!("report {sequence}: {e}"),
+                    sequence,
+                );
+                let _ = self.outbound.send(refused).await;
+                return true;
+            }
+        };
+        // Room in the ingest budget first: while the owner is behind, streams stop reading and
+        // HTTP/2 flow control holds the agents.
+        let permit = match self.owner.budget().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                metrics.ingest_budget_waits.inc();
+                match self.owner.budget().acquire_owned().await {
+                    Ok(p) => p,
+                    Err(_) => return false,
+                }
+            }
+        };
+        let command = Command::Report {
+            node: self.node,
+            session: self.session,
+            report,
+            permit: Some(permit),
+        };
+        self.owner.send(command).await.is_ok()
     }
 }
 
