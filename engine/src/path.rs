@@ -382,30 +382,14 @@ pub fn wilson_upper_95(lost: u64, sent: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zonemesh_domain::{Micros, NodeName, Rtt};
+    use crate::testing::{SampleBuilder, name};
 
     fn sample(sent: u64, received: u64, p50: f64) -> PathSample {
-        let m = |v: f64| Micros::parse("x", v).unwrap();
-        PathSample {
-            src: NodeName::parse("src", "a").unwrap(),
-            dst: NodeName::parse("dst", "b").unwrap(),
-            window_start: UnixMs(0),
-            window_end: UnixMs(1),
-            sent,
-            received,
-            rtt: (received > 0).then(|| Rtt {
-                samples: received,
-                min: m(p50 / 2.0),
-                p50: m(p50),
-                p90: m(p50),
-                p99: m(p50),
-                max: m(p50 * 2.0),
-                mean: m(p50),
-                jitter: m(1.0),
-            }),
-            throughput: None,
-            method: None,
-        }
+        SampleBuilder::new(&name("a"), &name("b"), p50)
+            .probes(sent, sent - received)
+            .window(UnixMs(1), 1)
+            .spread(0.5, 1.0, 1.0, 2.0)
+            .build()
     }
 
     #[test]

@@ -25,37 +25,124 @@ pub fn hello(node: &str, zone: &str) -> Hello {
     }
 }
 
-/// A sample from `src` to `dst` with `rtt_us` median, `lost` of 100 probes lost, and an
-/// optional throughput.
-pub fn sample(src: &str, dst: &str, rtt_us: f64, lost: u64, tput: Option<f64>) -> PathSample {
-    let m = |v: f64| Micros::parse("x", v).unwrap();
-    let received = 100 - lost;
-    PathSample {
-        src: name(src),
-        dst: name(dst),
-        window_start: UnixMs(0),
-        window_end: UnixMs(10_000),
-        sent: 100,
-        received,
-        rtt: (received > 0).then(|| Rtt {
-            samples: received,
-            min: m(rtt_us * 0.9),
-            p50: m(rtt_us),
-            p90: m(rtt_us * 1.1),
-            p99: m(rtt_us * 1.2),
-            max: m(rtt_us * 1.3),
-            mean: m(rtt_us),
-            jitter: m(1.0),
-        }),
-        throughput: tput.map(|bps| ThroughputSample {
-            rate: Bps::parse("x", bps).unwrap(),
-            bytes: (bps / 8.0) as u64,
-            duration_us: 1_000_000,
-            warmup_us: 0,
-            streams: 1,
-        }),
-        method: None,
+/// Builds a [`PathSample`] for tests and benches. By default: 100 probes, none lost; a 10 s
+/// window ending at 10,000 ms; RTT quantiles 0.9, 1, 1.1, 1.2 and 1.3 times the median, mean
+/// the median, jitter 1 µs; no throughput test; no ICMP method.
+#[derive(Debug, Clone)]
+pub struct SampleBuilder {
+    src: NodeName,
+    dst: NodeName,
+    rtt_us: f64,
+    /// min, p90, p99 and max as multiples of the median.
+    spread: [f64; 4],
+    jitter_us: f64,
+    sent: u64,
+    lost: u64,
+    window_end: UnixMs,
+    window_ms: i64,
+    /// (rate, bytes).
+    throughput: Option<(f64, u64)>,
+    method: Option<IcmpMode>,
+}
+
+impl SampleBuilder {
+    /// A sample of `src` → `dst` with median RTT `rtt_us`.
+    pub fn new(src: &NodeName, dst: &NodeName, rtt_us: f64) -> Self {
+        Self {
+            src: src.clone(),
+            dst: dst.clone(),
+            rtt_us,
+            spread: [0.9, 1.1, 1.2, 1.3],
+            jitter_us: 1.0,
+            sent: 100,
+            lost: 0,
+            window_end: UnixMs(10_000),
+            window_ms: 10_000,
+            throughput: None,
+            method: None,
+        }
     }
+
+    /// `sent` probes of which `lost` got no reply.
+    pub fn probes(mut self, sent: u64, lost: u64) -> Self {
+        (self.sent, self.lost) = (sent, lost);
+        self
+    }
+
+    /// A window of `ms` milliseconds ending at `end`.
+    pub fn window(mut self, end: UnixMs, ms: i64) -> Self {
+        (self.window_end, self.window_ms) = (end, ms);
+        self
+    }
+
+    /// min, p90, p99 and max as multiples of the median.
+    pub fn spread(mut self, min: f64, p90: f64, p99: f64, max: f64) -> Self {
+        self.spread = [min, p90, p99, max];
+        self
+    }
+
+    /// The jitter, µs.
+    pub fn jitter(mut self, us: f64) -> Self {
+        self.jitter_us = us;
+        self
+    }
+
+    /// A throughput test of `bps` that carried `bytes` in 1 s.
+    pub fn throughput(mut self, bps: f64, bytes: u64) -> Self {
+        self.throughput = Some((bps, bytes));
+        self
+    }
+
+    /// The ICMP method the agent used.
+    pub fn method(mut self, method: IcmpMode) -> Self {
+        self.method = Some(method);
+        self
+    }
+
+    /// The sample (an RTT summary only when a reply came).
+    pub fn build(self) -> PathSample {
+        let m = |v: f64| Micros::parse("rtt", v).unwrap();
+        let received = self.sent - self.lost;
+        let [min, p90, p99, max] = self.spread;
+        let rtt = self.rtt_us;
+        PathSample {
+            src: self.src,
+            dst: self.dst,
+            window_start: UnixMs(self.window_end.0 - self.window_ms),
+            window_end: self.window_end,
+            sent: self.sent,
+            received,
+            rtt: (received > 0).then(|| Rtt {
+                samples: received,
+                min: m(rtt * min),
+                p50: m(rtt),
+                p90: m(rtt * p90),
+                p99: m(rtt * p99),
+                max: m(rtt * max),
+                mean: m(rtt),
+                jitter: m(self.jitter_us),
+            }),
+            throughput: self.throughput.map(|(bps, bytes)| ThroughputSample {
+                rate: Bps::parse("rate", bps).unwrap(),
+                bytes,
+                duration_us: 1_000_000,
+                warmup_us: 0,
+                streams: 1,
+            }),
+            method: self.method,
+        }
+    }
+}
+
+/// A sample from `src` to `dst` with `rtt_us` median, `lost` of 100 probes lost, and an
+/// optional throughput (see [`SampleBuilder`] for the rest).
+pub fn sample(src: &str, dst: &str, rtt_us: f64, lost: u64, tput: Option<f64>) -> PathSample {
+    let builder = SampleBuilder::new(&name(src), &name(dst), rtt_us).probes(100, lost);
+    match tput {
+        Some(bps) => builder.throughput(bps, (bps / 8.0) as u64),
+        None => builder,
+    }
+    .build()
 }
 
 /// Makes a node's agent gone long ago, so that it is DOWN.

@@ -6,10 +6,10 @@
 use std::time::{Duration, Instant};
 
 use zonemesh_domain::{
-    Bps, Collective, IcmpMode, Job, Micros, NodeName, PathSample, PlaceQuery, Report, Rtt,
-    ThroughputSample, UnixMs,
+    Collective, IcmpMode, Job, NodeName, PathSample, PlaceQuery, Report, UnixMs,
 };
 use zonemesh_engine::Topology;
+use zonemesh_engine::testing::SampleBuilder;
 
 pub const ZONES: usize = 50;
 pub const PER_ZONE: usize = 100;
@@ -22,33 +22,19 @@ fn rtt_of(seed: u64) -> f64 {
     50.0 + (seed % 200) as f64
 }
 
+/// A 10 s window ending at `t` of 10 probes from `src` to `dst`, all answered, median RTT `rtt`
+/// µs; with a throughput test of 8 Gbit/s when `with_tput`.
 pub fn sample(src: &NodeName, dst: &NodeName, rtt: f64, t: i64, with_tput: bool) -> PathSample {
-    let m = |v: f64| Micros::parse("x", v).unwrap();
-    PathSample {
-        src: src.clone(),
-        dst: dst.clone(),
-        window_start: UnixMs(t - 10_000),
-        window_end: UnixMs(t),
-        sent: 10,
-        received: 10,
-        rtt: Some(Rtt {
-            samples: 10,
-            min: m(rtt * 0.9),
-            p50: m(rtt),
-            p90: m(rtt * 1.1),
-            p99: m(rtt * 1.3),
-            max: m(rtt * 1.5),
-            mean: m(rtt),
-            jitter: m(2.0),
-        }),
-        throughput: with_tput.then(|| ThroughputSample {
-            rate: Bps::parse("x", 8e9).unwrap(),
-            bytes: 1_000_000_000,
-            duration_us: 1_000_000,
-            warmup_us: 0,
-            streams: 1,
-        }),
-        method: Some(IcmpMode::Raw),
+    let builder = SampleBuilder::new(src, dst, rtt)
+        .probes(10, 0)
+        .window(UnixMs(t), 10_000)
+        .spread(0.9, 1.1, 1.3, 1.5)
+        .jitter(2.0)
+        .method(IcmpMode::Raw);
+    if with_tput {
+        builder.throughput(8e9, 1_000_000_000).build()
+    } else {
+        builder.build()
     }
 }
 

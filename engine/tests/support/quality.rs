@@ -3,10 +3,10 @@
 //! `placement_quality` and the bench `placement` (included with `#[path]`).
 
 use zonemesh_domain::{
-    Bps, Hello, IcmpMode, Micros, NodeName, PathSample, PlaceQuery, Report, Rtt, ThroughputSample,
-    UnixMs, ZoneName, ZonePolicy,
+    Hello, IcmpMode, NodeName, PathSample, PlaceQuery, Report, UnixMs, ZoneName, ZonePolicy,
 };
 use zonemesh_engine::place::Placement;
+use zonemesh_engine::testing::SampleBuilder;
 use zonemesh_engine::{EngineConfig, Topology};
 
 /// splitmix64: a small, seedable generator, so that an instance is its seed.
@@ -200,9 +200,8 @@ pub fn summary(seeds: std::ops::Range<u64>) -> Summary {
     }
 }
 
-/// A 10 s window of 1,000 probes from `src` to `dst` (`lost` of them lost, quantiles around
-/// `rtt`) with a one-second throughput test that moved `bytes`: what the quality and job
-/// placement tests measure every pair with.
+/// A path measured from `src` to `dst`: 1,000 probes with `lost` lost, median RTT `rtt` µs, and a
+/// throughput test that carried `bytes` in 1 s, in a 10 s window ending at `now`.
 pub fn measured_path(
     src: &NodeName,
     dst: &str,
@@ -211,38 +210,12 @@ pub fn measured_path(
     bytes: u64,
     now: UnixMs,
 ) -> PathSample {
-    let us = |v: f64| Micros::parse("rtt", v).expect("a valid RTT");
-    PathSample {
-        src: src.clone(),
-        dst: NodeName::parse("node", dst).expect("valid name"),
-        window_start: UnixMs(now.0 - 10_000),
-        window_end: now,
-        sent: 1000,
-        received: 1000 - lost,
-        rtt: Some(
-            Rtt {
-                samples: 1000 - lost,
-                min: us(rtt * 0.95),
-                p50: us(rtt),
-                p90: us(rtt * 1.1),
-                p99: us(rtt * 1.3),
-                max: us(rtt * 1.5),
-                mean: us(rtt),
-                jitter: us(1.0),
-            }
-            .checked()
-            .expect("ordered quantiles"),
-        ),
-        throughput: Some(
-            ThroughputSample::new(
-                Bps::parse("rate", bytes as f64 * 8.0).expect("a rate"),
-                bytes,
-                1_000_000,
-                0,
-                1,
-            )
-            .expect("a consistent test"),
-        ),
-        method: Some(IcmpMode::Raw),
-    }
+    let dst = NodeName::parse("node", dst).expect("valid name");
+    SampleBuilder::new(src, &dst, rtt)
+        .probes(1000, lost)
+        .window(now, 10_000)
+        .spread(0.95, 1.1, 1.3, 1.5)
+        .throughput(bytes as f64 * 8.0, bytes)
+        .method(IcmpMode::Raw)
+        .build()
 }
