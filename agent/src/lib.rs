@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
+use zonemesh_common::time::unix_ms;
 use zonemesh_domain::{IcmpMode, UNKNOWN_ZONE};
 use zonemesh_proto::v1;
 
@@ -330,7 +331,7 @@ async fn follow_instructions(
                 };
                 let source = ours.iter().copied().find(|o| o.is_ipv4() == ip.is_ipv4());
                 let wait = Duration::from_millis(
-                    (grant.start_unix_ms - probe::unix_ms_now()).clamp(0, 60_000) as u64,
+                    (grant.start_unix_ms - unix_ms()).clamp(0, 60_000) as u64,
                 );
                 let (results, metrics) = (results.clone(), metrics.clone());
                 bulk.spawn(async move {

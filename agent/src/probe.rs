@@ -9,7 +9,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -209,7 +209,7 @@ pub async fn run<P: Prober>(
             index,
             start,
             end,
-            end_unix_ms: unix_ms_now(),
+            end_unix_ms: zonemesh_common::time::unix_ms(),
             peers: std::mem::take(&mut peers),
         };
         if reports.send(report).await.is_err() || stopping {
@@ -318,13 +318,6 @@ async fn trains_to<P: Prober>(
             return;
         }
     }
-}
-
-/// Milliseconds since the Unix epoch by the wall clock.
-pub fn unix_ms_now() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
