@@ -174,6 +174,9 @@ pub enum Error {
     /// No byte arrived after the warm-up.
     #[error("nothing arrived after the warm-up")]
     ThroughputNothing,
+    /// The figures of a test are out of range (a rate above 10 Tbit/s).
+    #[error("throughput figures: {0}")]
+    ThroughputFigures(#[source] zonemesh_domain::FieldError),
 
     /// The aggregator cannot be reached.
     #[error(transparent)]

@@ -7,12 +7,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use prost::Message;
-use zonemesh_agent::build_report;
 use zonemesh_agent::outbox::Outbox;
 use zonemesh_agent::probe::{PeerWindow, WindowReport};
+use zonemesh_agent::report::of_window;
 use zonemesh_agent::stats::WindowStats;
-use zonemesh_domain::IcmpMode;
+use zonemesh_domain::{Bps, IcmpMode, NodeName, ThroughputSample, UnixMs};
 use zonemesh_proto::v1;
+
+fn name(n: &str) -> NodeName {
+    NodeName::parse("node", n).unwrap()
+}
 
 /// A peer's window: replies after these round trips (ns), then `lost` probes without one.
 fn peer(rtts_ns: &[u64], lost: u64) -> PeerWindow {
@@ -36,20 +40,15 @@ fn window(length: Duration, end_unix_ms: i64, peers: Vec<(&str, PeerWindow)>) ->
         index: 0,
         start,
         end: start + length,
-        end_unix_ms,
-        peers: peers.into_iter().map(|(n, p)| (n.to_owned(), p)).collect(),
+        end_unix_ms: UnixMs(end_unix_ms),
+        peers: peers.into_iter().map(|(n, p)| (name(n), p)).collect(),
     }
 }
 
 /// A throughput result as `tcp::measure` computes it.
-fn throughput(bytes: u64, micros: u64, warmup_us: u64, streams: u32) -> v1::Throughput {
-    v1::Throughput {
-        throughput_bps: bytes as f64 * 8.0 / (micros as f64 / 1e6),
-        bytes,
-        duration_us: micros,
-        warmup_us,
-        streams,
-    }
+fn throughput(bytes: u64, micros: u64, warmup_us: u64, streams: u32) -> ThroughputSample {
+    let rate = Bps::parse("throughput_bps", bytes as f64 * 8.0 / (micros as f64 / 1e6)).unwrap();
+    ThroughputSample::new(rate, bytes, micros, warmup_us, streams).unwrap()
 }
 
 /// The reports of three windows, as sent twice (a reconnect sends them again), in hex.
@@ -67,13 +66,10 @@ fn sent() -> Vec<String> {
             ("g.example-1", peer(&tenth_ms, 3)),
         ],
     );
-    let mut results = BTreeMap::from([
-        ("c".to_owned(), throughput(1_000_000, 1_000_000, 0, 1)),
-        (
-            "f".to_owned(),
-            throughput(377_123_456, 2_999_871, 1_000_000, 4),
-        ),
-        ("a".to_owned(), throughput(10, 3, 0, 1)),
+    let results = BTreeMap::from([
+        (name("c"), throughput(1_000_000, 1_000_000, 0, 1)),
+        (name("f"), throughput(377_123_456, 2_999_871, 1_000_000, 4)),
+        (name("a"), throughput(10, 3, 0, 1)),
     ]);
     let partial = window(
         Duration::from_millis(2_500),
@@ -82,19 +78,19 @@ fn sent() -> Vec<String> {
     );
     let empty = window(Duration::from_secs(10), 1_700_000_022_500, vec![]);
 
+    let node = name("a");
     let mut outbox = Outbox::new(8);
-    let report = build_report("a", IcmpMode::Raw, &full, &mut results).expect("a report");
-    outbox.push(report);
-    let mut results = BTreeMap::from([("b".to_owned(), throughput(5_000, 7, 0, 2))]);
-    let report = build_report("a", IcmpMode::Tcp, &partial, &mut results).expect("a report");
-    outbox.push(report);
-    assert!(build_report("a", IcmpMode::Tcp, &empty, &mut BTreeMap::new()).is_none());
+    outbox.push(of_window(&node, IcmpMode::Raw, &full, results));
+    let results = BTreeMap::from([(name("b"), throughput(5_000, 7, 0, 2))]);
+    outbox.push(of_window(&node, IcmpMode::Tcp, &partial, results));
+    assert!(of_window(&node, IcmpMode::Tcp, &empty, BTreeMap::new()).is_empty());
 
     let mut hex = Vec::new();
     for applied in [41, 41] {
         outbox.connected(applied);
         while let Some(report) = outbox.next_to_send() {
-            let bytes = report.encode_to_vec();
+            // As the session sends it.
+            let bytes = v1::Report::from(report).encode_to_vec();
             hex.push(bytes.iter().map(|b| format!("{b:02x}")).collect());
         }
     }
