@@ -11,7 +11,7 @@
 //! - [`outbox`] holds unacknowledged reports in a bounded buffer and numbers them.
 //! - [`session`] keeps the stream to the aggregator and converts the `Hello` and the reports to
 //!   the wire as it sends them; [`metrics`] serves Prometheus text.
-//! - [`discover`] finds the node's zone (flag, pod label, or the Node object).
+//! - [`discover`] finds the node's zone (flag, pod label, or the Node object through kube-rs).
 //!
 //! ```
 //! use std::time::Duration;
