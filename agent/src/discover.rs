@@ -5,15 +5,14 @@
 //! (beta and on by default since Kubernetes 1.35) copy from the node at binding, handed in by the
 //! downward API as `ZONEMESH_POD_ZONE`; then the Node object itself, read from the API server with
 //! the pod's service-account token (`GET /api/v1/nodes/<node>`, which the DaemonSet's ClusterRole
-//! allows). When all three come back empty the zone stays unknown and the agent says so.
+//! allows) through kube-rs, as the publisher talks to the API server. When all three come back
+//! empty the zone stays unknown and the agent says so.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, Client};
 use zonemesh_domain::ZoneName;
 
 use crate::Error;
@@ -63,130 +62,92 @@ pub struct Labels {
     pub region: String,
 }
 
-/// How long one GET may take.
+/// How long the read of the Node object may take, connection included.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `metadata.labels` of node `node`, read from the API server.
 pub async fn node_labels(api: &KubeApi, node: &str) -> Result<BTreeMap<String, String>, Error> {
-    let body = tokio::time::timeout(TIMEOUT, get(api, &format!("/api/v1/nodes/{node}")))
+    let nodes: Api<Node> = Api::all(client(api)?);
+    let url = format!("{}/api/v1/nodes/{node}", api.url.trim_end_matches('/'));
+    let found = tokio::time::timeout(TIMEOUT, nodes.get(node))
         .await
         .map_err(|_| Error::KubeTimeout {
             url: api.url.clone(),
             after: TIMEOUT,
-        })??;
-    let answer = |reason: String| Error::KubeAnswer {
-        node: node.to_owned(),
+        })?
+        .map_err(|e| refused(&url, node, e))?;
+    Ok(found.metadata.labels.unwrap_or_default())
+}
+
+/// A client of the API server `api` that asks once: an error comes back as it came, not retried
+/// behind the timeout.
+fn client(api: &KubeApi) -> Result<Client, Error> {
+    let address = |reason: String| Error::KubeAddress {
+        url: api.url.clone(),
         reason,
     };
-    let value: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| answer(format!("the answer is not JSON: {e}")))?;
-    if value.get("kind").and_then(|k| k.as_str()) != Some("Node") {
-        return Err(answer("the answer is not a Node object".into()));
-    }
-    Ok(value
-        .pointer("/metadata/labels")
-        .and_then(|l| l.as_object())
-        .map(|l| {
-            l.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default())
-}
-
-async fn get(api: &KubeApi, path: &str) -> Result<Vec<u8>, Error> {
-    let url = || api.url.clone();
-    let address = |reason: String| Error::KubeAddress { url: url(), reason };
-    let uri: hyper::Uri = format!("{}{path}", api.url.trim_end_matches('/'))
+    let uri: http::Uri = api
+        .url
         .parse()
         .map_err(|e| address(format!("not a URL: {e}")))?;
-    let host = uri
-        .host()
-        .ok_or_else(|| address("no host".into()))?
-        .to_owned();
-    let https = uri.scheme_str() == Some("https");
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let io = |what| {
-        move |source| Error::KubeIo {
-            url: url(),
-            what,
-            source,
-        }
-    };
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(io(""))?;
-    let mut request = hyper::Request::get(uri.path())
-        .header(hyper::header::HOST, format!("{host}:{port}"))
-        .header(hyper::header::ACCEPT, "application/json");
-    if let Some(token) = &api.token {
-        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+    if uri.host().is_none() {
+        return Err(address("no host".into()));
     }
-    let request = request
-        .body(Empty::<Bytes>::new())
-        .map_err(|source| Error::KubeRequest { url: url(), source })?;
-    let http = |source| Error::KubeHttp { url: url(), source };
-    let response = if https {
+    let https = uri.scheme_str() == Some("https");
+    let mut config = kube::Config::new(uri);
+    if https {
         let ca = api.ca_pem.as_deref().ok_or_else(|| Error::KubeCa {
-            url: url(),
+            url: api.url.clone(),
             reason: "https needs the cluster's CA certificate".into(),
         })?;
-        let connector = tls_connector(&api.url, ca)?;
-        let name = rustls_pki_types::ServerName::try_from(host.clone())
-            .map_err(|e| address(format!("{host}: {e}")))?;
-        let tls = connector.connect(name, tcp).await.map_err(io("TLS: "))?;
-        send(TokioIo::new(tls), request).await.map_err(http)?
-    } else {
-        send(TokioIo::new(tcp), request).await.map_err(http)?
-    };
-    let (parts, body) = response.into_parts();
-    let bytes = body.collect().await.map_err(http)?.to_bytes();
-    if !parts.status.is_success() {
-        return Err(Error::KubeStatus {
-            url: format!("{}{path}", api.url),
-            status: parts.status,
-            body: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
-        });
+        config.root_cert = Some(certificates(&api.url, ca)?);
     }
-    Ok(bytes.to_vec())
+    config.auth_info.token = api.token.clone().map(Into::into);
+    config.default_retry = false;
+    Client::try_from(config).map_err(|e| Error::KubeClient {
+        url: api.url.clone(),
+        reason: zonemesh_tls::error_chain(&e),
+    })
 }
 
-async fn send<T>(
-    io: TokioIo<T>,
-    request: hyper::Request<Empty<Bytes>>,
-) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error>
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
-    tokio::spawn(connection);
-    sender.send_request(request).await
-}
-
-/// A TLS connector to the API server `url` trusting the cluster's CA (PEM).
-fn tls_connector(url: &str, ca_pem: &[u8]) -> Result<tokio_rustls::TlsConnector, Error> {
+/// The certificates (DER) of the cluster's CA file (PEM).
+fn certificates(url: &str, ca_pem: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let bad = |reason: String| Error::KubeCa {
         url: url.to_owned(),
         reason,
     };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        let cert = cert.map_err(|e| bad(format!("CA certificate: {e}")))?;
-        roots
-            .add(cert)
-            .map_err(|e| bad(format!("CA certificate: {e}")))?;
-    }
-    if roots.is_empty() {
+    let certificates = CertificateDer::pem_slice_iter(ca_pem)
+        .map(|c| {
+            c.map(|c| c.to_vec())
+                .map_err(|e| bad(format!("CA certificate: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if certificates.is_empty() {
         return Err(bad("CA file holds no certificate".into()));
     }
-    let config = rustls::ClientConfig::builder_with_provider(zonemesh_tls::provider())
-        .with_safe_default_protocol_versions()
-        .map_err(zonemesh_tls::Error::Config)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    Ok(certificates)
+}
+
+/// The agent's error for kube's answer to the GET of `url` (node `node`).
+fn refused(url: &str, node: &str, e: kube::Error) -> Error {
+    match e {
+        kube::Error::Api(status) => Error::KubeStatus {
+            url: url.to_owned(),
+            code: status.code,
+            reason: status.reason.clone(),
+            message: status.message.chars().take(200).collect(),
+        },
+        kube::Error::SerdeError(e) => Error::KubeAnswer {
+            node: node.to_owned(),
+            reason: format!("the answer is not a Node object: {e}"),
+        },
+        other => Error::KubeRequest {
+            url: url.to_owned(),
+            reason: zonemesh_tls::error_chain(&other),
+        },
+    }
 }
 
 /// The zone and region of this node and where the zone came from. `flag` and `pod_label` are

@@ -75,59 +75,12 @@ pub enum Error {
         /// How long the agent waited.
         after: Duration,
     },
-    /// The Kubernetes API server's address or name cannot be used.
+    /// The Kubernetes API server's address cannot be used.
     #[error("{url}: {reason}")]
     KubeAddress {
         /// The API server.
         url: String,
-        /// What is wrong ("not a URL: …", "no host", the server name's complaint).
-        reason: String,
-    },
-    /// Reaching or talking to the API server failed.
-    #[error("{url}: {what}{source}")]
-    KubeIo {
-        /// The API server.
-        url: String,
-        /// The step that failed ("" for the TCP connection, "TLS: ").
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
-    /// The HTTP exchange with the API server failed.
-    #[error("{url}: {source}")]
-    KubeHttp {
-        /// The API server.
-        url: String,
-        /// The cause.
-        #[source]
-        source: hyper::Error,
-    },
-    /// The request could not be built.
-    #[error("{url}: {source}")]
-    KubeRequest {
-        /// The API server.
-        url: String,
-        /// The cause.
-        #[source]
-        source: hyper::http::Error,
-    },
-    /// The API server said no.
-    #[error("{url}: {status} {body}")]
-    KubeStatus {
-        /// What was asked for.
-        url: String,
-        /// The HTTP status.
-        status: hyper::StatusCode,
-        /// The start of its answer.
-        body: String,
-    },
-    /// The API server's answer is not the Node object asked for.
-    #[error("node {node}: {reason}")]
-    KubeAnswer {
-        /// The node asked for.
-        node: String,
-        /// What is wrong with the answer.
+        /// What is wrong ("not a URL: …", "no host").
         reason: String,
     },
     /// The cluster's CA certificate (`--kube-ca-file`) cannot be used.
@@ -136,6 +89,42 @@ pub enum Error {
         /// The API server.
         url: String,
         /// What is wrong with it.
+        reason: String,
+    },
+    /// No client could be made for the API server (its TLS settings, its token).
+    #[error("{url}: cannot make a Kubernetes client: {reason}")]
+    KubeClient {
+        /// The API server.
+        url: String,
+        /// The client's error and its causes.
+        reason: String,
+    },
+    /// The request did not get an HTTP answer: no connection, TLS refused, the stream broke.
+    #[error("{url}: {reason}")]
+    KubeRequest {
+        /// What was asked for.
+        url: String,
+        /// The client's error and its causes.
+        reason: String,
+    },
+    /// The API server said no.
+    #[error("{url}: {code} {reason}{}", then_colon(message))]
+    KubeStatus {
+        /// What was asked for.
+        url: String,
+        /// The HTTP status code.
+        code: u16,
+        /// The Status reason (`NotFound`, `Unauthorized`), if the answer had one.
+        reason: String,
+        /// The Status message, or the start of an answer that is no Status.
+        message: String,
+    },
+    /// The API server's answer is not the Node object asked for.
+    #[error("node {node}: {reason}")]
+    KubeAnswer {
+        /// The node asked for.
+        node: String,
+        /// What is wrong with the answer.
         reason: String,
     },
 
@@ -174,6 +163,9 @@ pub enum Error {
     /// No byte arrived after the warm-up.
     #[error("nothing arrived after the warm-up")]
     ThroughputNothing,
+    /// The figures of a test are out of range (a rate above 10 Tbit/s).
+    #[error("throughput figures: {0}")]
+    ThroughputFigures(#[source] zonemesh_domain::FieldError),
 
     /// The aggregator cannot be reached.
     #[error(transparent)]
@@ -200,4 +192,13 @@ pub enum Error {
     /// The aggregator answered the Hello with something else than an acknowledgement.
     #[error("expected an Ack of the Hello, got {0}")]
     HelloAnswer(String),
+}
+
+/// `": message"`, or nothing for an empty message.
+fn then_colon(message: &str) -> String {
+    if message.is_empty() {
+        String::new()
+    } else {
+        format!(": {message}")
+    }
 }

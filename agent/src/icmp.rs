@@ -24,6 +24,7 @@ use surge_ping::{IcmpPacket, Icmpv4Packet, Icmpv6Packet};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::oneshot;
+use zonemesh_common::time::unix_time;
 use zonemesh_domain::IcmpMode;
 
 use crate::config::IcmpChoice;
@@ -278,7 +279,7 @@ async fn send(socket: &UdpSocket, packet: &[u8], to: IpAddr) -> Option<SystemTim
     let to: socket2::SockAddr = SocketAddr::new(to, 0).into();
     let raw = socket2::SockRef::from(socket);
     loop {
-        let at = SystemTime::now();
+        let at = wall_clock();
         match raw.send_to(packet, &to) {
             Ok(_) => return Some(at),
             // The send buffer is full: try again in a moment (the probe's timeout bounds this).
@@ -288,6 +289,11 @@ async fn send(socket: &UdpSocket, packet: &[u8], to: IpAddr) -> Option<SystemTim
             Err(_) => return None,
         }
     }
+}
+
+/// The wall clock now, on the clock of the kernel's receive timestamps (`CLOCK_REALTIME`).
+fn wall_clock() -> SystemTime {
+    SystemTime::UNIX_EPOCH + unix_time()
 }
 
 /// An echo request: type 8 (IPv4) or 128 (IPv6), code 0, checksum, identifier, sequence, and
@@ -359,7 +365,7 @@ async fn receive(
                         .map(|v4| IpAddr::V4(v4.ip()))
                         .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
                 });
-                Ok((msg.bytes, stamp.unwrap_or_else(SystemTime::now), from))
+                Ok((msg.bytes, stamp.unwrap_or_else(wall_clock), from))
             });
             match received {
                 Ok((n, at, Some(from))) => dispatch(&buf[..n], at, from, ty, ours, &waiting),

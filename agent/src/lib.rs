@@ -4,9 +4,14 @@
 //! - [`probe`] schedules trains of probes and counts them into windows, against the [`probe::Prober`]
 //!   seam; [`icmp`] (surge-ping) and [`tcp`] implement it, and tests use a fake network on tokio's
 //!   paused clock.
-//! - [`stats`] keeps a window's HDR histogram and exact counts.
+//! - [`stats`] keeps a window's exact counts and summarises its round trips (HDR histogram) into
+//!   a domain [`Rtt`](zonemesh_domain::Rtt).
+//! - [`report`] turns a window into domain [`PathSample`](zonemesh_domain::PathSample)s (the
+//!   fleet simulator builds its reports with it too).
 //! - [`outbox`] holds unacknowledged reports in a bounded buffer and numbers them.
-//! - [`session`] keeps the stream to the aggregator; [`metrics`] serves Prometheus text.
+//! - [`session`] keeps the stream to the aggregator and converts the `Hello` and the reports to
+//!   the wire as it sends them; [`metrics`] serves Prometheus text.
+//! - [`discover`] finds the node's zone (flag, pod label, or the Node object through kube-rs).
 //!
 //! ```
 //! use std::time::Duration;
@@ -20,7 +25,7 @@
 //! assert_eq!((w.sent(), w.received()), (4, 3));
 //! let rtt = w.rtt().unwrap();
 //! assert_eq!(rtt.samples, 3);
-//! assert!((rtt.p50_us - 110.0).abs() < 1.0);
+//! assert!((rtt.p50.get() - 110.0).abs() < 1.0);
 //! ```
 
 pub mod config;
@@ -32,6 +37,7 @@ pub mod icmp;
 pub mod metrics;
 pub mod outbox;
 pub mod probe;
+pub mod report;
 pub mod session;
 pub mod stats;
 pub mod tcp;
@@ -44,8 +50,8 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
-use zonemesh_domain::{IcmpMode, UNKNOWN_ZONE};
-use zonemesh_proto::v1;
+use zonemesh_common::time::unix_ms;
+use zonemesh_domain::{Hello, IcmpMode, NodeName, ThroughputSample, UNKNOWN_ZONE, ZoneName};
 
 use crate::config::{Config, SocketBuffer};
 use crate::metrics::Metrics;
@@ -63,65 +69,17 @@ pub struct Sockets {
 }
 
 /// The `Hello` this agent sends.
-pub fn hello(config: &Config, mode: IcmpMode) -> v1::Hello {
-    v1::Hello {
-        node_name: config.node.to_string(),
-        zone: config
-            .zone
-            .as_ref()
-            .map_or(UNKNOWN_ZONE.to_owned(), ToString::to_string),
-        region: config
-            .region
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default(),
-        addresses: config.addresses.iter().map(ToString::to_string).collect(),
+pub fn hello(config: &Config, mode: IcmpMode) -> Hello {
+    let unknown = || ZoneName::parse("zone", UNKNOWN_ZONE).expect("a valid zone name");
+    Hello {
+        node: config.node.clone(),
+        zone: config.zone.clone().unwrap_or_else(unknown),
+        region: config.region.clone(),
+        addresses: config.addresses.clone(),
         agent_version: env!("CARGO_PKG_VERSION").to_owned(),
-        icmp_mode: v1::IcmpMode::from(mode) as i32,
-        probe_port: u32::from(config.probe_port),
+        icmp_mode: mode,
+        probe_port: config.probe_port,
     }
-}
-
-/// The report of one window: a summary per peer with resolved probes, and the throughput results
-/// that arrived during it (a peer with a throughput figure but no probes gets a summary too).
-/// `None` when there is nothing to say.
-pub fn build_report(
-    node: &str,
-    mode: IcmpMode,
-    window: &WindowReport,
-    throughput: &mut BTreeMap<String, v1::Throughput>,
-) -> Option<v1::Report> {
-    let (start, end) = (window.start_unix_ms(), window.end_unix_ms);
-    let summary = |dst: &str| v1::PathSummary {
-        src: node.to_owned(),
-        dst: dst.to_owned(),
-        window_start_unix_ms: start,
-        window_end_unix_ms: end,
-        method: v1::IcmpMode::from(mode) as i32,
-        ..Default::default()
-    };
-    let mut paths = Vec::new();
-    for (dst, peer) in &window.peers {
-        if peer.stats.sent() == 0 || dst == node {
-            continue;
-        }
-        paths.push(v1::PathSummary {
-            probes_sent: peer.stats.sent(),
-            probes_received: peer.stats.received(),
-            rtt: peer.stats.rtt(),
-            throughput: throughput.remove(dst),
-            ..summary(dst)
-        });
-    }
-    for (dst, t) in std::mem::take(throughput) {
-        if dst != node {
-            paths.push(v1::PathSummary {
-                throughput: Some(t),
-                ..summary(&dst)
-            });
-        }
-    }
-    (!paths.is_empty()).then_some(v1::Report { sequence: 0, paths })
 }
 
 /// What an agent had achieved when it stopped.
@@ -206,7 +164,7 @@ pub async fn run(
         metrics.clone(),
     ));
     let reports = tokio::spawn(queue_reports(
-        config.node.to_string(),
+        config.node.clone(),
         mode,
         windows_rx,
         results_rx,
@@ -240,10 +198,10 @@ pub async fn run(
 
 /// Turns windows (and throughput results) into reports in the outbox, until the windows end.
 async fn queue_reports(
-    node: String,
+    node: NodeName,
     mode: IcmpMode,
     mut windows: mpsc::Receiver<WindowReport>,
-    mut results: mpsc::UnboundedReceiver<(String, v1::Throughput)>,
+    mut results: mpsc::UnboundedReceiver<(NodeName, ThroughputSample)>,
     shared: Shared,
 ) {
     let mut throughput = BTreeMap::new();
@@ -252,11 +210,12 @@ async fn queue_reports(
             throughput.insert(peer, t);
         }
         shared.metrics.record_window(&window);
-        let Some(report) = build_report(&node, mode, &window, &mut throughput) else {
+        let samples = report::of_window(&node, mode, &window, std::mem::take(&mut throughput));
+        if samples.is_empty() {
             continue;
-        };
+        }
         let mut outbox = shared.outbox.lock().expect("outbox lock");
-        let dropped = outbox.push(report);
+        let dropped = outbox.push(samples);
         if dropped.reports > 0 {
             shared.metrics.dropped_reports.add(dropped.reports);
             shared.metrics.dropped_probes.add(dropped.probes);
@@ -279,7 +238,7 @@ async fn follow_instructions(
     ours: Vec<IpAddr>,
     buffer: SocketBuffer,
     bulk: Handle,
-    results: mpsc::UnboundedSender<(String, v1::Throughput)>,
+    results: mpsc::UnboundedSender<(NodeName, ThroughputSample)>,
     metrics: Arc<Metrics>,
 ) {
     while let Some(instruction) = instructions.recv().await {
@@ -310,6 +269,10 @@ async fn follow_instructions(
                 });
             }
             Instruction::Grant(grant) => {
+                let Ok(peer) = NodeName::parse("peer", grant.peer.as_str()) else {
+                    tracing::warn!(grant = grant.grant_id, peer = %grant.peer, "throughput grant for a bad node name; skipped");
+                    continue;
+                };
                 let Ok(ip) = grant.peer_address.parse::<IpAddr>() else {
                     tracing::warn!(grant = grant.grant_id, address = %grant.peer_address, "throughput grant with a bad address; skipped");
                     continue;
@@ -330,7 +293,7 @@ async fn follow_instructions(
                 };
                 let source = ours.iter().copied().find(|o| o.is_ipv4() == ip.is_ipv4());
                 let wait = Duration::from_millis(
-                    (grant.start_unix_ms - probe::unix_ms_now()).clamp(0, 60_000) as u64,
+                    (grant.start_unix_ms - unix_ms()).clamp(0, 60_000) as u64,
                 );
                 let (results, metrics) = (results.clone(), metrics.clone());
                 bulk.spawn(async move {
@@ -338,12 +301,12 @@ async fn follow_instructions(
                     match tcp::measure(&test, source, buffer).await {
                         Ok(t) => {
                             metrics.throughput_ok.inc();
-                            tracing::info!(grant = grant.grant_id, peer = %grant.peer, bps = t.throughput_bps, "throughput measured");
-                            let _ = results.send((grant.peer, t));
+                            tracing::info!(grant = grant.grant_id, %peer, bps = t.rate.get(), "throughput measured");
+                            let _ = results.send((peer, t));
                         }
                         Err(e) => {
                             metrics.throughput_failed.inc();
-                            tracing::warn!(grant = grant.grant_id, peer = %grant.peer, "throughput test failed: {e}");
+                            tracing::warn!(grant = grant.grant_id, %peer, "throughput test failed: {e}");
                         }
                     }
                 });
@@ -380,72 +343,5 @@ async fn serve_metrics(listener: std::net::TcpListener, metrics: Arc<Metrics>) {
         .route("/healthz", get(|| async { "ok\n" }));
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "metrics endpoint failed");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::probe::PeerWindow;
-    use crate::stats::WindowStats;
-
-    #[test]
-    fn a_window_becomes_a_report_the_aggregator_accepts() {
-        let now = tokio::time::Instant::now();
-        let mut peers = BTreeMap::new();
-        let mut stats = WindowStats::new();
-        stats.reply(Duration::from_micros(80));
-        stats.lost();
-        peers.insert(
-            "b".to_owned(),
-            PeerWindow {
-                zone: "z".into(),
-                stats,
-            },
-        );
-        peers.insert(
-            "c".to_owned(),
-            PeerWindow {
-                zone: "z".into(),
-                stats: WindowStats::new(),
-            },
-        );
-        let window = WindowReport {
-            index: 0,
-            start: now,
-            end: now + Duration::from_secs(10),
-            end_unix_ms: 1_700_000_010_000,
-            peers,
-        };
-        let t = v1::Throughput {
-            throughput_bps: 8e6,
-            bytes: 1_000_000,
-            duration_us: 1_000_000,
-            warmup_us: 0,
-            streams: 1,
-        };
-        let mut throughput = BTreeMap::from([("d".to_owned(), t)]);
-        let mut report = build_report("a", IcmpMode::Raw, &window, &mut throughput).unwrap();
-        assert!(throughput.is_empty());
-        let dsts: Vec<&str> = report.paths.iter().map(|p| p.dst.as_str()).collect();
-        // c resolved no probe: not reported; d has only a throughput figure.
-        assert_eq!(dsts, ["b", "d"]);
-        assert_eq!(report.paths[0].window_start_unix_ms, 1_700_000_000_000);
-        report.sequence = 1;
-        let node = zonemesh_domain::NodeName::parse("node", "a").unwrap();
-        zonemesh_proto::convert::report_from_agent(&node, report).expect("valid report");
-    }
-
-    #[test]
-    fn an_empty_window_is_not_reported() {
-        let now = tokio::time::Instant::now();
-        let window = WindowReport {
-            index: 0,
-            start: now,
-            end: now,
-            end_unix_ms: 5,
-            peers: BTreeMap::new(),
-        };
-        assert!(build_report("a", IcmpMode::Tcp, &window, &mut BTreeMap::new()).is_none());
     }
 }

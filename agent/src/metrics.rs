@@ -200,7 +200,7 @@ impl Metrics {
             z.lost += stats.sent() - stats.received();
             z.peers = peers;
             if let Some(rtt) = stats.rtt() {
-                z.rtt = Some([rtt.p50_us, rtt.p90_us, rtt.p99_us].map(|us| us / 1e6));
+                z.rtt = Some([rtt.p50, rtt.p90, rtt.p99].map(|us| us.get() / 1e6));
             }
         }
     }
@@ -287,6 +287,11 @@ mod tests {
     use super::*;
     use crate::probe::PeerWindow;
     use std::time::Duration;
+    use zonemesh_domain::{NodeName, UnixMs};
+
+    fn name(n: &str) -> NodeName {
+        NodeName::parse("node", n).unwrap()
+    }
 
     /// A window of `peers`: (name, zone, RTTs of the replies in µs, probes lost).
     fn window(index: u64, peers: &[(&str, &str, &[u64], u64)]) -> WindowReport {
@@ -295,7 +300,7 @@ mod tests {
             index,
             start: now,
             end: now,
-            end_unix_ms: 1,
+            end_unix_ms: UnixMs(1),
             peers: peers
                 .iter()
                 .map(|(name, zone, rtts, lost)| {
@@ -307,7 +312,7 @@ mod tests {
                         stats.lost();
                     }
                     let zone = (*zone).into();
-                    ((*name).to_owned(), PeerWindow { zone, stats })
+                    (self::name(name), PeerWindow { zone, stats })
                 })
                 .collect(),
         }
@@ -358,7 +363,7 @@ mod tests {
             stats.reply(Duration::from_micros(us));
             stats.lost();
             peers.insert(
-                name.to_owned(),
+                self::name(name),
                 PeerWindow {
                     zone: zone.into(),
                     stats,
@@ -370,7 +375,7 @@ mod tests {
             index: 0,
             start: now,
             end: now,
-            end_unix_ms: 1,
+            end_unix_ms: UnixMs(1),
             peers,
         });
         let text = zonemesh_common::metrics::render(m.registry());

@@ -5,17 +5,21 @@
 //! is). Once numbered, a report keeps its number through reconnects: the aggregator applies a
 //! replay once and acknowledges it again. When the buffer is full the oldest report goes, and is
 //! counted.
+//!
+//! The outbox holds domain samples, not wire messages: a report becomes a [`Report`] when it is
+//! numbered, and the session converts it to the wire as it sends it. (The samples share their
+//! node names, so a full buffer also takes less memory than the same reports as messages.)
 
 use std::collections::VecDeque;
 
-use zonemesh_proto::v1;
+use zonemesh_domain::{PathSample, Report};
 
 /// One buffered report.
 #[derive(Debug, Clone)]
 struct Entry {
     /// Assigned when first sent.
     sequence: Option<u64>,
-    report: v1::Report,
+    paths: Vec<PathSample>,
 }
 
 /// What happened to a report that left the buffer, for the counters.
@@ -28,9 +32,9 @@ pub struct Removed {
 }
 
 impl Removed {
-    fn add(&mut self, report: &v1::Report) {
+    fn add(&mut self, paths: &[PathSample]) {
         self.reports += 1;
-        self.probes += report.paths.iter().map(|p| p.probes_sent).sum::<u64>();
+        self.probes += paths.iter().map(|p| p.sent).sum::<u64>();
     }
 }
 
@@ -70,19 +74,19 @@ impl Outbox {
         self.entries.is_empty()
     }
 
-    /// Queues a report (its `sequence` is set when sent). When full, the oldest report is
+    /// Queues the samples of one report (numbered when sent). When full, the oldest report is
     /// dropped and returned in the count.
-    pub fn push(&mut self, report: v1::Report) -> Removed {
+    pub fn push(&mut self, paths: Vec<PathSample>) -> Removed {
         let mut dropped = Removed::default();
         while self.entries.len() >= self.capacity {
             if let Some(old) = self.entries.pop_front() {
-                dropped.add(&old.report);
+                dropped.add(&old.paths);
                 self.sent = self.sent.saturating_sub(1);
             }
         }
         self.entries.push_back(Entry {
             sequence: None,
-            report,
+            paths,
         });
         dropped
     }
@@ -97,7 +101,7 @@ impl Outbox {
     }
 
     /// The next report to send on this connection, numbered; `None` when all are sent.
-    pub fn next_to_send(&mut self) -> Option<v1::Report> {
+    pub fn next_to_send(&mut self) -> Option<Report> {
         let entry = self.entries.get_mut(self.sent)?;
         let sequence = *entry.sequence.get_or_insert_with(|| {
             let s = self.next_sequence;
@@ -105,9 +109,10 @@ impl Outbox {
             s
         });
         self.sent += 1;
-        let mut report = entry.report.clone();
-        report.sequence = sequence;
-        Some(report)
+        Some(Report {
+            sequence,
+            paths: entry.paths.clone(),
+        })
     }
 
     /// Everything up to and including `sequence` is durable: forget it.
@@ -117,7 +122,7 @@ impl Outbox {
             match front.sequence {
                 Some(s) if s <= sequence => {
                     let entry = self.entries.pop_front().expect("front exists");
-                    removed.add(&entry.report);
+                    removed.add(&entry.paths);
                     self.sent = self.sent.saturating_sub(1);
                 }
                 _ => break,
@@ -135,7 +140,7 @@ impl Outbox {
             .position(|e| e.sequence == Some(sequence))
         {
             let entry = self.entries.remove(i).expect("index exists");
-            removed.add(&entry.report);
+            removed.add(&entry.paths);
             if i < self.sent {
                 self.sent -= 1;
             }
@@ -153,14 +158,22 @@ impl Outbox {
 mod tests {
     use super::*;
 
-    fn report(probes: u64) -> v1::Report {
-        v1::Report {
-            sequence: 0,
-            paths: vec![v1::PathSummary {
-                probes_sent: probes,
-                ..Default::default()
-            }],
-        }
+    use zonemesh_domain::{IcmpMode, NodeName, UnixMs};
+
+    /// The samples of a report of `probes` probes, all lost.
+    fn report(probes: u64) -> Vec<PathSample> {
+        let name = |n: &str| NodeName::parse("node", n).unwrap();
+        vec![PathSample {
+            src: name("a"),
+            dst: name("b"),
+            window_start: UnixMs(1),
+            window_end: UnixMs(2),
+            sent: probes,
+            received: 0,
+            rtt: None,
+            throughput: None,
+            method: Some(IcmpMode::Raw),
+        }]
     }
 
     fn send_all(o: &mut Outbox) -> Vec<u64> {
@@ -230,7 +243,7 @@ mod tests {
         );
         o.connected(0);
         let sent: Vec<u64> = std::iter::from_fn(|| o.next_to_send())
-            .map(|r| r.paths[0].probes_sent)
+            .map(|r| r.paths[0].sent)
             .collect();
         assert_eq!(sent, [4, 5]);
     }

@@ -9,11 +9,12 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use zonemesh_domain::{NodeName, UnixMs};
 use zonemesh_proto::v1;
 
 use crate::stats::WindowStats;
@@ -22,7 +23,7 @@ use crate::stats::WindowStats;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// Peer node name.
-    pub node: String,
+    pub node: NodeName,
     /// Peer zone (labels the per-zone metrics).
     pub zone: String,
     /// Address probed.
@@ -42,11 +43,11 @@ pub struct Target {
 impl Target {
     /// The target of a plan entry, probing the first address of a family this node has.
     pub fn from_wire(wire: &v1::ProbeTarget, ours: &[IpAddr]) -> Result<Self, crate::Error> {
-        let node = &wire.node;
         let bad = |reason: String| crate::Error::Target {
-            node: node.clone(),
+            node: wire.node.clone(),
             reason,
         };
+        let node = NodeName::parse("node", wire.node.as_str()).map_err(|e| bad(e.to_string()))?;
         let mut parsed = Vec::new();
         for a in &wire.addresses {
             parsed.push(
@@ -69,7 +70,7 @@ impl Target {
             ));
         }
         Ok(Self {
-            node: node.clone(),
+            node,
             zone: wire.zone.clone(),
             address,
             port,
@@ -133,18 +134,17 @@ pub struct WindowReport {
     pub start: Instant,
     /// When it ended.
     pub end: Instant,
-    /// Wall-clock end, ms since the Unix epoch (the aggregator keeps its own clock; this only
-    /// labels the window).
-    pub end_unix_ms: i64,
+    /// Wall-clock end (the aggregator keeps its own clock; this only labels the window).
+    pub end_unix_ms: UnixMs,
     /// Per peer node name; peers without a resolved probe are absent.
-    pub peers: BTreeMap<String, PeerWindow>,
+    pub peers: BTreeMap<NodeName, PeerWindow>,
 }
 
 impl WindowReport {
-    /// Wall-clock start, ms since the Unix epoch; always before [`Self::end_unix_ms`].
-    pub fn start_unix_ms(&self) -> i64 {
+    /// Wall-clock start; always before [`Self::end_unix_ms`].
+    pub fn start_unix_ms(&self) -> UnixMs {
         let length = (self.end - self.start).as_millis().max(1) as i64;
-        self.end_unix_ms - length
+        UnixMs(self.end_unix_ms.0 - length)
     }
 }
 
@@ -159,7 +159,7 @@ pub async fn run<P: Prober>(
     reports: mpsc::Sender<WindowReport>,
     stop: impl Future<Output = ()>,
 ) {
-    let (results, mut results_rx) = mpsc::unbounded_channel::<(String, Outcome)>();
+    let (results, mut results_rx) = mpsc::unbounded_channel::<(NodeName, Outcome)>();
     let mut trains = Trains {
         prober,
         seq: Arc::new(AtomicU64::new(0)),
@@ -172,7 +172,7 @@ pub async fn run<P: Prober>(
     let mut index = 0;
     let mut start = Instant::now();
     let mut window_end = start + current.window;
-    let mut peers: BTreeMap<String, PeerWindow> = BTreeMap::new();
+    let mut peers: BTreeMap<NodeName, PeerWindow> = BTreeMap::new();
     let mut plan_open = true;
     tokio::pin!(stop);
 
@@ -209,7 +209,7 @@ pub async fn run<P: Prober>(
             index,
             start,
             end,
-            end_unix_ms: unix_ms_now(),
+            end_unix_ms: UnixMs(zonemesh_common::time::unix_ms()),
             peers: std::mem::take(&mut peers),
         };
         if reports.send(report).await.is_err() || stopping {
@@ -225,17 +225,17 @@ pub async fn run<P: Prober>(
 struct Trains<P> {
     prober: Arc<P>,
     seq: Arc<AtomicU64>,
-    results: mpsc::UnboundedSender<(String, Outcome)>,
-    running: BTreeMap<String, (Target, JoinHandle<()>)>,
+    results: mpsc::UnboundedSender<(NodeName, Outcome)>,
+    running: BTreeMap<NodeName, (Target, JoinHandle<()>)>,
     /// Zone of every peer ever in a plan (results of removed targets may still arrive).
-    zones: BTreeMap<String, String>,
+    zones: BTreeMap<NodeName, String>,
 }
 
 impl<P: Prober> Trains<P> {
     /// Keeps the trains of unchanged targets, stops the others and starts the new ones.
     fn apply(&mut self, plan: &Plan) {
         self.running.retain(|node, (target, handle)| {
-            let keep = plan.targets.iter().any(|t| t == target && &t.node == node);
+            let keep = plan.targets.iter().any(|t| t == target && t.node == *node);
             if !keep {
                 handle.abort();
             }
@@ -294,7 +294,7 @@ async fn trains_to<P: Prober>(
     target: Target,
     first: Instant,
     seq: Arc<AtomicU64>,
-    results: mpsc::UnboundedSender<(String, Outcome)>,
+    results: mpsc::UnboundedSender<(NodeName, Outcome)>,
 ) {
     let mut ticks = tokio::time::interval_at(first, target.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -320,13 +320,6 @@ async fn trains_to<P: Prober>(
     }
 }
 
-/// Milliseconds since the Unix epoch by the wall clock.
-pub fn unix_ms_now() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,9 +338,18 @@ mod tests {
         }
     }
 
+    fn name(node: &str) -> NodeName {
+        NodeName::parse("node", node).unwrap()
+    }
+
+    /// Peer `node`'s share of window `w`.
+    fn peer<'a>(w: &'a WindowReport, node: &str) -> &'a PeerWindow {
+        &w.peers[&name(node)]
+    }
+
     fn target(node: &str) -> Target {
         Target {
-            node: node.into(),
+            node: name(node),
             zone: format!("zone-{node}"),
             address: "127.0.0.1".parse().unwrap(),
             port: 7402,
@@ -407,13 +409,13 @@ mod tests {
             assert_eq!(w.stats.sent(), 50, "{peer}");
             lost += w.stats.sent() - w.stats.received();
             let rtt = w.stats.rtt().unwrap();
-            assert!(rtt.min_us >= 99.9 && rtt.max_us <= 149.2, "{rtt:?}");
+            assert!(rtt.min.get() >= 99.9 && rtt.max.get() <= 149.2, "{rtt:?}");
         }
         // One in four of the 100 probes (one sequence space for all targets) never came back.
         assert_eq!(lost, 25);
         let second = rx.recv().await.unwrap();
         assert_eq!(second.index, 1);
-        assert_eq!(second.peers["b"].stats.sent(), 50, "the next 10 trains");
+        assert_eq!(peer(&second, "b").stats.sent(), 50, "the next 10 trains");
         drop(rx);
         tokio::time::timeout(Duration::from_secs(60), run)
             .await
@@ -438,7 +440,7 @@ mod tests {
         ));
         let w = rx.recv().await.unwrap();
         // The train at 9 s times out at 9.04 s + 200 ms, inside the window.
-        let b = &w.peers["b"].stats;
+        let b = &peer(&w, "b").stats;
         assert_eq!((b.sent(), b.received()), (50, 0));
         assert!(b.rtt().is_none());
     }
@@ -466,15 +468,15 @@ mod tests {
         });
         let w = rx.recv().await.unwrap();
         assert_eq!(
-            w.peers["b"].stats.sent(),
+            peer(&w, "b").stats.sent(),
             25,
             "five trains of five reached b"
         );
         // c: one probe a second from 4.5 s: at 4.5, 5.5, ..., 9.5 s.
-        assert_eq!(w.peers["c"].stats.sent(), 6);
+        assert_eq!(peer(&w, "c").stats.sent(), 6);
         let w = rx.recv().await.unwrap();
-        assert!(!w.peers.contains_key("b"));
-        assert_eq!(w.peers["c"].stats.sent(), 10);
+        assert!(!w.peers.contains_key(&name("b")));
+        assert_eq!(peer(&w, "c").stats.sent(), 10);
     }
 
     #[tokio::test(start_paused = true)]
@@ -494,7 +496,7 @@ mod tests {
         let w = rx.recv().await.unwrap();
         assert_eq!(w.end - w.start, Duration::from_millis(2500));
         // Trains at 0, 1 and 2 s, all resolved by 2.25 s.
-        assert_eq!(w.peers["b"].stats.sent(), 15);
+        assert_eq!(peer(&w, "b").stats.sent(), 15);
         run.await.unwrap();
         assert!(
             rx.recv().await.is_none(),

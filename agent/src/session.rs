@@ -1,6 +1,9 @@
 //! The stream to the aggregator: `Hello`, then the outbox's reports in order; acknowledgements,
 //! plans and throughput grants back. Reconnects with jittered exponential backoff; the last plan
 //! keeps running meanwhile.
+//!
+//! This is the agent's wire edge outwards: the `Hello` and the reports are domain values up to
+//! here, converted to `zonemesh.v1` messages as they are sent.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
+use zonemesh_domain::Hello;
 use zonemesh_proto::v1::{self, agent_message, aggregator_message};
 
 use crate::Error;
@@ -61,7 +65,7 @@ pub struct SessionConfig {
     /// TLS; its files are read at every connect, so rotated certificates are used.
     pub tls: zonemesh_tls::ClientTls,
     /// The `Hello` of every stream.
-    pub hello: v1::Hello,
+    pub hello: Hello,
     /// Reconnect backoff bounds.
     pub backoff: (Duration, Duration),
 }
@@ -116,7 +120,8 @@ async fn connection(
                 .map_err(|_| Error::Stream("stream closed"))
         }
     };
-    send(&tx, agent_message::Kind::Hello(config.hello.clone())).await?;
+    let hello = v1::Hello::from(config.hello.clone());
+    send(&tx, agent_message::Kind::Hello(hello)).await?;
     let mut inbound = client
         .connect(ReceiverStream::new(rx))
         .await
@@ -166,7 +171,7 @@ async fn connection(
                 }
             };
             let Some(report) = next else { break };
-            send(&tx, agent_message::Kind::Report(report)).await?;
+            send(&tx, agent_message::Kind::Report(v1::Report::from(report))).await?;
         }
         let done = *flush.borrow() && shared.outbox.lock().expect("outbox lock").is_empty();
         if done {

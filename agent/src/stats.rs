@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use zonemesh_proto::v1;
+use zonemesh_domain::{Micros, Rtt};
+
+use crate::report::Probes;
 
 /// Largest RTT the histogram records; longer replies are clamped (a probe times out far sooner).
 const MAX_RTT_NS: u64 = 60_000_000_000;
@@ -73,8 +75,8 @@ impl WindowStats {
         h
     }
 
-    /// The RTT statistics in µs, if any reply came.
-    pub fn rtt(&self) -> Option<v1::RttStats> {
+    /// The RTT statistics, if any reply came.
+    pub fn rtt(&self) -> Option<Rtt> {
         if self.samples.is_empty() {
             return None;
         }
@@ -85,20 +87,35 @@ impl WindowStats {
         let (min, max) = (us(h.min()), us(h.max()));
         let q = |p: f64| us(h.value_at_quantile(p)).clamp(min, max);
         let (p50, p90, p99) = (q(0.5), q(0.9), q(0.99));
-        Some(v1::RttStats {
+        let jitter = if self.jitter_n == 0 {
+            0.0
+        } else {
+            self.jitter_sum_ns as f64 / self.jitter_n as f64 / 1000.0
+        };
+        // Every figure lies in [1 ns, MAX_RTT_NS] (60 s, give or take the histogram's 0.1 %),
+        // far inside `Micros`' range (an hour), and the clamps above keep the order
+        // `Rtt::checked` asks for.
+        let micros = |field: &str, v: f64| Micros::parse(field, v).expect("an RTT of at most 60 s");
+        let rtt = Rtt {
             samples: self.received(),
-            min_us: min,
-            p50_us: p50,
-            p90_us: p90.max(p50),
-            p99_us: p99.max(p90.max(p50)),
-            max_us: max,
-            mean_us: (h.mean() / 1000.0).clamp(min, max),
-            jitter_us: if self.jitter_n == 0 {
-                0.0
-            } else {
-                self.jitter_sum_ns as f64 / self.jitter_n as f64 / 1000.0
-            },
-        })
+            min: micros("min_us", min),
+            p50: micros("p50_us", p50),
+            p90: micros("p90_us", p90.max(p50)),
+            p99: micros("p99_us", p99.max(p90.max(p50))),
+            max: micros("max_us", max),
+            mean: micros("mean_us", (h.mean() / 1000.0).clamp(min, max)),
+            jitter: micros("jitter_us", jitter),
+        };
+        Some(rtt.checked().expect("quantiles clamped into order"))
+    }
+
+    /// The window's counts and RTT statistics, for its report.
+    pub fn probes(&self) -> Probes {
+        Probes {
+            sent: self.sent(),
+            received: self.received(),
+            rtt: self.rtt(),
+        }
     }
 }
 
@@ -114,19 +131,12 @@ mod tests {
         }
         let r = w.rtt().unwrap();
         assert_eq!(r.samples, 100);
-        assert!(
-            (r.min_us - 10.0).abs() < 0.1 && (r.max_us - 1000.0).abs() < 1.0,
-            "{r:?}"
-        );
-        assert!((r.p50_us - 500.0).abs() < 1.0, "{r:?}");
-        assert!((r.p90_us - 900.0).abs() < 1.0, "{r:?}");
-        assert!((r.jitter_us - 10.0).abs() < 0.1, "{r:?}");
-        assert!(
-            r.min_us <= r.p50_us
-                && r.p50_us <= r.p90_us
-                && r.p90_us <= r.p99_us
-                && r.p99_us <= r.max_us
-        );
+        let near = |m: Micros, us: f64, by: f64| (m.get() - us).abs() < by;
+        assert!(near(r.min, 10.0, 0.1) && near(r.max, 1000.0, 1.0), "{r:?}");
+        assert!(near(r.p50, 500.0, 1.0), "{r:?}");
+        assert!(near(r.p90, 900.0, 1.0), "{r:?}");
+        assert!(near(r.jitter, 10.0, 0.1), "{r:?}");
+        assert!(r.min <= r.p50 && r.p50 <= r.p90 && r.p90 <= r.p99 && r.p99 <= r.max);
     }
 
     #[test]
@@ -139,22 +149,41 @@ mod tests {
     }
 
     #[test]
+    fn extreme_round_trips_stay_valid_statistics() {
+        // Clamped to 1 ns and to 60 s (as the histogram rounds it): the statistics exist and
+        // keep their order.
+        let mut w = WindowStats::new();
+        for rtt in [
+            Duration::ZERO,
+            Duration::from_secs(3600),
+            Duration::from_nanos(1),
+        ] {
+            w.reply(rtt);
+        }
+        let r = w.rtt().expect("replies came");
+        assert_eq!(r.samples, 3);
+        assert_eq!(r.min.get(), 0.001);
+        assert!((r.max.get() - 60e6).abs() < 0.001 * 60e6, "{r:?}");
+        assert_eq!(r.checked(), Ok(r));
+    }
+
+    #[test]
     fn the_summary_passes_the_aggregators_checks() {
         let mut w = WindowStats::new();
         for us in [37, 41, 39, 2_000, 40] {
             w.reply(Duration::from_micros(us));
         }
         w.lost();
-        let wire = v1::PathSummary {
-            src: "a".into(),
-            dst: "b".into(),
-            window_start_unix_ms: 1,
-            window_end_unix_ms: 2,
-            probes_sent: w.sent(),
-            probes_received: w.received(),
-            rtt: w.rtt(),
-            ..Default::default()
-        };
-        zonemesh_domain::PathSample::try_from(wire).expect("valid summary");
+        let name = |n: &str| zonemesh_domain::NodeName::parse("node", n).unwrap();
+        let samples = crate::report::window_samples(
+            &name("a"),
+            zonemesh_domain::IcmpMode::Raw,
+            (zonemesh_domain::UnixMs(1), zonemesh_domain::UnixMs(2)),
+            [(name("b"), w.probes())],
+            Default::default(),
+        );
+        let wire = zonemesh_proto::v1::PathSummary::from(samples[0].clone());
+        let back = zonemesh_domain::PathSample::try_from(wire).expect("valid summary");
+        assert_eq!(back, samples[0]);
     }
 }

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use zonemesh_proto::v1;
+use zonemesh_domain::{Bps, ThroughputSample};
 
 use crate::Error;
 use crate::config::SocketBuffer;
@@ -227,7 +227,7 @@ pub async fn measure(
     test: &Test,
     source: Option<IpAddr>,
     buffer: SocketBuffer,
-) -> Result<v1::Throughput, Error> {
+) -> Result<ThroughputSample, Error> {
     if test.duration.is_zero() {
         return Err(Error::ThroughputDuration);
     }
@@ -246,13 +246,16 @@ pub async fn measure(
     if micros == 0 {
         return Err(Error::ThroughputNothing);
     }
-    Ok(v1::Throughput {
-        throughput_bps: bytes as f64 * 8.0 / (micros as f64 / 1e6),
+    let rate = Bps::parse("throughput_bps", bytes as f64 * 8.0 / (micros as f64 / 1e6))
+        .map_err(Error::ThroughputFigures)?;
+    ThroughputSample::new(
+        rate,
         bytes,
-        duration_us: micros,
-        warmup_us: u64::try_from(test.warmup.as_micros()).unwrap_or(u64::MAX),
-        streams: test.streams.max(1),
-    })
+        micros,
+        u64::try_from(test.warmup.as_micros()).unwrap_or(u64::MAX),
+        test.streams.max(1),
+    )
+    .map_err(Error::ThroughputFigures)
 }
 
 async fn one_stream(
@@ -332,14 +335,19 @@ mod tests {
         assert!(t.bytes > 0);
         // Counted from the warm-up mark to the last byte: about the test's duration.
         assert!((250_000..2_000_000).contains(&t.duration_us), "{t:?}");
-        zonemesh_domain::ThroughputSample::try_from(t).expect("valid on the wire");
+        let wire = zonemesh_proto::v1::Throughput::from(t);
+        assert_eq!(
+            ThroughputSample::try_from(wire),
+            Ok(t),
+            "the same figures on the wire"
+        );
     }
 
     #[tokio::test]
     async fn tcp_probes_time_the_handshake_and_a_closed_port_is_lost() {
         let peer = local_responder();
         let mut target = Target {
-            node: "b".into(),
+            node: zonemesh_domain::NodeName::parse("node", "b").unwrap(),
             zone: "z".into(),
             address: peer.ip(),
             port: peer.port(),

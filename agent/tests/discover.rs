@@ -1,5 +1,6 @@
 //! Zone discovery against a recorded Node object served locally, over HTTPS with a certificate of
-//! its own (as the API server's), checking the service-account token it is sent.
+//! its own (as the API server's), checking the service-account token it is sent: kube-rs's client
+//! over real sockets and real TLS, so that the CA and token settings are what is tested.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,6 +92,12 @@ async fn answer<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             )
         } else if text.starts_with(&format!("get /api/v1/nodes/{NODE} ")) {
             ("200 OK", recorded_node())
+        } else if text.starts_with("get /api/v1/nodes/not-a-node ") {
+            // A server that answers with something else than a Node.
+            (
+                "200 OK",
+                br#"{"kind":"Status","apiVersion":"v1","status":"Success"}"#.to_vec(),
+            )
         } else {
             (
                 "404 Not Found",
@@ -175,10 +182,22 @@ async fn failures_leave_the_zone_unknown_with_a_reason() {
     };
     let e = node_labels(&api, "other-node").await.unwrap_err();
     assert!(
-        matches!(&e, Error::KubeStatus { status, url, .. }
-            if status.as_u16() == 404 && url.ends_with("/api/v1/nodes/other-node")),
+        e.to_string()
+            .ends_with("/api/v1/nodes/other-node: 404 NotFound"),
         "{e}"
     );
+    assert!(
+        matches!(&e, Error::KubeStatus { code: 404, url, reason, .. }
+            if url.ends_with("/api/v1/nodes/other-node") && reason == "NotFound"),
+        "{e}"
+    );
+    // An answer that is not a Node: named as such.
+    let e = node_labels(&api, "not-a-node").await.unwrap_err();
+    assert!(
+        matches!(&e, Error::KubeAnswer { node, .. } if node == "not-a-node"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("is not a Node object"), "{e}");
     let (z, _, s) = zone(
         "other-node",
         (None, None),
@@ -195,10 +214,7 @@ async fn failures_leave_the_zone_unknown_with_a_reason() {
         ca_pem: Some(ca),
     };
     let e = node_labels(&api, NODE).await.unwrap_err();
-    assert!(
-        matches!(&e, Error::KubeStatus { status, .. } if status.as_u16() == 401),
-        "{e}"
-    );
+    assert!(matches!(&e, Error::KubeStatus { code: 401, .. }), "{e}");
     // A CA that did not sign the server's certificate: refused by TLS.
     let stranger = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let api = KubeApi {
@@ -207,8 +223,8 @@ async fn failures_leave_the_zone_unknown_with_a_reason() {
         ca_pem: Some(stranger.cert.pem().into_bytes()),
     };
     let e = node_labels(&api, NODE).await.unwrap_err();
-    assert!(matches!(&e, Error::KubeIo { what: "TLS: ", .. }), "{e}");
-    assert!(e.to_string().contains("TLS"), "{e}");
+    assert!(matches!(&e, Error::KubeRequest { .. }), "{e}");
+    assert!(e.to_string().contains("invalid peer certificate"), "{e}");
     // A label key the node does not have.
     let (url, ca, _) = api_server(true).await;
     let api = KubeApi {

@@ -21,7 +21,7 @@ fn is_root() -> bool {
 
 fn target(address: IpAddr) -> Target {
     Target {
-        node: "peer".into(),
+        node: zonemesh_domain::NodeName::parse("node", "peer").unwrap(),
         zone: "z".into(),
         address,
         port: 7402,

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use hdrhistogram::Histogram;
 use tonic::transport::Channel;
+use zonemesh_common::time::Stopwatch;
 use zonemesh_lab::process::{Aggregator, cpu_seconds, status_kib};
 use zonemesh_proto::v1;
 
@@ -122,7 +123,7 @@ pub async fn run_scale(run: &ScaleRun, progress: impl Fn(&str)) -> Result<ScaleF
     }
     let control = Arc::new(Control::new());
     let counters = Arc::new(Counters::default());
-    let started = Instant::now();
+    let started = Stopwatch::start();
     let fleet_task = tokio::spawn(sim::run(
         fleet.clone(),
         channels,
@@ -184,7 +185,7 @@ pub async fn run_scale(run: &ScaleRun, progress: impl Fn(&str)) -> Result<ScaleF
     aggregator.terminate()?;
     let store_bytes = dir_bytes(&data_dir)?;
 
-    let restarted = Instant::now();
+    let restarted = Stopwatch::start();
     let aggregator = Aggregator::start(&run.aggregator, &arg_refs, logs.path())?;
     let mut topology = v1::topology_client::TopologyClient::new(aggregator.channel().await?)
         .max_decoding_message_size(256 << 20);
@@ -239,7 +240,7 @@ async fn throughput(grpc: &str, zones: usize, clients: usize, length: Duration) 
         let channel = query_channel(&format!("http://{grpc}")).await?;
         loops.push(tokio::spawn(query_loop(channel, zones, stop.clone())));
     }
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     tokio::time::sleep(length).await;
     stop.store(true, Ordering::Relaxed);
     let mut calls = 0u64;
@@ -263,7 +264,7 @@ async fn measure_phase(
     let stop = Arc::new(AtomicBool::new(false));
     let queries = tokio::spawn(query_loop(channel.clone(), fleet.spec.zones, stop.clone()));
     let before = counters.summaries_acked.load(Ordering::Relaxed);
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     tokio::time::sleep(length).await;
     let acked = counters.summaries_acked.load(Ordering::Relaxed) - before;
     let elapsed = t0.elapsed().as_secs_f64();
@@ -307,7 +308,7 @@ pub async fn query_loop(
     let mut zone = 0;
     while !stop.load(Ordering::Relaxed) {
         for q in QUERIES {
-            let t = Instant::now();
+            let t = Stopwatch::start();
             match q {
                 "RankNodes" | "RankNodes100" => {
                     let limit = if q == "RankNodes" { 0 } else { 100 };
@@ -375,7 +376,7 @@ pub async fn query_channel(url: &str) -> Result<Channel> {
 }
 
 async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<()> {
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     while !done() {
         if t0.elapsed() > limit {
             bail!("not done after {limit:?}");

@@ -8,10 +8,10 @@
 //! what was not acknowledged, as a real agent does: at every churn check (10 s unless set) an
 //! agent leaves with the churn probability and comes back after 0.5–3 s.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rand::rngs::StdRng;
@@ -20,6 +20,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
+use zonemesh_agent::report::{Probes, window_samples};
+use zonemesh_common::time::unix_ms;
+use zonemesh_domain::{Bps, IcmpMode, Micros, NodeName, Report, Rtt, ThroughputSample, UnixMs};
 use zonemesh_proto::v1;
 use zonemesh_proto::v1::aggregator_message::Kind;
 
@@ -125,12 +128,6 @@ impl Default for Control {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 struct Plan {
     /// Peers with the probes of one window to each.
     targets: Vec<(usize, u32)>,
@@ -142,6 +139,8 @@ struct Plan {
 /// One synthetic agent.
 struct SimAgent {
     fleet: Arc<Fleet>,
+    /// The fleet's node names, checked once for every agent.
+    names: Arc<[NodeName]>,
     me: usize,
     sequence: u64,
     unacked: VecDeque<v1::Report>,
@@ -172,16 +171,25 @@ impl SimAgent {
         }
     }
 
-    /// The report of one window: a summary per planned peer, from the truth, with the probe
-    /// outcomes drawn at random.
-    fn next_report(&mut self) -> v1::Report {
-        let end = now_ms();
+    /// The report of one window, built as the agent builds its own
+    /// ([`zonemesh_agent::report`]): a sample per planned peer from the truth, with the probe
+    /// outcomes drawn at random, and the throughput of the tests that have ended. `None` without
+    /// a plan or with nothing to report.
+    fn next_report(&mut self) -> Result<Option<v1::Report>> {
         let Some(plan) = &self.plan else {
-            return v1::Report::default();
+            return Ok(None);
         };
-        let window = i64::from(plan.window_ms.max(1));
+        let end = unix_ms();
+        let window = (UnixMs(end - i64::from(plan.window_ms.max(1))), UnixMs(end));
         let now = Instant::now();
-        let mut paths = Vec::with_capacity(plan.targets.len());
+        let mut throughput = BTreeMap::new();
+        for (peer, _) in self.grants.extract_if(.., |(_, at)| *at <= now) {
+            let bps = self.fleet.truth(self.me, peer).bps * self.rng.random_range(0.97..1.0);
+            let rate = Bps::parse("throughput_bps", bps)?;
+            let t = ThroughputSample::new(rate, (bps * 3.0 / 8.0) as u64, 3_000_000, 1_000_000, 1)?;
+            throughput.insert(self.names[peer].clone(), t);
+        }
+        let mut probed = Vec::with_capacity(plan.targets.len());
         for &(peer, probes) in &plan.targets {
             let truth = self.fleet.truth(self.me, peer);
             let sent = u64::from(probes.max(1));
@@ -190,47 +198,29 @@ impl SimAgent {
                 .count() as u64;
             let received = sent - lost;
             let p50 = truth.rtt_us * self.rng.random_range(0.98..1.02);
-            let throughput = self
-                .grants
-                .iter()
-                .position(|&(p, at)| p == peer && at <= now)
-                .map(|i| {
-                    self.grants.swap_remove(i);
-                    let bps = truth.bps * self.rng.random_range(0.97..1.0);
-                    v1::Throughput {
-                        throughput_bps: bps,
-                        bytes: (bps * 3.0 / 8.0) as u64,
-                        duration_us: 3_000_000,
-                        warmup_us: 1_000_000,
-                        streams: 1,
-                    }
-                });
-            paths.push(v1::PathSummary {
-                src: self.fleet.nodes[self.me].name.clone(),
-                dst: self.fleet.nodes[peer].name.clone(),
-                window_start_unix_ms: end - window,
-                window_end_unix_ms: end,
-                probes_sent: sent,
-                probes_received: received,
-                rtt: (received > 0).then_some(v1::RttStats {
-                    samples: received,
-                    min_us: p50 * 0.95,
-                    p50_us: p50,
-                    p90_us: p50 * 1.1,
-                    p99_us: p50 * 1.3,
-                    max_us: p50 * 1.5,
-                    mean_us: p50 * 1.02,
-                    jitter_us: p50 * 0.05,
-                }),
-                throughput,
-                method: v1::IcmpMode::Raw as i32,
-            });
+            let rtt = (received > 0)
+                .then(|| rtt_around(p50, received))
+                .transpose()?;
+            probed.push((
+                self.names[peer].clone(),
+                Probes {
+                    sent,
+                    received,
+                    rtt,
+                },
+            ));
+        }
+        let node = &self.names[self.me];
+        let paths = window_samples(node, IcmpMode::Raw, window, probed, throughput);
+        if paths.is_empty() {
+            return Ok(None);
         }
         self.sequence += 1;
-        v1::Report {
+        let report = Report {
             sequence: self.sequence,
             paths,
-        }
+        };
+        Ok(Some(v1::Report::from(report)))
     }
 
     fn take_plan(&mut self, plan: v1::ProbePlan, counters: &Counters) {
@@ -276,6 +266,23 @@ impl SimAgent {
     }
 }
 
+/// The RTT statistics of `samples` replies around the median `p50_us`, in the shape a real
+/// window has (a tail above the median).
+fn rtt_around(p50_us: f64, samples: u64) -> Result<Rtt> {
+    let us = |field: &str, factor: f64| Micros::parse(field, p50_us * factor);
+    let rtt = Rtt {
+        samples,
+        min: us("min_us", 0.95)?,
+        p50: us("p50_us", 1.0)?,
+        p90: us("p90_us", 1.1)?,
+        p99: us("p99_us", 1.3)?,
+        max: us("max_us", 1.5)?,
+        mean: us("mean_us", 1.02)?,
+        jitter: us("jitter_us", 0.05)?,
+    };
+    Ok(rtt.checked()?)
+}
+
 /// Runs one agent per node of `fleet` against the aggregator behind `channels`
 /// (agent `i` uses channel `i % channels.len()`) until `control.stop` is set. Returns when every
 /// agent has stopped; an agent stops only once what it sent is acknowledged (or after 30 s).
@@ -288,10 +295,17 @@ pub async fn run(
     if channels.is_empty() {
         bail!("no channel to the aggregator");
     }
+    let names = fleet
+        .nodes
+        .iter()
+        .map(|n| NodeName::parse("node", n.name.as_str()))
+        .collect::<Result<Arc<[NodeName]>, _>>()
+        .context("the fleet's node names")?;
     let mut tasks = tokio::task::JoinSet::new();
     for me in 0..fleet.nodes.len() {
         let agent = SimAgent {
             fleet: fleet.clone(),
+            names: names.clone(),
             me,
             sequence: 0,
             unacked: VecDeque::new(),
@@ -386,11 +400,10 @@ async fn run_agent(
                     if control.stopping() {
                         continue;
                     }
-                    let report = agent.next_report();
-                    if report.paths.is_empty() {
+                    let Some(report) = agent.next_report()? else {
                         next_report = Instant::now() + Duration::from_millis(500);
                         continue;
-                    }
+                    };
                     agent.unacked.push_back(report.clone());
                     if tx.send(report_message(report)).await.is_err() {
                         break Ok(false);
@@ -455,7 +468,7 @@ fn handle(agent: &mut SimAgent, message: v1::AggregatorMessage, counters: &Count
         Some(Kind::Grant(grant)) => {
             if let Some(peer) = agent.fleet.index_of(&grant.peer) {
                 let start = Duration::from_millis(
-                    u64::try_from(grant.start_unix_ms - now_ms()).unwrap_or(0),
+                    u64::try_from(grant.start_unix_ms - unix_ms()).unwrap_or(0),
                 );
                 let length = Duration::from_millis(u64::from(grant.warmup_ms + grant.duration_ms));
                 agent.grants.push((peer, Instant::now() + start + length));

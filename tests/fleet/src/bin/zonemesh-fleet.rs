@@ -11,12 +11,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tonic::transport::Channel;
 use zonemesh_common::flags::{parse_duration, parse_or_exit, usage_error};
+use zonemesh_common::time::Stopwatch;
 use zonemesh_fleet::bench::{
     self, Latency, QUERIES, STREAMS_PER_CONNECTION, ScaleFigures, ScaleRun,
 };
@@ -212,7 +213,7 @@ async fn run(
             stop_queries.clone(),
         ))
     });
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     let mut last = 0;
     while t0.elapsed() < duration && !task.is_finished() {
         tokio::time::sleep(Duration::from_secs(1)).await;
