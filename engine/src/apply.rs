@@ -24,52 +24,9 @@ pub enum Applied {
 pub const LOAD_MARGIN_MS: i64 = 500;
 
 impl Topology {
-    /// Whether the report of `node` fits under [`EngineConfig`](crate::EngineConfig)'s
-    /// `max_nodes` (its destinations become nodes) and `max_paths`. Replays always fit.
+    /// Whether the report of `node` fits under the limits (see [`Snapshot::admit_report`]).
     pub fn admit_report(&self, node: NodeId, report: &Report) -> Result<(), Error> {
-        let snap = &self.snap;
-        if report.sequence <= snap.node(node).applied_seq {
-            return Ok(());
-        }
-        let row = snap.rows.get(node.0 as usize);
-        let mut new_nodes = HashSet::new();
-        let mut new_paths = 0usize;
-        for sample in &report.paths {
-            match snap.id(&sample.dst) {
-                Some(dst) => {
-                    if row.get(dst).is_none() {
-                        new_paths += 1;
-                    }
-                }
-                None => {
-                    if new_nodes.insert(&sample.dst) {
-                        new_paths += 1;
-                    }
-                }
-            }
-        }
-        let config = &snap.config;
-        if !new_nodes.is_empty() && snap.nodes.len() + new_nodes.len() > config.max_nodes {
-            return Err(Error::Limit {
-                limit: LimitHit::Nodes,
-                message: format!(
-                    "report {}: its {} unknown destinations would pass the {} nodes of --max-nodes",
-                    report.sequence,
-                    new_nodes.len(),
-                    config.max_nodes
-                ),
-            });
-        }
-        if new_paths > 0 && snap.path_count + new_paths > config.max_paths {
-            return Err(Error::Limit {
-                limit: LimitHit::Paths,
-                message: format!(
-                    "report {}: its {new_paths} new paths would pass the {} paths of --max-paths",
-                    report.sequence, config.max_paths
-                ),
-            });
-        }
-        Ok(())
+        self.snap.admit_report(node, report)
     }
 
     /// Applies a checked report from the agent of `node`: every path sample is folded in, unless
@@ -198,6 +155,56 @@ impl Snapshot {
             row.resize(zd.0 as usize + 1, Sums::default());
         }
         row[zd.0 as usize].add(c, sign);
+    }
+}
+
+impl Snapshot {
+    /// Whether the report of `node` fits under [`EngineConfig`](crate::EngineConfig)'s
+    /// `max_nodes` (its destinations become nodes) and `max_paths`. Replays always fit.
+    pub fn admit_report(&self, node: NodeId, report: &Report) -> Result<(), Error> {
+        let snap = self;
+        if report.sequence <= snap.node(node).applied_seq {
+            return Ok(());
+        }
+        let row = snap.rows.get(node.0 as usize);
+        let mut new_nodes = HashSet::new();
+        let mut new_paths = 0usize;
+        for sample in &report.paths {
+            match snap.id(&sample.dst) {
+                Some(dst) => {
+                    if row.get(dst).is_none() {
+                        new_paths += 1;
+                    }
+                }
+                None => {
+                    if new_nodes.insert(&sample.dst) {
+                        new_paths += 1;
+                    }
+                }
+            }
+        }
+        let config = &snap.config;
+        if !new_nodes.is_empty() && snap.nodes.len() + new_nodes.len() > config.max_nodes {
+            return Err(Error::Limit {
+                limit: LimitHit::Nodes,
+                message: format!(
+                    "report {}: its {} unknown destinations would pass the {} nodes of --max-nodes",
+                    report.sequence,
+                    new_nodes.len(),
+                    config.max_nodes
+                ),
+            });
+        }
+        if new_paths > 0 && snap.path_count + new_paths > config.max_paths {
+            return Err(Error::Limit {
+                limit: LimitHit::Paths,
+                message: format!(
+                    "report {}: its {new_paths} new paths would pass the {} paths of --max-paths",
+                    report.sequence, config.max_paths
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -319,6 +319,8 @@ pub struct Snapshot {
     /// reconnect before their nodes turn DOWN.
     restored_at: Option<UnixMs>,
     membership_version: u64,
+    /// Nodes whose agents said hello.
+    registered: usize,
     /// The model of the measured network the writer fitted last (see [`model`]).
     model: Arc<model::Model>,
 }
@@ -341,8 +343,6 @@ pub struct Topology {
     loaded: Vec<Vec<(UnixMs, UnixMs)>>,
     /// Latency windows left out of the figures because a throughput test loaded their path.
     windows_under_load: u64,
-    /// Nodes whose agents said hello.
-    registered: usize,
     /// Which nodes were DOWN when the last sweep pass ended.
     down_after_last_pass: Vec<bool>,
     /// The sweep leaves the model's fits to the caller ([`Topology::fit_models_elsewhere`]).

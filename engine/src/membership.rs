@@ -62,32 +62,10 @@ impl Topology {
         id
     }
 
-    /// Whether a Hello from `hello.node` fits under [`EngineConfig`](crate::EngineConfig)'s
-    /// `max_nodes` registered nodes.
-    ///
-    /// Only nodes whose agents said hello count here, so that names an agent reported as
-    /// destinations (bounded by [`Topology::admit_report`]) can never lock real agents out.
+    /// Whether a Hello from `hello.node` fits under `max_nodes` (see
+    /// [`Snapshot::admit_hello`]).
     pub fn admit_hello(&self, hello: &Hello) -> Result<(), Error> {
-        let snap = &self.snap;
-        if snap
-            .id(&hello.node)
-            .is_some_and(|id| snap.node(id).registered)
-        {
-            return Ok(());
-        }
-        let registered = self.registered;
-        if registered < snap.config.max_nodes {
-            return Ok(());
-        }
-        Err(Error::Limit {
-            limit: LimitHit::Nodes,
-            message: format!(
-                "hello.node: {} would be agent {} of at most {} (--max-nodes)",
-                hello.node,
-                registered + 1,
-                snap.config.max_nodes
-            ),
-        })
+        self.snap.admit_hello(hello)
     }
 
     /// An agent said hello: records (or updates) its node and marks it connected. Returns the node
@@ -99,7 +77,7 @@ impl Topology {
             || self.snap.zone(node.zone).name != hello.zone
             || node.addresses[..] != hello.addresses[..]
             || node.probe_port != hello.probe_port;
-        self.registered += usize::from(!node.registered);
+        self.snap.registered += usize::from(!node.registered);
         let moved = self.place_in_zone(id, &hello.zone, &hello.region);
         let node = self.snap.nodes.get_mut(id.0 as usize);
         node.region.clone_from(&hello.region);
@@ -164,6 +142,34 @@ impl Topology {
 }
 
 impl Snapshot {
+    /// Whether a Hello from `hello.node` fits under [`EngineConfig`](crate::EngineConfig)'s
+    /// `max_nodes` registered nodes.
+    ///
+    /// Only nodes whose agents said hello count here, so that names an agent reported as
+    /// destinations (bounded by [`Topology::admit_report`]) can never lock real agents out.
+    pub fn admit_hello(&self, hello: &Hello) -> Result<(), Error> {
+        let snap = self;
+        if snap
+            .id(&hello.node)
+            .is_some_and(|id| snap.node(id).registered)
+        {
+            return Ok(());
+        }
+        let registered = self.registered;
+        if registered < snap.config.max_nodes {
+            return Ok(());
+        }
+        Err(Error::Limit {
+            limit: LimitHit::Nodes,
+            message: format!(
+                "hello.node: {} would be agent {} of at most {} (--max-nodes)",
+                hello.node,
+                registered + 1,
+                snap.config.max_nodes
+            ),
+        })
+    }
+
     /// The state of a node at `now`, with the reason when it is not READY.
     pub fn state(&self, id: NodeId, now: UnixMs) -> (NodeState, &'static str) {
         let node = self.node(id);

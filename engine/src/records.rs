@@ -59,7 +59,7 @@ impl Topology {
         for stored in nodes {
             let id = topology.intern_node(&stored.name);
             topology.place_in_zone(id, &stored.zone, &stored.region);
-            topology.registered += usize::from(stored.registered);
+            topology.snap.registered += usize::from(stored.registered);
             let node = topology.snap.nodes.get_mut(id.0 as usize);
             node.region = stored.region;
             node.addresses = Arc::from(stored.addresses);
