@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use zonemesh_lab::accuracy::{self, wilson};
+use zonemesh_experiments::accuracy::{self, wilson};
 use zonemesh_lab::cleanup_on_signals;
 use zonemesh_lab::scenario::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
 use zonemesh_proto::v1;

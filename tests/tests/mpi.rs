@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use zonemesh_lab::evaluate_mpi::{self, Plan, Strategy};
-use zonemesh_lab::mpi::{self, Algorithm, AllReduce, Job};
-use zonemesh_lab::scenarios::{Scenario, Setup};
+use zonemesh_experiments::evaluate_mpi::{self, Plan, Strategy};
+use zonemesh_experiments::mpi::{self, Algorithm, AllReduce, Job};
+use zonemesh_experiments::scenarios::{Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
 use zonemesh_lab::{Lab, LabSpec, cleanup_on_signals};
 use zonemesh_tests::{binary, lab_can_run, tool_available};

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use zonemesh_lab::evaluate::{self, Plan, STRATEGIES, Strategy};
+use zonemesh_experiments::evaluate::{self, Plan, STRATEGIES, Strategy};
+use zonemesh_experiments::train::{self, Collective, Workload};
 use zonemesh_lab::stack::StackOptions;
-use zonemesh_lab::train::{self, Collective, Workload};
 use zonemesh_lab::{Lab, cleanup_on_signals};
 use zonemesh_tests::{binary, lab_can_run};
 

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use zonemesh_lab::evaluate::{self, LOSSY_LOSS, Plan, Row, STRATEGIES, Strategy};
+use zonemesh_experiments::evaluate::{self, LOSSY_LOSS, Plan, Row, STRATEGIES, Strategy};
+use zonemesh_experiments::train::Collective;
 use zonemesh_lab::stack::StackOptions;
-use zonemesh_lab::train::Collective;
 
 /// Runs the plan and writes the report to `out` (and the plot next to it).
 pub async fn evaluate(plan: &Plan, out: &Path) -> Result<()> {
@@ -58,7 +58,7 @@ fn report(plan: &Plan, rows: &[Row], labs: &[(u64, String, String)], svg: &str) 
         md,
         "# Evaluation: distributed training placed by zonemesh\n\n\
 Written by `zonemesh-lab evaluate` (release build, as root) on {date}, on a machine with \
-{machine} cores:\n\n```\ncargo build --release --locked -p zonemesh-lab -p zonemesh-agent -p zonemesh-aggregator\n\
+{machine} cores:\n\n```\ncargo build --release --locked -p zonemesh-experiments -p zonemesh-agent -p zonemesh-aggregator\n\
 sudo target/release/zonemesh-lab evaluate --seeds {} --workers {} --gradient {} --iterations {} --out docs/EVALUATION-v1.md\n```\n\n",
         plan.seeds
             .iter()

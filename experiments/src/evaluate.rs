@@ -21,10 +21,10 @@ use anyhow::{Context, Result};
 use tonic::transport::Channel;
 use zonemesh_proto::v1;
 
-use crate::scenario::FAST_AGGREGATOR_FLAGS;
-use crate::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use crate::train::{self, Collective, Workload};
-use crate::{Lab, LabSpec};
+use zonemesh_lab::scenario::FAST_AGGREGATOR_FLAGS;
+use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
+use zonemesh_lab::{Lab, LabSpec};
 
 /// Placement strategies, in the report's order.
 pub const STRATEGIES: [Strategy; 5] = [

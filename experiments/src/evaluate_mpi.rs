@@ -23,14 +23,14 @@ use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 use zonemesh_proto::v1;
 
-use crate::Lab;
 use crate::evaluate::Rng;
 use crate::model::{Collective, Link};
 use crate::mpi::{self, Algorithm, AllReduce};
-use crate::scenario::FAST_AGGREGATOR_FLAGS;
 use crate::scenarios::{self, Setup};
-use crate::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use crate::train::{self, Workload};
+use zonemesh_lab::Lab;
+use zonemesh_lab::scenario::FAST_AGGREGATOR_FLAGS;
+use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
 
 /// How a job is placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::LabSpec;
 use crate::evaluate::Rng;
 use crate::model::{Collective, LOOPBACK, Link, Named};
+use zonemesh_lab::LabSpec;
 
 /// The zones and nodes of every scenario's lab.
 pub const ZONES: [(&str, [&str; 4]); 3] = [

@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use zonemesh_lab::evaluate_mpi::{
+use zonemesh_experiments::evaluate_mpi::{
     self, LabResult, Measurement, Plan, STRATEGIES, Strategy, geomean, measured, prediction,
 };
-use zonemesh_lab::model::Collective;
-use zonemesh_lab::mpi::{Algorithm, AllReduce};
-use zonemesh_lab::scenarios::{SCENARIOS, Scenario, Setup};
+use zonemesh_experiments::model::Collective;
+use zonemesh_experiments::mpi::{Algorithm, AllReduce};
+use zonemesh_experiments::scenarios::{SCENARIOS, Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
 
 /// Runs every scenario on every seed (one lab each) and writes its results file into `results`.
@@ -293,7 +293,7 @@ Written by `zonemesh-lab evaluate-mpi` from the results files in [`{results}/`](
 path). The labs ran from {} to {} on a machine with {machine} cores (release build, as root, \
 Open MPI 4.1.4 from Debian):\n\n```\n\
 apt-get install openmpi-bin libopenmpi-dev\n\
-cargo build --release --locked -p zonemesh-lab -p zonemesh-agent -p zonemesh-aggregator\n\
+cargo build --release --locked -p zonemesh-experiments -p zonemesh-agent -p zonemesh-aggregator\n\
 sudo target/release/zonemesh-lab evaluate-mpi --scenarios {scenarios} --seeds {seeds}{strategies} --out docs/EVALUATION.md\n\
 ```\n\n",
         dates.first().copied().unwrap_or("?"),
@@ -640,7 +640,7 @@ fn method(data: &Data) -> String {
         "**The labs.** One per scenario and seed: three zones of four nodes in network namespaces, \
 1 Gbit/s a node (`tbf`), delays between zones from a user-space link emulator, one node that \
 drops 2–5 % of the packets that reach it (iptables, in the node), one node at 100 Mbit/s. The \
-scenarios, from issue 18's words (`lab/src/scenarios.rs`):\n\n\
+scenarios, from issue 18's words (`experiments/src/scenarios.rs`):\n\n\
 | | the issue | here |\n|---|---|---|\n\
 | (a) | the job fits in one zone | 3 workers, zones of 4: a zone holds it with a choice of nodes |\n\
 | (b) | the job is larger than any zone | 6 workers: at least two zones |\n\
@@ -674,7 +674,7 @@ the gradient size; nodes and rank order as answered.\n\
 the truth the lab injected (each path's zone delay, the loss of the node it arrives at, the \
 lower of its two nodes' rates), searched exhaustively; then run like the others.\n\n\
 A node's ranks sit next to each other in rank order (a hostfile numbers them so).\n\n\
-**The job.** `MPI_Allreduce` of floats (`lab/mpi/allreduce.c`, built with `mpicc`) under \
+**The job.** `MPI_Allreduce` of floats (`experiments/mpi/allreduce.c`, built with `mpicc`) under \
 `mpirun`, every rank inside its node's namespace, checked on every run through the address of \
 the rank's `eth0`. Open MPI's TCP transport (also between two ranks of one node), \
 `mpi_yield_when_idle` (2 cores), no binding. *Forced ring* is \
@@ -859,7 +859,7 @@ fn tcp_section(data: &Data) -> String {
     }
     let mut md = String::from(
         "## Beside it: the lab's TCP ring and parameter-server workload\n\nThe workload of \
-evaluation v1 (`lab/src/train.rs`, its own ring all-reduce and a parameter server on rank 0's \
+evaluation v1 (`experiments/src/train.rs`, its own ring all-reduce and a parameter server on rank 0's \
 node, over plain TCP sockets), once on each placement (one warm-up, three timed iterations; \
 mean of the three), geometric means over seeds. It cannot put two workers on one node, so it \
 does not run on such placements in (e).\n\n| scenario | size | strategy | TCP ring | parameter server |\n|---|---|---|---|---|\n",

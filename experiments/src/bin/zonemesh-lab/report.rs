@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use zonemesh_lab::accuracy::{self, TCP_GOODPUT_SHARE, wilson};
+use zonemesh_experiments::accuracy::{self, TCP_GOODPUT_SHARE, wilson};
 use zonemesh_lab::scenario::{self, LOSSY_NODE, SLOW_NODE};
 use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;

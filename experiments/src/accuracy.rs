@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use tonic::transport::Channel;
 use zonemesh_proto::v1;
 
-use crate::Lab;
+use zonemesh_lab::Lab;
 
 /// Goodput of TCP over a link of rate R: 1448 payload bytes (MSS with timestamps) in a 1514-byte
 /// Ethernet frame, which is what `tbf` counts.

@@ -270,14 +270,14 @@ fn run(cli: Cli) -> Result<()> {
                 usage_error(PROGRAM, "--iterations: at least 1");
             }
             zonemesh_lab::cleanup_on_signals();
-            let plan = zonemesh_lab::evaluate::Plan {
+            let plan = zonemesh_experiments::evaluate::Plan {
                 seeds,
                 workers,
                 gradient_bytes: gradient,
                 iterations,
                 collectives: vec![
-                    zonemesh_lab::train::Collective::Ring,
-                    zonemesh_lab::train::Collective::ParameterServer,
+                    zonemesh_experiments::train::Collective::Ring,
+                    zonemesh_experiments::train::Collective::ParameterServer,
                 ],
             };
             tokio_runtime()?.block_on(evaluation::evaluate(&plan, &out))
@@ -296,7 +296,7 @@ fn run(cli: Cli) -> Result<()> {
             let scenarios: Vec<_> = scenarios
                 .iter()
                 .map(|s| {
-                    zonemesh_lab::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
+                    zonemesh_experiments::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
                         usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to e)"))
                     })
                 })
@@ -304,7 +304,7 @@ fn run(cli: Cli) -> Result<()> {
             let strategies: Vec<_> = strategies
                 .iter()
                 .map(|s| {
-                    zonemesh_lab::evaluate_mpi::Strategy::from_key(s).unwrap_or_else(|| {
+                    zonemesh_experiments::evaluate_mpi::Strategy::from_key(s).unwrap_or_else(|| {
                         usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}"))
                     })
                 })
@@ -315,7 +315,7 @@ fn run(cli: Cli) -> Result<()> {
             if runs == 0 {
                 usage_error(PROGRAM, "--runs: at least 1");
             }
-            let plan = zonemesh_lab::evaluate_mpi::Plan {
+            let plan = zonemesh_experiments::evaluate_mpi::Plan {
                 strategies,
                 runs,
                 tcp_workload: !no_tcp,

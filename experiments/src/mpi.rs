@@ -1,17 +1,17 @@
-//! Real Open MPI all-reduce in the lab: `MPI_Allreduce` (the C program in `lab/mpi/allreduce.c`,
+//! Real Open MPI all-reduce in the lab: `MPI_Allreduce` (the C program in `experiments/mpi/allreduce.c`,
 //! built with `mpicc` at run time) under `mpirun`, every rank inside its node's namespace, in the
 //! rank order the caller gives.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use zonemesh_lab::mpi::{Algorithm, AllReduce, Job};
+//! use zonemesh_experiments::mpi::{Algorithm, AllReduce, Job};
 //! use zonemesh_lab::{Lab, LabSpec};
 //!
 //! let lab = Lab::build(LabSpec::new().zone("zone-a", &["a1", "a2", "a3"]))?;
 //! let program = AllReduce::build()?;
 //! let ranks = ["a2", "a1", "a3"].map(String::from);
 //! let job = Job::new(&ranks, 256 << 10, Algorithm::Ring);
-//! let measured = zonemesh_lab::mpi::run(&lab, &program, &job)?;
+//! let measured = zonemesh_experiments::mpi::run(&lab, &program, &job)?;
 //! println!("median {:?}", measured.median());
 //! # anyhow::Ok(())
 //! ```
@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 
-use crate::Lab;
+use zonemesh_lab::Lab;
 
 /// The all-reduce program's source.
 pub const SOURCE: &str = include_str!("../mpi/allreduce.c");
