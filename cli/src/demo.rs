@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use zonemesh_lab::scenario::{self, FAST_AGGREGATOR_FLAGS};
+use zonemesh_lab::demo_cluster::{self, FAST_AGGREGATOR_FLAGS};
 use zonemesh_lab::stack::{Fill, Stack, StackOptions, wait_full};
 use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;
@@ -64,13 +64,13 @@ fn describe(spec: &LabSpec, lab: bool) {
                 render::percent(imp.loss)
             );
         }
-        if node == scenario::SLOW_NODE
+        if node == demo_cluster::SLOW_NODE
             && let Some(bps) = imp.rate_bps
         {
             println!(
                 "  {node}: its link runs at {} (the others at {})",
                 render::rate(bps as f64),
-                render::rate(scenario::NODE_RATE_BPS as f64)
+                render::rate(demo_cluster::NODE_RATE_BPS as f64)
             );
         }
     }
@@ -130,7 +130,7 @@ impl<W: std::io::Write> FillProgress<W> {
 /// Runs the demo.
 pub async fn run(options: Options) -> Result<()> {
     let dir = binaries()?;
-    let spec = scenario::demo_spec();
+    let spec = demo_cluster::spec();
     let use_lab = !options.loopback
         && match zonemesh_lab::check_machine() {
             Ok(()) => true,

@@ -12,6 +12,13 @@ use zonemesh_proto::v1;
 
 use zonemesh_lab::Lab;
 
+/// How the accuracy comparison pings on the demo cluster: for longer than zonemesh's figures reach
+/// back (six 5 s windows of `FAST_AGGREGATOR_FLAGS`), so that both describe the same stretch of
+/// time.
+pub const PING_COUNT: u32 = 1600;
+/// Time between two of those echoes.
+pub const PING_INTERVAL: Duration = Duration::from_millis(20);
+
 /// Goodput of TCP over a link of rate R: 1448 payload bytes (MSS with timestamps) in a 1514-byte
 /// Ethernet frame, which is what `tbf` counts.
 pub const TCP_GOODPUT_SHARE: f64 = 1448.0 / 1514.0;

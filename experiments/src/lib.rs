@@ -1,9 +1,10 @@
 //! zonemesh's experiments in the network lab (`zonemesh-lab`): its figures against iputils
 //! `ping` and `iperf3` ([`accuracy`]), and the placement evaluations that run real jobs where the
-//! strategies put them — the lab's TCP training workload ([`train`], evaluation v1: [`evaluate`])
-//! and Open MPI all-reduce ([`mpi`], evaluation v2: [`evaluate_mpi`] on the labs of
-//! [`scenarios`]). The `zonemesh-lab` command (`accuracy`, `evaluate`, `evaluate-mpi`, and the
-//! lab's own `up`, `cleanup`, `bench`) is this crate's binary.
+//! strategies put them — the lab's TCP training workload ([`train`]; evaluation v1,
+//! [`training_evaluation`]) and Open MPI all-reduce ([`mpi`]; evaluation v2, [`mpi_evaluation`]
+//! on the labs of [`scenarios`]), both beside the time [`collective_time`] predicts. The
+//! `zonemesh-lab` command (`accuracy`, `evaluate`, `evaluate-mpi`, and the lab's own `up`,
+//! `cleanup`, `bench`) is this crate's binary.
 //!
 //! ```
 //! use zonemesh_experiments::scenarios::{Scenario, Setup};
@@ -15,9 +16,9 @@
 //! ```
 
 pub mod accuracy;
-pub mod evaluate;
-pub mod evaluate_mpi;
-pub mod model;
+pub mod collective_time;
 pub mod mpi;
+pub mod mpi_evaluation;
 pub mod scenarios;
 pub mod train;
+pub mod training_evaluation;

@@ -28,11 +28,11 @@
 //! # anyhow::Ok(())
 //! ```
 
+pub mod demo_cluster;
 pub mod emulator;
 mod lab;
 pub mod netns;
 pub mod process;
-pub mod scenario;
 pub mod spec;
 pub mod stack;
 

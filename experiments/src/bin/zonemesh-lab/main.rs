@@ -16,9 +16,9 @@ use clap::{Parser, Subcommand};
 use zonemesh_common::flags::{parse_or_exit, usage_error};
 use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
 
-mod evaluation;
-mod evaluation_mpi;
-mod report;
+mod accuracy_report;
+mod mpi_report;
+mod training_report;
 
 const PROGRAM: &str = "zonemesh-lab";
 
@@ -237,14 +237,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Bench { seconds } => {
             zonemesh_lab::cleanup_on_signals();
-            tokio_runtime()?.block_on(report::bench(seconds))
+            tokio_runtime()?.block_on(accuracy_report::bench(seconds))
         }
         Cmd::Accuracy { out } => {
             zonemesh_lab::cleanup_on_signals();
-            let mut text = tokio_runtime()?.block_on(report::accuracy())?;
+            let mut text = tokio_runtime()?.block_on(accuracy_report::accuracy())?;
             // Sections written by hand (the window-quantile figures) stay.
             if let Ok(old) = std::fs::read_to_string(&out)
-                && let Some(at) = old.find(report::KEPT_SECTION)
+                && let Some(at) = old.find(accuracy_report::KEPT_SECTION)
             {
                 text.push('\n');
                 text.push_str(&old[at..]);
@@ -270,7 +270,7 @@ fn run(cli: Cli) -> Result<()> {
                 usage_error(PROGRAM, "--iterations: at least 1");
             }
             zonemesh_lab::cleanup_on_signals();
-            let plan = zonemesh_experiments::evaluate::Plan {
+            let plan = zonemesh_experiments::training_evaluation::Plan {
                 seeds,
                 workers,
                 gradient_bytes: gradient,
@@ -280,7 +280,7 @@ fn run(cli: Cli) -> Result<()> {
                     zonemesh_experiments::train::Collective::ParameterServer,
                 ],
             };
-            tokio_runtime()?.block_on(evaluation::evaluate(&plan, &out))
+            tokio_runtime()?.block_on(training_report::evaluate(&plan, &out))
         }
         Cmd::EvaluateMpi {
             scenarios,
@@ -304,9 +304,9 @@ fn run(cli: Cli) -> Result<()> {
             let strategies: Vec<_> = strategies
                 .iter()
                 .map(|s| {
-                    zonemesh_experiments::evaluate_mpi::Strategy::from_key(s).unwrap_or_else(|| {
-                        usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}"))
-                    })
+                    zonemesh_experiments::mpi_evaluation::Strategy::from_key(s).unwrap_or_else(
+                        || usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}")),
+                    )
                 })
                 .collect();
             if seeds.is_empty() || strategies.is_empty() {
@@ -315,7 +315,7 @@ fn run(cli: Cli) -> Result<()> {
             if runs == 0 {
                 usage_error(PROGRAM, "--runs: at least 1");
             }
-            let plan = zonemesh_experiments::evaluate_mpi::Plan {
+            let plan = zonemesh_experiments::mpi_evaluation::Plan {
                 strategies,
                 runs,
                 tcp_workload: !no_tcp,
@@ -323,7 +323,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             if !report_only {
                 zonemesh_lab::cleanup_on_signals();
-                tokio_runtime()?.block_on(evaluation_mpi::run(
+                tokio_runtime()?.block_on(mpi_report::run(
                     &plan,
                     &scenarios,
                     &seeds,
@@ -331,7 +331,7 @@ fn run(cli: Cli) -> Result<()> {
                     keep_existing,
                 ))?;
             }
-            evaluation_mpi::write_report(&results, &out)
+            mpi_report::write_report(&results, &out)
         }
         Cmd::Cleanup { prefix, force } => {
             let removed = zonemesh_lab::cleanup(&prefix, force)?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use zonemesh_experiments::accuracy::{self, TCP_GOODPUT_SHARE, wilson};
-use zonemesh_lab::scenario::{self, LOSSY_NODE, SLOW_NODE};
+use zonemesh_lab::demo_cluster::{self, LOSSY_NODE, SLOW_NODE};
 use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;
 
@@ -96,15 +96,15 @@ pub async fn accuracy() -> Result<String> {
     let logs = std::env::temp_dir().join(format!("zonemesh-accuracy-{}", std::process::id()));
     std::fs::create_dir_all(&logs)?;
     println!("building the demo cluster and filling its matrix (about two minutes)…");
-    let (lab, stack) = scenario::start(&dir, &logs)?;
-    scenario::settle(&lab, &stack, |f| println!("  {f}")).await?;
+    let (lab, stack) = demo_cluster::start(&dir, &logs)?;
+    demo_cluster::settle(&lab, &stack, |f| println!("  {f}")).await?;
     let mut topology = stack.topology().await?;
     println!("pinging every measured path for 32 s…");
     let rows = accuracy::measure_paths(
         &lab,
         &mut topology,
-        scenario::PING_COUNT,
-        scenario::PING_INTERVAL,
+        accuracy::PING_COUNT,
+        accuracy::PING_INTERVAL,
     )
     .await?;
     let model_md = accuracy::model_section(&lab, &rows)?;
@@ -159,7 +159,7 @@ pub async fn accuracy() -> Result<String> {
         machine(),
         today()
     );
-    md += "## The cluster\n\nThe demo cluster (`zonemesh_lab::scenario`): zones `zone-a`, `zone-b`, `zone-c` of three nodes;\n2 ms round trip between zone-a and zone-b (±50 µs jitter each way), 6 ms zone-a–zone-c (±100 µs),\n10 ms zone-b–zone-c (±150 µs); `a2` drops 5 % of the packets that reach it; every node's link is\nlimited to 1 Gbit/s by `tbf`, `b3`'s to 100 Mbit/s. The aggregator runs with\n`scenario::FAST_AGGREGATOR_FLAGS` (5 s windows, ten probes a second per path, throughput tests of\n0.5 s warm-up and 2 s). Measured once the matrix was full and the throughput tests were over.\n\n";
+    md += "## The cluster\n\nThe demo cluster (`zonemesh_lab::demo_cluster`): zones `zone-a`, `zone-b`, `zone-c` of three nodes;\n2 ms round trip between zone-a and zone-b (±50 µs jitter each way), 6 ms zone-a–zone-c (±100 µs),\n10 ms zone-b–zone-c (±150 µs); `a2` drops 5 % of the packets that reach it; every node's link is\nlimited to 1 Gbit/s by `tbf`, `b3`'s to 100 Mbit/s. The aggregator runs with\n`demo_cluster::FAST_AGGREGATOR_FLAGS` (5 s windows, ten probes a second per path, throughput tests of\n0.5 s warm-up and 2 s). Measured once the matrix was full and the throughput tests were over.\n\n";
     md += "## RTT and loss, every path zonemesh measured\n\nzonemesh's median is the median of its last six windows' medians (30 s); ping sent\n1,600 echoes 20 ms apart on the same path meanwhile (iputils prints times ≥ 1 ms with three significant\ndigits, so its medians at 10 ms move in steps of 100 µs). Injected RTT is what the emulator adds;\nthe path itself adds a few tens of µs. Loss: zonemesh's probes in its window; the 95 % Wilson\ninterval of that count, and whether the injected loss lies inside it. At 95 %, about one path\nin twenty falls outside by chance alone; the pooled counts below the table are the check.\n\n";
     md += &accuracy::paths_table(&rows);
     let gaps: Vec<f64> = rows
@@ -192,7 +192,7 @@ pub async fn accuracy() -> Result<String> {
         let ping_sent: u64 = pool.iter().map(|r| r.ping_sent).sum();
         let ping_lost: u64 = pool.iter().map(|r| r.ping_sent - r.ping_received).sum();
         let (lo, hi) = wilson(lost, sent, 1.96);
-        let injected = if lossy { scenario::LOSSY_LOSS } else { 0.0 };
+        let injected = if lossy { demo_cluster::LOSSY_LOSS } else { 0.0 };
         let _ = writeln!(
             md,
             "- {}: zonemesh {lost}/{sent} = {:.2} % (95 % interval {:.2}–{:.2} %, injected {:.1} % {}), ping {ping_lost}/{ping_sent} = {:.2} %.",

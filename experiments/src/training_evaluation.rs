@@ -2,7 +2,7 @@
 //! of four nodes, different delays between the zones, one lossy and one slow node — measured by
 //! the real zonemesh stack; then the same training workload placed by five strategies and timed,
 //! beside the engine's prediction over zonemesh's measured matrix (evaluation v1; v2 is
-//! [`crate::evaluate_mpi`]).
+//! [`crate::mpi_evaluation`]).
 //!
 //! The strategies:
 //! - **default**: what kube-scheduler does without hints — the default topology spread
@@ -22,7 +22,7 @@ use tonic::transport::Channel;
 use zonemesh_proto::v1;
 
 use crate::train::{self, Collective, Workload};
-use zonemesh_lab::scenario::FAST_AGGREGATOR_FLAGS;
+use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
 use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use zonemesh_lab::{Lab, LabSpec};
 
@@ -399,7 +399,7 @@ pub async fn evaluate_seed(
                 iterations: plan.iterations,
                 timeout: Duration::from_secs(60),
             };
-            // The engine's model over zonemesh's figures of the placed pairs: a pair zonemesh
+            // The engine's predicted time over zonemesh's figures of the placed pairs: a pair zonemesh
             // did not measure loses what its two ends lose (not its zones' mean), and a node's
             // own capacity is its measured throughput inside its zone.
             let link = |a: &str, b: &str| {
@@ -408,7 +408,7 @@ pub async fn evaluate_seed(
                     .copied()
                     .unwrap_or((0.0, None, 0.0));
                 let own = |n: &str| own_loss.get(n).copied().unwrap_or(0.0);
-                crate::model::Link {
+                crate::collective_time::Link {
                     rtt_us: rtt,
                     loss: loss.unwrap_or_else(|| 1.0 - (1.0 - own(a)) * (1.0 - own(b))),
                     rate_bps: if tput > 0.0 { tput } else { f64::INFINITY },
@@ -424,7 +424,7 @@ pub async fn evaluate_seed(
             let zone = |n: &str| lab.spec().zone_of(n).unwrap_or_default().to_owned();
             let all: Vec<String> = lab.spec().all_nodes().map(str::to_owned).collect();
             let predicted = Duration::from_secs_f64(
-                crate::model::Named {
+                crate::collective_time::Named {
                     nodes: &all,
                     zone: &zone,
                     link: &link,
@@ -432,8 +432,10 @@ pub async fn evaluate_seed(
                 }
                 .predict(
                     match collective {
-                        Collective::Ring => crate::model::Collective::RingAllReduce,
-                        Collective::ParameterServer => crate::model::Collective::ParameterServer,
+                        Collective::Ring => crate::collective_time::Collective::RingAllReduce,
+                        Collective::ParameterServer => {
+                            crate::collective_time::Collective::ParameterServer
+                        }
                     },
                     plan.gradient_bytes as u64,
                     nodes,

@@ -23,13 +23,13 @@ use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 use zonemesh_proto::v1;
 
-use crate::evaluate::Rng;
-use crate::model::{Collective, Link};
+use crate::collective_time::{Collective, Link};
 use crate::mpi::{self, Algorithm, AllReduce};
 use crate::scenarios::{self, Setup};
 use crate::train::{self, Workload};
+use crate::training_evaluation::Rng;
 use zonemesh_lab::Lab;
-use zonemesh_lab::scenario::FAST_AGGREGATOR_FLAGS;
+use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
 use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
 
 /// How a job is placed.
@@ -47,7 +47,7 @@ pub enum Strategy {
     ZonemeshToday,
     /// zonemesh `Place` with the job's collective and gradient size (predicted time).
     ZonemeshPredicted,
-    /// The model's exhaustive optimum over the truth the lab injected.
+    /// The exhaustive optimum of the predicted time over the truth the lab injected.
     Oracle,
 }
 
@@ -156,7 +156,7 @@ pub struct PathFigure {
 }
 
 impl PathFigure {
-    /// As the model's link; an unknown throughput does not limit.
+    /// As a link to predict over; an unknown throughput does not limit.
     pub fn link(&self) -> Link {
         Link {
             rtt_us: self.rtt_us,
@@ -179,12 +179,13 @@ pub struct Placement {
     pub bytes: u64,
     /// Node of every rank, in rank order (empty when placing failed).
     pub ranks: Vec<String>,
-    /// The model of the ring over zonemesh's figures, seconds.
+    /// The ring's predicted time over zonemesh's figures, seconds.
     pub predicted_s: Option<f64>,
     /// What `Place` itself predicted (predicted-time strategy only).
     pub place_predicted_s: Option<f64>,
-    /// The model of the ring over the lab's truth, seconds.
-    pub truth_model_s: f64,
+    /// The ring's predicted time over the lab's truth, seconds.
+    #[serde(rename = "truth_model_s")]
+    pub truth_predicted_s: f64,
     /// How many of the figures behind `predicted_s` were estimated (not measured).
     pub estimated_figures: u32,
     /// Why placing failed, if it did.
@@ -226,8 +227,9 @@ pub struct TcpRecord {
 pub struct LabResult {
     /// The scenario, seed and what the lab injected.
     pub setup: Setup,
-    /// The model the predictions used.
-    pub model: String,
+    /// What the predictions came from ([`crate::collective_time::PREDICTOR`]).
+    #[serde(rename = "model")]
+    pub predictor: String,
     /// When it ran (UTC).
     pub date: String,
     /// The machine's load average (1 min) before and after the runs.
@@ -405,7 +407,7 @@ async fn network(setup: &Setup, topology: &mut Topology) -> Result<Vec<PathFigur
     Ok(out)
 }
 
-/// The model of the ring over zonemesh's figures (`None` when a path has no figures), and how
+/// The ring's predicted time over zonemesh's figures (`None` when a path has no figures), and how
 /// many of the figures it used were estimated.
 pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Option<f64>, u32) {
     let figure = |a: &str, b: &str| network.iter().find(|f| f.src == a && f.dst == b);
@@ -423,8 +425,9 @@ pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Optio
             }
         }
     }
-    let link = |a: &str, b: &str| figure(a, b).map_or(crate::model::LOOPBACK, PathFigure::link);
-    // TODO(issue 18): a node's own rates, once zonemesh answers them (the model's node caps);
+    let link =
+        |a: &str, b: &str| figure(a, b).map_or(crate::collective_time::LOOPBACK, PathFigure::link);
+    // TODO(issue 18): a node's own rates, once zonemesh answers them (the predictor's node caps);
     // until then only the paths' figures limit.
     let unknown = |_: &str| f64::INFINITY;
     let s = scenarios::predict_named(Collective::RingAllReduce, bytes, ranks, &link, &unknown);
@@ -486,13 +489,13 @@ pub async fn evaluate_lab(
             } else {
                 predicted(&network, &ranks, bytes)
             };
-            let truth_model_s = if ranks.is_empty() {
+            let truth_predicted_s = if ranks.is_empty() {
                 f64::NAN
             } else {
-                setup.truth_model(bytes, &ranks).seconds
+                setup.truth_prediction(bytes, &ranks).seconds
             };
             progress(&format!(
-                "{tag}: {} B {} -> {} (predicted {:?}, truth model {truth_model_s:.4} s){}",
+                "{tag}: {} B {} -> {} (predicted {:?}, truth model {truth_predicted_s:.4} s){}",
                 bytes,
                 strategy.as_str(),
                 ranks.join(","),
@@ -508,7 +511,7 @@ pub async fn evaluate_lab(
                 ranks,
                 predicted_s,
                 place_predicted_s,
-                truth_model_s,
+                truth_predicted_s,
                 estimated_figures,
                 failure,
             });
@@ -525,7 +528,7 @@ pub async fn evaluate_lab(
         let mut distinct: Vec<(Vec<String>, f64)> = Vec::new();
         for p in placements.iter().filter(|p| p.bytes == bytes) {
             if !p.ranks.is_empty() && !distinct.iter().any(|(r, _)| *r == p.ranks) {
-                distinct.push((p.ranks.clone(), p.truth_model_s));
+                distinct.push((p.ranks.clone(), p.truth_predicted_s));
             }
         }
         let (timed, warmup) = iterations(bytes);
@@ -618,7 +621,7 @@ pub async fn evaluate_lab(
     lab.remove()?;
     Ok(LabResult {
         setup: setup.clone(),
-        model: crate::model::MODEL.to_owned(),
+        predictor: crate::collective_time::PREDICTOR.to_owned(),
         date,
         load: (load_before, load_after),
         measuring_s,

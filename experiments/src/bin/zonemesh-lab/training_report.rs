@@ -6,8 +6,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use zonemesh_experiments::evaluate::{self, LOSSY_LOSS, Plan, Row, STRATEGIES, Strategy};
 use zonemesh_experiments::train::Collective;
+use zonemesh_experiments::training_evaluation::{
+    self, LOSSY_LOSS, Plan, Row, STRATEGIES, Strategy,
+};
 use zonemesh_lab::stack::StackOptions;
 
 /// Runs the plan and writes the report to `out` (and the plot next to it).
@@ -21,7 +23,8 @@ pub async fn evaluate(plan: &Plan, out: &Path) -> Result<()> {
     let mut labs = Vec::new();
     for &seed in &plan.seeds {
         let (r, lossy, slow) =
-            evaluate::evaluate_seed(plan, seed, &options, &mut |m| println!("{m}")).await?;
+            training_evaluation::evaluate_seed(plan, seed, &options, &mut |m| println!("{m}"))
+                .await?;
         rows.extend(r);
         labs.push((seed, lossy, slow));
     }

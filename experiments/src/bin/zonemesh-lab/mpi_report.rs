@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use zonemesh_experiments::evaluate_mpi::{
+use zonemesh_experiments::collective_time::Collective;
+use zonemesh_experiments::mpi::{Algorithm, AllReduce};
+use zonemesh_experiments::mpi_evaluation::{
     self, LabResult, Measurement, Plan, STRATEGIES, Strategy, geomean, measured, prediction,
 };
-use zonemesh_experiments::model::Collective;
-use zonemesh_experiments::mpi::{Algorithm, AllReduce};
 use zonemesh_experiments::scenarios::{SCENARIOS, Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
 
@@ -32,13 +32,13 @@ pub async fn run(
     for &scenario in scenarios {
         for &seed in seeds {
             let setup = Setup::new(scenario, seed);
-            let path = results.join(evaluate_mpi::file_name(&setup));
+            let path = results.join(mpi_evaluation::file_name(&setup));
             if keep_existing && path.exists() {
                 println!("{scenario} seed {seed}: kept {}", path.display());
                 continue;
             }
             let started = std::time::Instant::now();
-            let result: LabResult = evaluate_mpi::evaluate_lab(
+            let result: LabResult = mpi_evaluation::evaluate_lab(
                 &setup,
                 plan,
                 &program,
@@ -67,7 +67,7 @@ pub async fn run(
 
 /// Writes the report of every results file in `results` to `out` (and its plot beside it).
 pub fn write_report(results: &Path, out: &Path) -> Result<()> {
-    let all = evaluate_mpi::read_results(results)?;
+    let all = mpi_evaluation::read_results(results)?;
     anyhow::ensure!(
         !all.is_empty(),
         "no results in {}: run without --report-only first",
@@ -118,7 +118,7 @@ struct Data<'a> {
 
 impl<'a> Data<'a> {
     fn new(all: &'a [LabResult]) -> Self {
-        let labs = evaluate_mpi::by_lab(all);
+        let labs = mpi_evaluation::by_lab(all);
         let scenarios: BTreeSet<Scenario> = labs.keys().map(|k| k.0).collect();
         let seeds: BTreeSet<u64> = labs.keys().map(|k| k.1).collect();
         let sizes: BTreeSet<u64> = all
@@ -259,7 +259,7 @@ fn pct(x: f64) -> String {
 fn report(data: &Data, svg: &str, results: &str) -> String {
     let mut md = String::new();
     let dates: BTreeSet<&str> = data.labs.values().map(|r| r.date.as_str()).collect();
-    let models: BTreeSet<&str> = data.labs.values().map(|r| r.model.as_str()).collect();
+    let predictors: BTreeSet<&str> = data.labs.values().map(|r| r.predictor.as_str()).collect();
     let machine = std::thread::available_parallelism().map_or(0, |n| n.get());
     let seeds = data
         .seeds
@@ -319,7 +319,7 @@ does not yet take the job's collective and gradient size (issue 18, part 3), so 
 without it and the targets that need it are marked *not evaluated*. Everything else below is \
 measured.\n\n";
     }
-    for m in &models {
+    for m in &predictors {
         let _ = writeln!(md, "> Predictions use {m}.\n");
     }
     md += "## Targets (issue 18, part 6)\n\nAggregated over seeds as geometric means, forced ring \
@@ -555,7 +555,7 @@ fn prediction_errors(data: &Data, strategies: &[Strategy]) -> Vec<f64> {
     out
 }
 
-/// Where a strategy ran faster than the oracle beyond both placements' spread: the model over
+/// Where a strategy ran faster than the oracle beyond both placements' spread: the prediction over
 /// the truth misjudged what the lab does.
 fn oracle_beaten(data: &Data) -> String {
     let mut lines = Vec::new();
@@ -694,10 +694,10 @@ lab run interleaved, run by run, so that a slow spell of the machine falls on al
 (`Place`'s own prediction for zonemesh predicted-time). **Truth model** is the same model over \
 the lab's injected truth. **Regret** is how much slower a placement ran than the oracle's, in \
 the same lab.\n\n",
-        evaluate_mpi::iterations(256 << 10).0,
-        evaluate_mpi::iterations(256 << 10).1,
-        evaluate_mpi::iterations(16 << 20).0,
-        evaluate_mpi::iterations(16 << 20).1,
+        mpi_evaluation::iterations(256 << 10).0,
+        mpi_evaluation::iterations(256 << 10).1,
+        mpi_evaluation::iterations(16 << 20).0,
+        mpi_evaluation::iterations(16 << 20).1,
         runs(Algorithm::Ring),
         runs(Algorithm::OpenMpiChoice),
     );
@@ -799,7 +799,7 @@ load average {:.1} before the runs, {:.1} after.\n\n",
                     } else {
                         String::new()
                     },
-                    time(p.truth_model_s),
+                    time(p.truth_predicted_s),
                     ring.map_or("—".into(), |m| format!(
                         "{} ({}–{}){}",
                         time(m.time),
