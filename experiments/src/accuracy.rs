@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tonic::transport::Channel;
-use zonemesh_proto::v1;
-
 use zonemesh_lab::Lab;
+use zonemesh_proto::v1;
 
 /// How the accuracy comparison pings on the demo cluster: for longer than zonemesh's figures reach
 /// back (six 5 s windows of `FAST_AGGREGATOR_FLAGS`), so that both describe the same stretch of

@@ -17,8 +17,10 @@
 
 pub mod accuracy;
 pub mod collective_time;
+pub mod machine;
 pub mod mpi;
 pub mod mpi_evaluation;
+pub mod rng;
 pub mod scenarios;
 pub mod train;
 pub mod training_evaluation;

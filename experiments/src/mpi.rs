@@ -50,7 +50,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-
 use zonemesh_lab::Lab;
 
 /// The all-reduce program's source.

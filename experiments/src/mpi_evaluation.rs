@@ -21,16 +21,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
-use zonemesh_proto::v1;
-
-use crate::collective_time::{Collective, Link};
-use crate::mpi::{self, Algorithm, AllReduce};
-use crate::scenarios::{self, Setup};
-use crate::train::{self, Workload};
-use crate::training_evaluation::Rng;
 use zonemesh_lab::Lab;
 use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
 use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
+use zonemesh_proto::v1;
+
+use crate::collective_time::{Collective, Link};
+use crate::machine;
+use crate::mpi::{self, Algorithm, AllReduce};
+use crate::rng::Rng;
+use crate::scenarios::{self, Setup};
+use crate::train::{self, Workload};
 
 /// How a job is placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -267,22 +268,6 @@ impl LabResult {
     }
 }
 
-/// The 1-minute load average.
-pub fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
-}
-
-fn utc_now() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
-}
-
 type Topology = v1::topology_client::TopologyClient<Channel>;
 
 /// The placement of a size-blind or size-aware `strategy` (the oracle needs no zonemesh).
@@ -443,7 +428,7 @@ pub async fn evaluate_lab(
     progress: &mut impl FnMut(&str),
 ) -> Result<LabResult> {
     let tag = format!("{} seed {}", setup.scenario, setup.seed);
-    let date = utc_now();
+    let date = machine::utc_minute();
     let mut lab = Lab::build(setup.spec())?;
     let mut options = options.clone();
     options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
@@ -521,7 +506,7 @@ pub async fn evaluate_lab(
     for (_, agent) in std::mem::take(&mut stack.agents) {
         agent.terminate()?;
     }
-    let load_before = load_average();
+    let load_before = machine::load_average();
     let mut mpi_records = Vec::new();
     for &bytes in &plan.sizes {
         // Distinct rank orders, in strategy order.
@@ -616,7 +601,7 @@ pub async fn evaluate_lab(
             }
         }
     }
-    let load_after = load_average();
+    let load_after = machine::load_average();
     drop(stack);
     lab.remove()?;
     Ok(LabResult {

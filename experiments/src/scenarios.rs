@@ -24,10 +24,10 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use zonemesh_lab::LabSpec;
 
 use crate::collective_time::{Collective, LOOPBACK, Link, Named};
-use crate::training_evaluation::Rng;
-use zonemesh_lab::LabSpec;
+use crate::rng::Rng;
 
 /// The zones and nodes of every scenario's lab.
 pub const ZONES: [(&str, [&str; 4]); 3] = [

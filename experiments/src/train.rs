@@ -17,7 +17,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-
 use zonemesh_lab::netns::NETNS_DIR;
 use zonemesh_lab::{Lab, in_netns};
 

@@ -19,12 +19,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tonic::transport::Channel;
-use zonemesh_proto::v1;
-
-use crate::train::{self, Collective, Workload};
 use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
 use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use zonemesh_lab::{Lab, LabSpec};
+use zonemesh_proto::v1;
+
+use crate::rng::Rng;
+use crate::train::{self, Collective, Workload};
 
 /// Placement strategies, in the report's order.
 pub const STRATEGIES: [Strategy; 5] = [
@@ -75,37 +76,6 @@ pub const LOSSY_LOSS: f64 = 0.02;
 pub const SLOW_BPS: u64 = 100_000_000;
 /// Rate of every other node.
 pub const NODE_BPS: u64 = 1_000_000_000;
-
-/// A small deterministic generator (splitmix64), so that a seed is a lab and a placement.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// From a seed.
-    pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x005e_ed0f_2a6e)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Shuffles in place.
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
-    }
-}
 
 /// The lab of one seed: delays of 2, 6 and 10 ms between the zones in an order the seed chooses,
 /// a lossy node and a slow node in different zones, 1 Gbit/s elsewhere.

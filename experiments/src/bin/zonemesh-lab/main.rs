@@ -17,6 +17,7 @@ use zonemesh_common::flags::{parse_or_exit, usage_error};
 use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
 
 mod accuracy_report;
+mod bench;
 mod mpi_report;
 mod training_report;
 
@@ -237,7 +238,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Bench { seconds } => {
             zonemesh_lab::cleanup_on_signals();
-            tokio_runtime()?.block_on(accuracy_report::bench(seconds))
+            tokio_runtime()?.block_on(bench::bench(seconds))
         }
         Cmd::Accuracy { out } => {
             zonemesh_lab::cleanup_on_signals();

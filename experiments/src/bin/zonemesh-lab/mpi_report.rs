@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use zonemesh_experiments::collective_time::Collective;
+use zonemesh_experiments::machine;
 use zonemesh_experiments::mpi::{Algorithm, AllReduce};
 use zonemesh_experiments::mpi_evaluation::{
     self, LabResult, Measurement, Plan, STRATEGIES, Strategy, geomean, measured, prediction,
@@ -260,7 +261,7 @@ fn report(data: &Data, svg: &str, results: &str) -> String {
     let mut md = String::new();
     let dates: BTreeSet<&str> = data.labs.values().map(|r| r.date.as_str()).collect();
     let predictors: BTreeSet<&str> = data.labs.values().map(|r| r.predictor.as_str()).collect();
-    let machine = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let machine = machine::cores();
     let seeds = data
         .seeds
         .iter()

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use zonemesh_experiments::machine;
 use zonemesh_experiments::train::Collective;
 use zonemesh_experiments::training_evaluation::{
     self, LOSSY_LOSS, Plan, Row, STRATEGIES, Strategy,
@@ -50,13 +51,8 @@ fn find(rows: &[Row], seed: u64, c: Collective, s: Strategy) -> Option<&Row> {
 
 fn report(plan: &Plan, rows: &[Row], labs: &[(u64, String, String)], svg: &str) -> String {
     let mut md = String::new();
-    let machine = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let date = std::process::Command::new("date")
-        .arg("-u")
-        .arg("+%Y-%m-%d %H:%M UTC")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
+    let machine = machine::cores();
+    let date = machine::utc_minute();
     let _ = write!(
         md,
         "# Evaluation: distributed training placed by zonemesh\n\n\
