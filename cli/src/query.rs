@@ -410,12 +410,6 @@ fn print(connection: &Connection, value: impl Serialize, table: impl FnOnce(&Sty
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Runs one query and prints its answer.
 pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
     // Flags first: a wrong one is a usage error whether or not the aggregator is up.
@@ -620,7 +614,7 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
         Query::Tiers => {
             let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
             print(connection, json::AsJson(&answer), |_| {
-                crate::tiers::tree(&answer, now_ms())
+                crate::tiers::tree(&answer, zonemesh_common::time::unix_ms())
             });
         }
         Query::Publish(_) => {

@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use zonemesh_domain::stats::median_duration;
 use zonemesh_lab::Lab;
 
 /// The all-reduce program's source.
@@ -206,18 +207,7 @@ pub struct Measured {
 impl Measured {
     /// Median of the timed iterations.
     pub fn median(&self) -> Duration {
-        median(&self.iterations)
-    }
-}
-
-/// Median of `times` (zero when empty).
-pub fn median(times: &[Duration]) -> Duration {
-    let mut v = times.to_vec();
-    v.sort();
-    match v.len() {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2,
+        median_duration(&self.iterations)
     }
 }
 
@@ -621,16 +611,5 @@ mod tests {
         );
         let bad_sum = good.replace("\"ok\"", "\"FAIL\"");
         assert!(parse(&expected, 1, &bad_sum).is_err());
-    }
-
-    #[test]
-    fn the_median_of_odd_and_even_counts() {
-        let ms = Duration::from_millis;
-        assert_eq!(median(&[ms(3), ms(1), ms(2)]), ms(2));
-        assert_eq!(
-            median(&[ms(4), ms(1), ms(2), ms(3)]),
-            Duration::from_micros(2500)
-        );
-        assert_eq!(median(&[]), Duration::ZERO);
     }
 }

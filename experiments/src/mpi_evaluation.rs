@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
+use zonemesh_domain::stats::median_duration;
 use zonemesh_lab::Lab;
 use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
 use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
@@ -709,9 +710,11 @@ impl Measurement {
     }
 }
 
+/// The median of seconds, taken over durations (to the nanosecond) as the reports have always
+/// taken it.
 fn median_f64(values: &[f64]) -> f64 {
     let d: Vec<Duration> = values.iter().map(|s| Duration::from_secs_f64(*s)).collect();
-    mpi::median(&d).as_secs_f64()
+    median_duration(&d).as_secs_f64()
 }
 
 /// What `strategy`'s placement at `bytes` measured with `algorithm` in `result` (`None` when it

@@ -35,6 +35,7 @@ pub mod netns;
 pub mod process;
 pub mod spec;
 pub mod stack;
+pub mod tools;
 
 pub use lab::{
     CONTROL_ADDRESS, DEFAULT_PREFIX, Lab, LabNode, Leftover, check_machine, cleanup,

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use zonemesh_experiments::accuracy::{self, wilson};
+use zonemesh_experiments::accuracy::{self, PooledLoss};
 use zonemesh_lab::cleanup_on_signals;
 use zonemesh_lab::demo_cluster::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
 use zonemesh_proto::v1;
@@ -72,21 +72,14 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     // Loss: the lossy node's paths pooled, and the clean paths pooled, each inside the 99.9 %
     // interval of what zonemesh counted.
     for lossy in [true, false] {
-        let pool: Vec<_> = rows
-            .iter()
-            .filter(|r| (r.src == LOSSY_NODE || r.dst == LOSSY_NODE) == lossy)
-            .collect();
-        let sent: u64 = pool.iter().map(|r| r.zonemesh_sent).sum();
-        let lost: u64 = pool
-            .iter()
-            .map(|r| r.zonemesh_sent - r.zonemesh_received)
-            .sum();
+        let pool = PooledLoss::of(&rows, LOSSY_NODE, lossy);
+        let (sent, lost) = (pool.sent, pool.lost);
         let injected = if lossy { demo_cluster::LOSSY_LOSS } else { 0.0 };
-        let (lo, hi) = wilson(lost, sent, Z_999);
+        let (lo, hi) = pool.interval(Z_999);
         println!(
             "loss, {} paths: {lost}/{sent} = {:.2} %, 99.9 % interval {:.2}–{:.2} %, injected {:.1} %",
             if lossy { "lossy node's" } else { "other" },
-            100.0 * lost as f64 / sent as f64,
+            100.0 * pool.ratio(),
             lo * 100.0,
             hi * 100.0,
             injected * 100.0

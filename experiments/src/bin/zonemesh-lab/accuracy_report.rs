@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
-use zonemesh_experiments::accuracy::{self, wilson};
+use zonemesh_experiments::accuracy::{self, PooledLoss};
 use zonemesh_experiments::machine;
 use zonemesh_lab::demo_cluster::{self, LOSSY_NODE, SLOW_NODE};
 use zonemesh_proto::v1;
@@ -106,18 +106,14 @@ pub async fn accuracy() -> Result<String> {
         gaps.iter().copied().fold(0.0, f64::max)
     );
     for lossy in [true, false] {
-        let pool: Vec<_> = rows
-            .iter()
-            .filter(|r| (r.src == LOSSY_NODE || r.dst == LOSSY_NODE) == lossy)
-            .collect();
-        let sent: u64 = pool.iter().map(|r| r.zonemesh_sent).sum();
-        let lost: u64 = pool
-            .iter()
-            .map(|r| r.zonemesh_sent - r.zonemesh_received)
-            .sum();
-        let ping_sent: u64 = pool.iter().map(|r| r.ping_sent).sum();
-        let ping_lost: u64 = pool.iter().map(|r| r.ping_sent - r.ping_received).sum();
-        let (lo, hi) = wilson(lost, sent, 1.96);
+        let pool = PooledLoss::of(&rows, LOSSY_NODE, lossy);
+        let PooledLoss {
+            sent,
+            lost,
+            ping_sent,
+            ping_lost,
+        } = pool;
+        let (lo, hi) = pool.interval(1.96);
         let injected = if lossy { demo_cluster::LOSSY_LOSS } else { 0.0 };
         let _ = writeln!(
             md,
@@ -127,7 +123,7 @@ pub async fn accuracy() -> Result<String> {
             } else {
                 "Every other path, pooled"
             },
-            100.0 * lost as f64 / sent.max(1) as f64,
+            100.0 * pool.ratio(),
             lo * 100.0,
             hi * 100.0,
             injected * 100.0,
@@ -136,7 +132,7 @@ pub async fn accuracy() -> Result<String> {
             } else {
                 "outside"
             },
-            100.0 * ping_lost as f64 / ping_sent.max(1) as f64,
+            100.0 * pool.ping_ratio(),
         );
     }
     md += MODEL_INTRO;

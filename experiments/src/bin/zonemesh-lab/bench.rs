@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use zonemesh_experiments::accuracy::{self, TCP_GOODPUT_SHARE};
+use zonemesh_experiments::accuracy::TCP_GOODPUT_SHARE;
 use zonemesh_experiments::machine;
+use zonemesh_lab::tools::iperf3;
 use zonemesh_lab::{Lab, LabSpec};
 
 /// iperf3 through the link emulator: 19 ms round trip (9.5 ms each way, as in issue 5's
@@ -31,7 +32,7 @@ pub async fn bench(seconds: u32) -> Result<()> {
         ("x1", "x2", "inside a zone (no emulator), 43 Mbit/s tbf"),
         ("x1", "y2", "through the emulator, 19 ms RTT, 43 Mbit/s tbf"),
     ] {
-        let bps = accuracy::iperf3(&lab, src, dst, seconds).await?;
+        let bps = iperf3(&lab, src, dst, seconds).await?;
         println!("  {src} -> {dst}: {:.1} Mbit/s  ({what})", bps / 1e6);
         results.push(bps);
     }

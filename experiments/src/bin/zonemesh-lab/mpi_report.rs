@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use zonemesh_domain::stats;
 use zonemesh_experiments::collective_time::Collective;
 use zonemesh_experiments::machine;
 use zonemesh_experiments::mpi::{Algorithm, AllReduce};
@@ -496,7 +497,7 @@ fn targets(data: &Data, z: Strategy) -> String {
     } else if errors.is_empty() {
         "— | no prediction with a measurement".into()
     } else {
-        let m = median(&errors);
+        let m = stats::median(&mut errors.clone()).unwrap_or(f64::NAN);
         if m < 0.25 {
             format!("{:.0} % over {} placements | met", m * 100.0, errors.len())
         } else {
@@ -526,16 +527,6 @@ figures.\n";
     }
     md.push('\n');
     md
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// |predicted − measured| / measured of `strategies`' placements, forced ring, every lab and size.
@@ -915,6 +906,7 @@ size.\n\n| placements of | n | min | 25 % | median | 75 % | max |\n|---|---|---|
             continue;
         }
         e.sort_by(f64::total_cmp);
+        let median = stats::median(&mut e.clone()).unwrap_or(f64::NAN);
         let q = |f: f64| e[((e.len() - 1) as f64 * f).round() as usize] * 100.0;
         let _ = writeln!(
             md,
@@ -922,7 +914,7 @@ size.\n\n| placements of | n | min | 25 % | median | 75 % | max |\n|---|---|---|
             e.len(),
             q(0.0),
             q(0.25),
-            median(&e) * 100.0,
+            median * 100.0,
             q(0.75),
             q(1.0)
         );
