@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use zonemesh_lab::demo_cluster::{self, FAST_AGGREGATOR_FLAGS};
-use zonemesh_lab::stack::{Fill, Stack, StackOptions, wait_full};
+use zonemesh_lab::fill::Fill;
+use zonemesh_lab::stack::{Stack, StackOptions, wait_full};
 use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;
 
@@ -303,6 +304,7 @@ pub async fn run(options: Options) -> Result<()> {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+    use zonemesh_lab::fill::{Reading, Size};
 
     /// A terminal that records what is done to it.
     #[derive(Debug, Clone, Default)]
@@ -348,15 +350,28 @@ mod tests {
         }
     }
 
+    /// Three readings of a zone of three nodes: one agent, then all three and two paths
+    /// measured, then all six paths.
     fn fills() -> [Fill; 3] {
-        let fill = |rtt_seen, connected| Fill {
-            rtt_seen,
-            rtt_total: 6,
-            connected,
+        let nodes = ["a1", "a2", "a3"].map(String::from);
+        let paths: Vec<(String, String)> = nodes
+            .iter()
+            .flat_map(|a| nodes.iter().map(move |b| (a.clone(), b.clone())))
+            .filter(|(a, b)| a != b)
+            .collect();
+        let mut fill = Fill::new(Size {
             nodes: 3,
-            ..Fill::default()
-        };
-        [fill(0, 1), fill(2, 3), fill(6, 3)]
+            paths: 6,
+            zone_links: 0,
+        });
+        [(1, 0), (3, 2), (3, 6)].map(|(connected, rtt)| {
+            fill.observe(Reading {
+                connected: nodes[..connected].iter().cloned().collect(),
+                rtt: paths[..rtt].iter().cloned().collect(),
+                ..Reading::default()
+            });
+            fill.clone()
+        })
     }
 
     /// On a terminal the progress is one line redrawn in place: no new line while it fills, the
@@ -387,7 +402,7 @@ mod tests {
             "never redrawn in place: {ops:?}"
         );
         assert!(progress.plain.is_empty(), "plain lines on a terminal");
-        let last = fills()[2];
+        let last = fills()[2].clone();
         progress.finish(Some(&last));
         assert_eq!(
             String::from_utf8(progress.plain).unwrap(),

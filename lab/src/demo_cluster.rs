@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::stack::{Fill, Stack, StackOptions, wait_full, wait_quiet};
+use crate::fill::Fill;
+use crate::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use crate::{Lab, LabSpec};
 
 /// The node that drops 5 % of the packets that reach it.

@@ -30,6 +30,7 @@
 
 pub mod demo_cluster;
 pub mod emulator;
+pub mod fill;
 mod lab;
 pub mod netns;
 pub mod process;
