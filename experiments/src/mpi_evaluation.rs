@@ -442,6 +442,7 @@ pub async fn evaluate_lab(
         setup.slow,
         setup.zone_rtt_us
     ));
+    // 1. zonemesh measures the lab.
     let measuring = Instant::now();
     wait_full(&mut topology, lab.spec(), Duration::from_secs(300), |_| {}).await?;
     wait_quiet(
@@ -451,7 +452,47 @@ pub async fn evaluate_lab(
     )
     .await?;
     let measuring_s = measuring.elapsed().as_secs_f64();
+    // 2. Every strategy places; zonemesh's figures of every path, for the predictions.
     let network = network(setup, &mut topology).await?;
+    let placements = place_all(setup, plan, &network, &mut topology, &tag, progress).await?;
+    // 3. The agents' probes would share the links with the job.
+    for (_, agent) in std::mem::take(&mut stack.agents) {
+        agent.terminate()?;
+    }
+    let load_before = machine::load_average();
+    let mpi_records = run_mpi(&lab, program, plan, &placements, &tag, progress);
+    // 4. The lab's TCP workload on the same placements.
+    let tcp = if plan.tcp_workload {
+        run_tcp(&lab, plan, &placements, &tag, progress)
+    } else {
+        Vec::new()
+    };
+    let load_after = machine::load_average();
+    drop(stack);
+    lab.remove()?;
+    Ok(LabResult {
+        setup: setup.clone(),
+        predictor: crate::collective_time::PREDICTOR.to_owned(),
+        date,
+        load: (load_before, load_after),
+        measuring_s,
+        network,
+        placements,
+        mpi: mpi_records,
+        tcp,
+    })
+}
+
+/// Every strategy's placement at every size (a size-blind strategy places once), each with its
+/// predicted time over zonemesh's figures (`network`) and over the truth.
+async fn place_all(
+    setup: &Setup,
+    plan: &Plan,
+    network: &[PathFigure],
+    topology: &mut Topology,
+    tag: &str,
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<Placement>> {
     let mut placements = Vec::new();
     for &bytes in &plan.sizes {
         for &strategy in &plan.strategies {
@@ -464,7 +505,7 @@ pub async fn evaluate_lab(
                     .expect("placed for the first size");
                 Ok((p.ranks, p.place_predicted_s))
             } else {
-                place(strategy, setup, bytes, &mut topology).await
+                place(strategy, setup, bytes, topology).await
             };
             let (ranks, place_predicted_s, failure) = match placed {
                 Ok((r, p)) => (r, p, None),
@@ -473,7 +514,7 @@ pub async fn evaluate_lab(
             let (predicted_s, estimated_figures) = if ranks.is_empty() {
                 (None, 0)
             } else {
-                predicted(&network, &ranks, bytes)
+                predicted(network, &ranks, bytes)
             };
             let truth_predicted_s = if ranks.is_empty() {
                 f64::NAN
@@ -503,11 +544,19 @@ pub async fn evaluate_lab(
             });
         }
     }
-    // The agents' probes would share the links with the job.
-    for (_, agent) in std::mem::take(&mut stack.agents) {
-        agent.terminate()?;
-    }
-    let load_before = machine::load_average();
+    Ok(placements)
+}
+
+/// `MPI_Allreduce` on every distinct placement at every size and with every algorithm of
+/// `plan`, run after run, the placements interleaved (a slow spell of the machine falls on all).
+fn run_mpi(
+    lab: &Lab,
+    program: &AllReduce,
+    plan: &Plan,
+    placements: &[Placement],
+    tag: &str,
+    progress: &mut impl FnMut(&str),
+) -> Vec<MpiRecord> {
     let mut mpi_records = Vec::new();
     for &bytes in &plan.sizes {
         // Distinct rank orders, in strategy order.
@@ -547,7 +596,7 @@ pub async fn evaluate_lab(
                                 (10.0 * truth_s * f64::from(timed + warmup)).min(600.0),
                             ),
                     };
-                    let outcome = tokio::task::block_in_place(|| mpi::run(&lab, program, &job));
+                    let outcome = tokio::task::block_in_place(|| mpi::run(lab, program, &job));
                     match outcome {
                         Ok(m) => {
                             let mean = m.iterations.iter().sum::<Duration>().as_secs_f64()
@@ -576,46 +625,42 @@ pub async fn evaluate_lab(
             mpi_records.extend(records);
         }
     }
+    mpi_records
+}
+
+/// The lab's TCP ring and parameter server once on every distinct placement at every size.
+fn run_tcp(
+    lab: &Lab,
+    plan: &Plan,
+    placements: &[Placement],
+    tag: &str,
+    progress: &mut impl FnMut(&str),
+) -> Vec<TcpRecord> {
     let mut tcp = Vec::new();
-    if plan.tcp_workload {
-        for &bytes in &plan.sizes {
-            let mut done: Vec<Vec<String>> = Vec::new();
-            for p in placements.iter().filter(|p| p.bytes == bytes) {
-                if p.ranks.is_empty() || done.contains(&p.ranks) {
-                    continue;
-                }
-                done.push(p.ranks.clone());
-                for collective in [Collective::RingAllReduce, Collective::ParameterServer] {
-                    let record = tcp_run(&lab, &p.ranks, bytes, collective);
-                    progress(&format!(
-                        "{tag}: tcp {bytes} B {collective:?} [{}]: {:?}{}",
-                        p.ranks.join(","),
-                        record.iterations,
-                        record
-                            .failure
-                            .as_ref()
-                            .map(|f| format!(" ({f})"))
-                            .unwrap_or_default()
-                    ));
-                    tcp.push(record);
-                }
+    for &bytes in &plan.sizes {
+        let mut done: Vec<Vec<String>> = Vec::new();
+        for p in placements.iter().filter(|p| p.bytes == bytes) {
+            if p.ranks.is_empty() || done.contains(&p.ranks) {
+                continue;
+            }
+            done.push(p.ranks.clone());
+            for collective in [Collective::RingAllReduce, Collective::ParameterServer] {
+                let record = tcp_run(lab, &p.ranks, bytes, collective);
+                progress(&format!(
+                    "{tag}: tcp {bytes} B {collective:?} [{}]: {:?}{}",
+                    p.ranks.join(","),
+                    record.iterations,
+                    record
+                        .failure
+                        .as_ref()
+                        .map(|f| format!(" ({f})"))
+                        .unwrap_or_default()
+                ));
+                tcp.push(record);
             }
         }
     }
-    let load_after = machine::load_average();
-    drop(stack);
-    lab.remove()?;
-    Ok(LabResult {
-        setup: setup.clone(),
-        predictor: crate::collective_time::PREDICTOR.to_owned(),
-        date,
-        load: (load_before, load_after),
-        measuring_s,
-        network,
-        placements,
-        mpi: mpi_records,
-        tcp,
-    })
+    tcp
 }
 
 /// The lab's TCP workload once on `ranks` (one warm-up, three timed iterations).

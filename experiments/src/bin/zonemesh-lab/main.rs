@@ -180,80 +180,12 @@ fn run(cli: Cli) -> Result<()> {
             links,
             nodes,
             seed,
-        } => {
-            let mut spec = LabSpec {
-                seed,
-                ..LabSpec::new()
-            };
-            for z in &zones {
-                spec = spec
-                    .parse_zone(z)
-                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
-            }
-            for l in &links {
-                spec = spec
-                    .parse_link(l)
-                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
-            }
-            for n in &nodes {
-                spec = spec
-                    .parse_node(n)
-                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
-            }
-            if let Err(e) = spec.validate() {
-                usage_error(PROGRAM, &e.0);
-            }
-            zonemesh_lab::cleanup_on_signals();
-            let lab = Lab::build(spec)?;
-            println!(
-                "lab {} is up (router namespace {})",
-                lab.prefix(),
-                lab.router()
-            );
-            for n in lab.nodes() {
-                println!(
-                    "  {:<12} {:<12} {:<15} ip netns exec {} …",
-                    n.name, n.zone, n.address, n.netns
-                );
-            }
-            println!("Ctrl-C removes it.");
-            let mut last = 0;
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(10));
-                if let Some(e) = lab.emulator() {
-                    use std::sync::atomic::Ordering::Relaxed;
-                    let c = &e.counters;
-                    let released = c.released.load(Relaxed);
-                    if released != last {
-                        last = released;
-                        println!(
-                            "link emulator: {released} packets released, on average {:.1} µs late and {:.1} µs early, at most {} held at once",
-                            c.late_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
-                            c.early_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
-                            c.peak_held.load(Relaxed)
-                        );
-                    }
-                }
-            }
-        }
+        } => up(&zones, &links, &nodes, seed),
         Cmd::Bench { seconds } => {
             zonemesh_lab::cleanup_on_signals();
             tokio_runtime()?.block_on(bench::bench(seconds))
         }
-        Cmd::Accuracy { out } => {
-            zonemesh_lab::cleanup_on_signals();
-            let mut text = tokio_runtime()?.block_on(accuracy_report::accuracy())?;
-            // Sections written by hand (the window-quantile figures) stay.
-            if let Ok(old) = std::fs::read_to_string(&out)
-                && let Some(at) = old.find(accuracy_report::KEPT_SECTION)
-            {
-                text.push('\n');
-                text.push_str(&old[at..]);
-            }
-            std::fs::write(&out, text)?;
-            println!("wrote {}", out.display());
-            Ok(())
-        }
+        Cmd::Accuracy { out } => accuracy(&out),
         Cmd::Evaluate {
             out,
             seeds,
@@ -294,22 +226,8 @@ fn run(cli: Cli) -> Result<()> {
             results,
             out,
         } => {
-            let scenarios: Vec<_> = scenarios
-                .iter()
-                .map(|s| {
-                    zonemesh_experiments::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
-                        usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to e)"))
-                    })
-                })
-                .collect();
-            let strategies: Vec<_> = strategies
-                .iter()
-                .map(|s| {
-                    zonemesh_experiments::mpi_evaluation::Strategy::from_key(s).unwrap_or_else(
-                        || usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}")),
-                    )
-                })
-                .collect();
+            let scenarios = scenarios_flag(&scenarios);
+            let strategies = strategies_flag(&strategies);
             if seeds.is_empty() || strategies.is_empty() {
                 usage_error(PROGRAM, "--seeds and --strategies: at least one each");
             }
@@ -343,4 +261,102 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `up`: the lab the flags describe (a flag that does not parse is a usage error), kept until
+/// Ctrl-C, with the link emulator's counters every ten seconds while it works.
+fn up(zones: &[String], links: &[String], nodes: &[String], seed: u64) -> Result<()> {
+    let mut spec = LabSpec {
+        seed,
+        ..LabSpec::new()
+    };
+    for z in zones {
+        spec = spec
+            .parse_zone(z)
+            .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+    }
+    for l in links {
+        spec = spec
+            .parse_link(l)
+            .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+    }
+    for n in nodes {
+        spec = spec
+            .parse_node(n)
+            .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+    }
+    if let Err(e) = spec.validate() {
+        usage_error(PROGRAM, &e.0);
+    }
+    zonemesh_lab::cleanup_on_signals();
+    let lab = Lab::build(spec)?;
+    println!(
+        "lab {} is up (router namespace {})",
+        lab.prefix(),
+        lab.router()
+    );
+    for n in lab.nodes() {
+        println!(
+            "  {:<12} {:<12} {:<15} ip netns exec {} …",
+            n.name, n.zone, n.address, n.netns
+        );
+    }
+    println!("Ctrl-C removes it.");
+    let mut last = 0;
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(10));
+        if let Some(e) = lab.emulator() {
+            use std::sync::atomic::Ordering::Relaxed;
+            let c = &e.counters;
+            let released = c.released.load(Relaxed);
+            if released != last {
+                last = released;
+                println!(
+                    "link emulator: {released} packets released, on average {:.1} µs late and {:.1} µs early, at most {} held at once",
+                    c.late_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                    c.early_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                    c.peak_held.load(Relaxed)
+                );
+            }
+        }
+    }
+}
+
+/// `accuracy`: writes the report to `out`, keeping the sections written by hand (the
+/// window-quantile figures) of the report there.
+fn accuracy(out: &std::path::Path) -> Result<()> {
+    zonemesh_lab::cleanup_on_signals();
+    let mut text = tokio_runtime()?.block_on(accuracy_report::accuracy())?;
+    if let Ok(old) = std::fs::read_to_string(out)
+        && let Some(at) = old.find(accuracy_report::KEPT_SECTION)
+    {
+        text.push('\n');
+        text.push_str(&old[at..]);
+    }
+    std::fs::write(out, text)?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// `--scenarios`: the letters (a usage error otherwise).
+fn scenarios_flag(letters: &[String]) -> Vec<zonemesh_experiments::scenarios::Scenario> {
+    letters
+        .iter()
+        .map(|s| {
+            zonemesh_experiments::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
+                usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to e)"))
+            })
+        })
+        .collect()
+}
+
+/// `--strategies`: their keys (a usage error otherwise).
+fn strategies_flag(keys: &[String]) -> Vec<zonemesh_experiments::mpi_evaluation::Strategy> {
+    keys.iter()
+        .map(|s| {
+            zonemesh_experiments::mpi_evaluation::Strategy::from_key(s).unwrap_or_else(|| {
+                usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}"))
+            })
+        })
+        .collect()
 }
