@@ -1,17 +1,21 @@
 //! `zonemesh demo`: the whole system on one machine.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use zonemesh_lab::scenario::{self, FAST_AGGREGATOR_FLAGS};
-use zonemesh_lab::stack::{Fill, Stack, StackOptions, wait_full};
+use tonic::transport::Channel;
+use zonemesh_lab::demo_cluster::{self, FAST_AGGREGATOR_FLAGS};
+use zonemesh_lab::fill::Fill;
+use zonemesh_lab::stack::{Stack, StackOptions, wait_full};
 use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;
 
 use crate::render;
+
+type Topology = v1::topology_client::TopologyClient<Channel>;
 
 /// How long the demo waits for the matrix to fill before it shows what it has.
 const FILL_TIMEOUT: Duration = Duration::from_secs(180);
@@ -64,13 +68,13 @@ fn describe(spec: &LabSpec, lab: bool) {
                 render::percent(imp.loss)
             );
         }
-        if node == scenario::SLOW_NODE
+        if node == demo_cluster::SLOW_NODE
             && let Some(bps) = imp.rate_bps
         {
             println!(
                 "  {node}: its link runs at {} (the others at {})",
                 render::rate(bps as f64),
-                render::rate(scenario::NODE_RATE_BPS as f64)
+                render::rate(demo_cluster::NODE_RATE_BPS as f64)
             );
         }
     }
@@ -130,7 +134,7 @@ impl<W: std::io::Write> FillProgress<W> {
 /// Runs the demo.
 pub async fn run(options: Options) -> Result<()> {
     let dir = binaries()?;
-    let spec = scenario::demo_spec();
+    let spec = demo_cluster::spec();
     let use_lab = !options.loopback
         && match zonemesh_lab::check_machine() {
             Ok(()) => true,
@@ -143,16 +147,7 @@ pub async fn run(options: Options) -> Result<()> {
         .prefix("zonemesh-demo-")
         .tempdir()
         .context("a temporary directory for sled")?;
-    let mut options_stack = StackOptions::new(&dir, data.path());
-    options_stack.listen = options.listen;
-    options_stack.http_listen = options.http_listen;
-    options_stack.data_dir = Some(data.path().join("sled"));
-    options_stack.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
-    for addr in [options.listen, options.http_listen] {
-        if std::net::TcpListener::bind(addr).is_err() {
-            bail!("{addr} is in use: pass --listen / --http-listen with free addresses");
-        }
-    }
+    let options_stack = stack_options(&options, &dir, data.path())?;
 
     describe(&spec, use_lab);
     let mut lab = if use_lab {
@@ -179,23 +174,62 @@ pub async fn run(options: Options) -> Result<()> {
     );
 
     let mut topology = stack.topology().await?;
+    if !measure(&mut topology, &spec).await {
+        println!("Interrupted; removing the lab.");
+        return Ok(());
+    }
+    show_results(&mut topology).await?;
+    if !options.wait {
+        return Ok(());
+    }
+    serve_until_ctrl_c(&stack).await?;
+    println!("\nStopping the agents and the aggregator, removing the lab…");
+    drop(topology);
+    stop(stack).await;
+    if let Some(mut lab) = lab {
+        lab.remove()?;
+    }
+    println!("Done.");
+    Ok(())
+}
+
+/// The stack as the demo runs it: the binaries in `dir`, sled and logs in `data`, the demo
+/// cluster's aggregator flags, and the addresses asked for (which must be free).
+fn stack_options(options: &Options, dir: &Path, data: &Path) -> Result<StackOptions> {
+    let mut stack = StackOptions::new(dir, data);
+    stack.listen = options.listen;
+    stack.http_listen = options.http_listen;
+    stack.data_dir = Some(data.join("sled"));
+    stack.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
+    for addr in [options.listen, options.http_listen] {
+        if std::net::TcpListener::bind(addr).is_err() {
+            bail!("{addr} is in use: pass --listen / --http-listen with free addresses");
+        }
+    }
+    Ok(stack)
+}
+
+/// Waits, showing the progress, until the matrix is full (or [`FILL_TIMEOUT`] has passed: then
+/// the results show what there is). False when Ctrl-C came first.
+async fn measure(topology: &mut Topology, spec: &LabSpec) -> bool {
     println!("Measuring until the matrix is full (throughput tests run two at a time)…");
     let started = std::time::Instant::now();
     let mut progress = FillProgress::new();
     let filled = tokio::select! {
-        f = wait_full(&mut topology, &spec, FILL_TIMEOUT, |f| progress.show(f)) => Some(f),
+        f = wait_full(topology, spec, FILL_TIMEOUT, |f| progress.show(f)) => Some(f),
         _ = tokio::signal::ctrl_c() => None,
     };
     progress.finish(filled.as_ref().and_then(|f| f.as_ref().ok()));
     match filled {
-        None => {
-            println!("Interrupted; removing the lab.");
-            return Ok(());
-        }
+        None => return false,
         Some(Ok(_)) => println!("Full after {:.0} s.", started.elapsed().as_secs_f64()),
         Some(Err(e)) => println!("{e:#}; showing what there is."),
     }
+    true
+}
 
+/// The zone-to-zone matrix, the ranking and two placements, as the demo prints them.
+async fn show_results(topology: &mut Topology) -> Result<()> {
     println!("\nZone to zone (ListZones):");
     let zones = topology
         .list_zones(v1::ListZonesRequest::default())
@@ -211,43 +245,42 @@ pub async fn run(options: Options) -> Result<()> {
     print!("{}", render::ranking(&ranking, &render::Style::plain()));
 
     println!("\nA 3-worker job (Place, one zone preferred):");
-    let place = topology
-        .place(v1::PlaceRequest {
+    show_placement(
+        topology,
+        v1::PlaceRequest {
             workers: 3,
             zone_policy: v1::ZonePolicy::PreferOne as i32,
             ..Default::default()
-        })
-        .await;
-    match place {
-        Ok(p) => {
-            let p = p.into_inner();
-            print!("{}", render::placement(&p));
-        }
-        Err(s) => println!("  no placement: {}", s.message()),
-    }
+        },
+    )
+    .await;
 
     println!("\nA 4-worker ring all-reduce of 25 MiB (Place with the job's collective):");
-    let place = topology
-        .place(v1::PlaceRequest {
+    show_placement(
+        topology,
+        v1::PlaceRequest {
             workers: 4,
             zone_policy: v1::ZonePolicy::PreferOne as i32,
             collective: v1::Collective::Ring as i32,
             bytes_per_iteration: 25 << 20,
             alternatives: 2,
             ..Default::default()
-        })
-        .await;
-    match place {
-        Ok(p) => {
-            let p = p.into_inner();
-            print!("{}", render::placement(&p));
-        }
+        },
+    )
+    .await;
+    Ok(())
+}
+
+/// What `Place` answers to `request`, or why it placed nothing.
+async fn show_placement(topology: &mut Topology, request: v1::PlaceRequest) {
+    match topology.place(request).await {
+        Ok(p) => print!("{}", render::placement(&p.into_inner())),
         Err(s) => println!("  no placement: {}", s.message()),
     }
+}
 
-    if !options.wait {
-        return Ok(());
-    }
+/// Prints how to query the running system, then waits for Ctrl-C.
+async fn serve_until_ctrl_c(stack: &Stack) -> Result<()> {
     let grpc = stack.aggregator.grpc;
     println!("\nThe query API stays up on {grpc} until Ctrl-C. Try:");
     for (method, body) in [
@@ -276,11 +309,11 @@ pub async fn run(options: Options) -> Result<()> {
         println!("  grpcurl -plaintext {data}{grpc} zonemesh.v1.Topology/{method}");
     }
     println!("  curl http://{}/metrics", stack.aggregator.http);
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
-    println!("\nStopping the agents and the aggregator, removing the lab…");
-    drop(topology);
+    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")
+}
+
+/// Stops the agents (all at once) and then the aggregator.
+async fn stop(stack: Stack) {
     let Stack {
         aggregator, agents, ..
     } = stack;
@@ -292,17 +325,13 @@ pub async fn run(options: Options) -> Result<()> {
         let _ = s.await;
     }
     let _ = tokio::task::spawn_blocking(move || aggregator.terminate()).await;
-    if let Some(mut lab) = lab {
-        lab.remove()?;
-    }
-    println!("Done.");
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+    use zonemesh_lab::fill::{Reading, Size};
 
     /// A terminal that records what is done to it.
     #[derive(Debug, Clone, Default)]
@@ -348,15 +377,28 @@ mod tests {
         }
     }
 
+    /// Three readings of a zone of three nodes: one agent, then all three and two paths
+    /// measured, then all six paths.
     fn fills() -> [Fill; 3] {
-        let fill = |rtt_seen, connected| Fill {
-            rtt_seen,
-            rtt_total: 6,
-            connected,
+        let nodes = ["a1", "a2", "a3"].map(String::from);
+        let paths: Vec<(String, String)> = nodes
+            .iter()
+            .flat_map(|a| nodes.iter().map(move |b| (a.clone(), b.clone())))
+            .filter(|(a, b)| a != b)
+            .collect();
+        let mut fill = Fill::new(Size {
             nodes: 3,
-            ..Fill::default()
-        };
-        [fill(0, 1), fill(2, 3), fill(6, 3)]
+            paths: 6,
+            zone_links: 0,
+        });
+        [(1, 0), (3, 2), (3, 6)].map(|(connected, rtt)| {
+            fill.observe(Reading {
+                connected: nodes[..connected].iter().cloned().collect(),
+                rtt: paths[..rtt].iter().cloned().collect(),
+                ..Reading::default()
+            });
+            fill.clone()
+        })
     }
 
     /// On a terminal the progress is one line redrawn in place: no new line while it fills, the
@@ -387,7 +429,7 @@ mod tests {
             "never redrawn in place: {ops:?}"
         );
         assert!(progress.plain.is_empty(), "plain lines on a terminal");
-        let last = fills()[2];
+        let last = fills()[2].clone();
         progress.finish(Some(&last));
         assert_eq!(
             String::from_utf8(progress.plain).unwrap(),

@@ -5,17 +5,22 @@
 //! waits until the matrix is full, prints the zone-to-zone matrix, a ranking and a placement, and
 //! keeps serving the query API until Ctrl-C. `zonemesh nodes|zones|path|matrix|rank|place|tiers`
 //! query any aggregator (see [`query`]); `zonemesh publish` shows (`--dry-run`) or removes
-//! (`--delete`) what the aggregator's publisher writes to Kubernetes (see [`tiers`]).
+//! (`--delete`) what the aggregator's publisher writes to Kubernetes (see [`tiers`]). The demo
+//! is the `demo` feature (on by default); a build without it has no lab in it.
 
+#[cfg(feature = "demo")]
 mod demo;
 mod query;
 mod render;
 mod tiers;
 
+#[cfg(feature = "demo")]
 use std::net::SocketAddr;
 
 use clap::{Parser, Subcommand};
 use zonemesh_common::flags::parse_or_exit;
+#[cfg(not(feature = "demo"))]
+use zonemesh_common::flags::usage_error;
 
 const PROGRAM: &str = "zonemesh";
 
@@ -31,6 +36,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    #[cfg(feature = "demo")]
     /// Run the whole system in a lab on this machine (root: network namespaces with real
     /// delays and impairments; otherwise loopback addresses) and query it.
     Demo {
@@ -46,6 +52,14 @@ enum Command {
         /// Run on loopback addresses even as root (no lab, no impairments).
         #[arg(long)]
         loopback: bool,
+    },
+    /// Without the demo feature: `zonemesh demo` (whatever its flags) says that this build has no
+    /// demo, rather than that there is no such command.
+    #[cfg(not(feature = "demo"))]
+    #[command(hide = true)]
+    Demo {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        _flags: Vec<String>,
     },
     #[command(flatten)]
     Query(query::Query),
@@ -66,6 +80,7 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            #[cfg(feature = "demo")]
             Command::Demo {
                 listen,
                 http_listen,
@@ -82,6 +97,12 @@ fn main() {
                 status: query::exit::FAILURE,
                 message: format!("{e:#}"),
             }),
+            #[cfg(not(feature = "demo"))]
+            Command::Demo { .. } => usage_error(
+                PROGRAM,
+                "this build of zonemesh has no demo: it was built without the cargo feature \
+                 `demo` (on by default)",
+            ),
             Command::Query(q) => query::run(&cli.connection, q).await,
         }
     });

@@ -347,17 +347,7 @@ impl Connection {
             .map_err(|_| Failure::new(exit::USAGE, "--token: not a valid header value"))
     }
 
-    async fn client(
-        &self,
-    ) -> Result<
-        v1::topology_client::TopologyClient<
-            tonic::service::interceptor::InterceptedService<
-                Channel,
-                impl FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + use<>,
-            >,
-        >,
-        Failure,
-    > {
+    async fn client(&self) -> Result<Client, Failure> {
         let tls = self
             .tls
             .client_tls(&self.aggregator)
@@ -376,17 +366,46 @@ impl Connection {
             };
             Failure::new(status, e.to_string())
         })?;
-        Ok(v1::topology_client::TopologyClient::with_interceptor(
-            channel,
-            move |mut request: tonic::Request<()>| {
-                if let Some(h) = &header {
-                    request.metadata_mut().insert("authorization", h.clone());
-                }
-                Ok(request)
-            },
+        Ok(
+            v1::topology_client::TopologyClient::with_interceptor(channel, Authorize(header))
+                .max_decoding_message_size(256 << 20),
         )
-        .max_decoding_message_size(256 << 20))
     }
+}
+
+/// The Topology client of the queries.
+type Client = v1::topology_client::TopologyClient<
+    tonic::service::interceptor::InterceptedService<Channel, Authorize>,
+>;
+
+/// Puts the bearer token, if there is one, on every call.
+#[derive(Debug, Clone)]
+struct Authorize(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Authorize {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(h) = &self.0 {
+            request.metadata_mut().insert("authorization", h.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// Calls `$rpc` of `$client` with `$request` under `$timeout`, with a spinner while it runs,
+/// and returns its answer, or from the enclosing function the failure with its exit status. (A
+/// macro: every RPC is a method of its own.)
+macro_rules! call {
+    ($client:expr, $timeout:expr, $what:expr, $rpc:ident, $request:expr) => {{
+        let mut request = tonic::Request::new($request);
+        request.set_timeout($timeout);
+        with_progress($what, $client.$rpc(request))
+            .await
+            .map_err(|s| Failure::from_status($what, &s))?
+            .into_inner()
+    }};
 }
 
 fn print(connection: &Connection, value: impl Serialize, table: impl FnOnce(&Style) -> String) {
@@ -410,108 +429,50 @@ fn print(connection: &Connection, value: impl Serialize, table: impl FnOnce(&Sty
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Runs one query and prints its answer.
 pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
     // Flags first: a wrong one is a usage error whether or not the aggregator is up.
-    if let Query::Matrix { metric, .. } = &query
-        && json::parse_metric(metric).is_none()
-    {
-        return Err(Failure::new(
-            exit::USAGE,
-            format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
-        ));
-    }
-    if let Query::Place {
-        collective, bytes, ..
-    } = &query
-    {
-        place_job(*collective, bytes.as_deref())?;
+    match &query {
+        Query::Matrix { metric, .. } => {
+            metric_flag(metric)?;
+        }
+        Query::Place {
+            collective, bytes, ..
+        } => {
+            place_job(*collective, bytes.as_deref())?;
+        }
+        _ => {}
     }
     let publish = match &query {
-        Query::Publish(p) => {
-            let settings = p.settings()?;
-            if p.delete {
-                print!("{}", crate::tiers::delete(settings).await?);
-                return Ok(());
-            }
-            if !p.dry_run {
-                return Err(Failure::new(
-                    exit::USAGE,
-                    "the aggregator publishes (--publish); give --dry-run to print what it writes, or --delete to remove it",
-                ));
-            }
-            Some(settings)
-        }
+        Query::Publish(p) => match publish_settings(p).await? {
+            Some(settings) => Some(settings),
+            None => return Ok(()),
+        },
         _ => None,
     };
     let mut client = connection.client().await?;
     let timeout = connection.timeout;
-    macro_rules! call {
-        ($what:expr, $rpc:ident, $request:expr) => {{
-            let mut request = tonic::Request::new($request);
-            request.set_timeout(timeout);
-            with_progress($what, client.$rpc(request))
-                .await
-                .map_err(|s| Failure::from_status($what, &s))?
-                .into_inner()
-        }};
-    }
     match query {
-        // Long answers come in pages (each under the 4 MiB gRPC clients accept): follow them.
         Query::Nodes { zone } => {
-            let mut answer = v1::ListNodesResponse::default();
-            let mut page_token = String::new();
-            loop {
-                let page = call!(
-                    "ListNodes",
-                    list_nodes,
-                    v1::ListNodesRequest {
-                        zone: zone.clone().unwrap_or_default(),
-                        page_token,
-                        ..Default::default()
-                    }
-                );
-                answer.nodes.extend(page.nodes);
-                if page.next_page_token.is_empty() {
-                    break;
-                }
-                page_token = page.next_page_token;
-            }
+            let answer = all_nodes(&mut client, timeout, zone.unwrap_or_default()).await?;
             print(connection, json::AsJson(&answer), |s| {
                 render::nodes(&answer, s)
             });
         }
         Query::Zones => {
-            let mut answer = v1::ListZonesResponse::default();
-            let mut page_token = String::new();
-            loop {
-                let page = call!(
-                    "ListZones",
-                    list_zones,
-                    v1::ListZonesRequest {
-                        page_token,
-                        ..Default::default()
-                    }
-                );
-                answer.zones = page.zones;
-                answer.links.extend(page.links);
-                if page.next_page_token.is_empty() {
-                    break;
-                }
-                page_token = page.next_page_token;
-            }
+            let answer = all_zones(&mut client, timeout).await?;
             print(connection, json::AsJson(&answer), |s| {
                 render::zones(&answer, s)
             });
         }
         Query::Path { src, dst } => {
-            let answer = call!("GetPath", get_path, v1::GetPathRequest { src, dst });
+            let answer = call!(
+                client,
+                timeout,
+                "GetPath",
+                get_path,
+                v1::GetPathRequest { src, dst }
+            );
             print(connection, json::AsJson(&answer), |_| render::path(&answer));
         }
         Query::Matrix {
@@ -519,41 +480,13 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             nodes,
             metric,
         } => {
-            let Some(metric) = json::parse_metric(&metric) else {
-                return Err(Failure::new(
-                    exit::USAGE,
-                    format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
-                ));
+            let request = v1::GetMatrixRequest {
+                metric: metric_flag(&metric)? as i32,
+                nodes,
+                zone: zone.unwrap_or_default(),
+                ..Default::default()
             };
-            let mut answer = v1::GetMatrixResponse::default();
-            let mut page_token = String::new();
-            loop {
-                let page = call!(
-                    "GetMatrix",
-                    get_matrix,
-                    v1::GetMatrixRequest {
-                        metric: metric as i32,
-                        nodes: nodes.clone(),
-                        zone: zone.clone().unwrap_or_default(),
-                        page_token,
-                        ..Default::default()
-                    }
-                );
-                if page.first_row == 0 {
-                    answer = page.clone();
-                } else if page.nodes != answer.nodes {
-                    return Err(Failure::new(
-                        exit::UNAVAILABLE,
-                        "GetMatrix: the matrix's nodes changed between its pages; try again",
-                    ));
-                } else {
-                    answer.cells.extend(page.cells);
-                }
-                if page.next_page_token.is_empty() {
-                    break;
-                }
-                page_token = page.next_page_token;
-            }
+            let answer = whole_matrix(&mut client, timeout, request).await?;
             print(connection, json::AsJson(&answer), |s| {
                 render::matrix(&answer, s)
             });
@@ -565,6 +498,8 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             limit,
         } => {
             let answer = call!(
+                client,
+                timeout,
                 "RankNodes",
                 rank_nodes,
                 v1::RankNodesRequest {
@@ -596,6 +531,8 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             };
             let (collective, bytes_per_iteration) = place_job(collective, bytes.as_deref())?;
             let answer = call!(
+                client,
+                timeout,
                 "Place",
                 place,
                 v1::PlaceRequest {
@@ -618,33 +555,178 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
             }
         }
         Query::Tiers => {
-            let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
+            let answer = call!(
+                client,
+                timeout,
+                "GetTiers",
+                get_tiers,
+                v1::GetTiersRequest {}
+            );
             print(connection, json::AsJson(&answer), |_| {
-                crate::tiers::tree(&answer, now_ms())
+                crate::tiers::tree(&answer, zonemesh_common::time::unix_ms())
             });
         }
         Query::Publish(_) => {
-            let answer = call!("GetTiers", get_tiers, v1::GetTiersRequest {});
-            let tiers = zonemesh_domain::Tiers::try_from(answer).map_err(|e| {
-                Failure::new(
-                    exit::FAILURE,
-                    format!("GetTiers answered invalid tiers: {e}"),
-                )
-            })?;
+            let answer = call!(
+                client,
+                timeout,
+                "GetTiers",
+                get_tiers,
+                v1::GetTiersRequest {}
+            );
             let settings = publish.expect("set for publish");
-            let objects = crate::tiers::dry_run_objects(&tiers, &settings);
-            match connection.output {
-                Output::Yaml => print!("{}", zonemesh_publish::yaml::documents(&objects)),
-                Output::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&serde_json::json!({
-                        "apiVersion": "v1", "kind": "List", "items": objects,
-                    }))
-                    .unwrap_or_default()
-                ),
-                Output::Table => print!("{}", crate::tiers::dry_run_table(&objects)),
-            }
+            print_dry_run(connection, answer, &settings)?;
         }
+    }
+    Ok(())
+}
+
+/// `--metric`, or the usage error that names the metrics there are.
+fn metric_flag(metric: &str) -> Result<v1::Metric, Failure> {
+    json::parse_metric(metric).ok_or_else(|| {
+        Failure::new(
+            exit::USAGE,
+            format!("--metric: {metric:?} is none of rtt, rtt_p99, loss, throughput"),
+        )
+    })
+}
+
+/// `publish`'s settings when it is to print what the aggregator writes (`--dry-run`); `None`
+/// once `--delete` has removed it; a usage error without either.
+async fn publish_settings(
+    p: &crate::tiers::Publish,
+) -> Result<Option<zonemesh_publish::Settings>, Failure> {
+    let settings = p.settings()?;
+    if p.delete {
+        print!("{}", crate::tiers::delete(settings).await?);
+        return Ok(None);
+    }
+    if !p.dry_run {
+        return Err(Failure::new(
+            exit::USAGE,
+            "the aggregator publishes (--publish); give --dry-run to print what it writes, or --delete to remove it",
+        ));
+    }
+    Ok(Some(settings))
+}
+
+// Long answers come in pages (each under the 4 MiB gRPC clients accept): the three below follow
+// them.
+
+/// Every node (of `zone`, if not empty).
+async fn all_nodes(
+    client: &mut Client,
+    timeout: Duration,
+    zone: String,
+) -> Result<v1::ListNodesResponse, Failure> {
+    let mut answer = v1::ListNodesResponse::default();
+    let mut page_token = String::new();
+    loop {
+        let page = call!(
+            client,
+            timeout,
+            "ListNodes",
+            list_nodes,
+            v1::ListNodesRequest {
+                zone: zone.clone(),
+                page_token,
+                ..Default::default()
+            }
+        );
+        answer.nodes.extend(page.nodes);
+        if page.next_page_token.is_empty() {
+            return Ok(answer);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// Every zone and every zone link.
+async fn all_zones(
+    client: &mut Client,
+    timeout: Duration,
+) -> Result<v1::ListZonesResponse, Failure> {
+    let mut answer = v1::ListZonesResponse::default();
+    let mut page_token = String::new();
+    loop {
+        let page = call!(
+            client,
+            timeout,
+            "ListZones",
+            list_zones,
+            v1::ListZonesRequest {
+                page_token,
+                ..Default::default()
+            }
+        );
+        answer.zones = page.zones;
+        answer.links.extend(page.links);
+        if page.next_page_token.is_empty() {
+            return Ok(answer);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// Every row of the matrix `request` asks for.
+async fn whole_matrix(
+    client: &mut Client,
+    timeout: Duration,
+    request: v1::GetMatrixRequest,
+) -> Result<v1::GetMatrixResponse, Failure> {
+    let mut answer = v1::GetMatrixResponse::default();
+    let mut page_token = String::new();
+    loop {
+        let page = call!(
+            client,
+            timeout,
+            "GetMatrix",
+            get_matrix,
+            v1::GetMatrixRequest {
+                page_token,
+                ..request.clone()
+            }
+        );
+        if page.first_row == 0 {
+            answer = page.clone();
+        } else if page.nodes != answer.nodes {
+            return Err(Failure::new(
+                exit::UNAVAILABLE,
+                "GetMatrix: the matrix's nodes changed between its pages; try again",
+            ));
+        } else {
+            answer.cells.extend(page.cells);
+        }
+        if page.next_page_token.is_empty() {
+            return Ok(answer);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// What the publisher would write for the tiers `answer`, as `publish --dry-run` prints it.
+fn print_dry_run(
+    connection: &Connection,
+    answer: v1::GetTiersResponse,
+    settings: &zonemesh_publish::Settings,
+) -> Result<(), Failure> {
+    let tiers = zonemesh_domain::Tiers::try_from(answer).map_err(|e| {
+        Failure::new(
+            exit::FAILURE,
+            format!("GetTiers answered invalid tiers: {e}"),
+        )
+    })?;
+    let objects = crate::tiers::dry_run_objects(&tiers, settings);
+    match connection.output {
+        Output::Yaml => print!("{}", zonemesh_publish::yaml::documents(&objects)),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "apiVersion": "v1", "kind": "List", "items": objects,
+            }))
+            .unwrap_or_default()
+        ),
+        Output::Table => print!("{}", crate::tiers::dry_run_table(&objects)),
     }
     Ok(())
 }

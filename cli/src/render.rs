@@ -51,6 +51,7 @@ pub struct Style {
 
 impl Style {
     /// No colour, no width limit (the demo's output, tests).
+    #[cfg(any(feature = "demo", test))]
     pub fn plain() -> Self {
         Self {
             color: false,

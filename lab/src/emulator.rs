@@ -68,9 +68,7 @@ const MAX_READ_WAIT: Duration = Duration::from_millis(100);
 
 /// Microseconds since the epoch by the wall clock (the clock of the kernel's packet stamps).
 fn wall_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
+    zonemesh_common::time::unix_time().as_micros() as u64
 }
 
 /// The kernel stamps queued packets only while some socket asks for receive timestamps; this

@@ -8,6 +8,9 @@
 //! is dropped (also when a test panics), on SIGINT/SIGTERM once [`cleanup_on_signals`] is called,
 //! and `zonemesh-lab cleanup` removes what a killed process left. Building one needs root.
 //!
+//! What is measured in a lab (accuracy, the placement evaluations) and the `zonemesh-lab` command
+//! live in `zonemesh-experiments`, which depends on this crate and never the other way.
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use zonemesh_lab::{Lab, LabSpec};
@@ -25,20 +28,15 @@
 //! # anyhow::Ok(())
 //! ```
 
-pub mod accuracy;
+pub mod demo_cluster;
 pub mod emulator;
-pub mod evaluate;
-pub mod evaluate_mpi;
+pub mod fill;
 mod lab;
-pub mod model;
-pub mod mpi;
 pub mod netns;
 pub mod process;
-pub mod scenario;
-pub mod scenarios;
 pub mod spec;
 pub mod stack;
-pub mod train;
+pub mod tools;
 
 pub use lab::{
     CONTROL_ADDRESS, DEFAULT_PREFIX, Lab, LabNode, Leftover, check_machine, cleanup,

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use tonic::transport::Channel;
 use zonemesh_proto::v1;
 
+use crate::fill::{Fill, Pair, Reading, Size};
 use crate::process::{Agent, Aggregator};
 use crate::{Lab, LabSpec};
 
@@ -171,123 +172,25 @@ pub fn loopback_address(z: usize, i: usize) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::new(127, 77, z as u8 + 1, i as u8 + 10)
 }
 
-/// How far the matrix has filled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Fill {
-    /// Directed pairs inside zones with a measured RTT.
-    pub rtt_measured: usize,
-    /// Directed pairs inside zones.
-    pub rtt_total: usize,
-    /// Directed pairs inside zones with a measured throughput.
-    pub throughput_measured: usize,
-    /// Directed pairs inside zones whose RTT any reading so far found measured (never goes back:
-    /// a figure that ages out or is withheld under a throughput test still counts).
-    pub rtt_seen: usize,
-    /// Directed pairs inside zones whose throughput any reading so far found measured.
-    pub throughput_seen: usize,
-    /// Directed zone pairs with figures (measured or estimated).
-    pub zone_links: usize,
-    /// Directed zone pairs.
-    pub zone_links_total: usize,
-    /// Nodes whose agent is connected.
-    pub connected: usize,
-    /// Nodes that are READY.
-    pub ready: usize,
-    /// Nodes.
-    pub nodes: usize,
-}
-
-impl std::fmt::Display for Fill {
-    /// One line for a person: the pairs measured so far (counts that never go back), and the
-    /// agents and nodes as they are now.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "agents connected {}/{} · nodes ready {}/{} · paths in zones measured: RTT {}/{}, \
-             throughput {}/{} · zone links {}/{}",
-            self.connected,
-            self.nodes,
-            self.ready,
-            self.nodes,
-            self.rtt_seen,
-            self.rtt_total,
-            self.throughput_seen,
-            self.rtt_total,
-            self.zone_links,
-            self.zone_links_total
-        )
-    }
-}
-
-impl Fill {
-    /// Every pair inside every zone has RTT and throughput, every zone pair has figures, and every
-    /// node is READY.
-    pub fn is_full(&self) -> bool {
-        self.rtt_total > 0
-            && self.rtt_measured == self.rtt_total
-            && self.throughput_measured == self.rtt_total
-            && self.zone_links == self.zone_links_total
-            && self.ready == self.nodes
-    }
-}
-
-/// The directed pairs inside zones that readings found measured: RTT, throughput.
-#[derive(Debug, Default)]
-struct Seen([BTreeSet<(String, String)>; 2]);
-
-impl Seen {
-    /// Adds the pairs (off the diagonal) that the matrix `m` shows measured to the set `which`
-    /// (0: RTT, 1: throughput); how many it shows measured now.
-    fn add(&mut self, which: usize, m: &v1::GetMatrixResponse) -> usize {
-        let k = m.nodes.len();
-        let measured: Vec<usize> = (0..k * k)
-            .filter(|i| i / k != i % k)
-            .filter(|i| {
-                m.cells
-                    .get(*i)
-                    .is_some_and(|c| c.provenance == v1::Provenance::Measured as i32)
-            })
-            .collect();
-        let now = measured.len();
-        self.0[which].extend(
-            measured
-                .into_iter()
-                .map(|i| (m.nodes[i / k].clone(), m.nodes[i % k].clone())),
-        );
-        now
-    }
-
-    /// Pairs found measured so far: RTT, throughput.
-    fn counts(&self) -> (usize, usize) {
-        (self.0[0].len(), self.0[1].len())
-    }
-}
-
-/// Reads how far the matrix of the cluster `spec` has filled.
+/// Reads how far the matrix of the cluster `spec` has filled (one reading).
 pub async fn fill(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
     spec: &LabSpec,
 ) -> Result<Fill> {
-    read_fill(topology, spec, &mut Seen::default()).await
+    let mut fill = Fill::new(Size::of(spec));
+    fill.observe(read(topology, spec).await?);
+    Ok(fill)
 }
 
-/// [`fill`], adding the pairs measured now to `seen`.
-async fn read_fill(
+/// What the aggregator shows of the cluster `spec` now: its matrices inside every zone, its zone
+/// links and its nodes.
+async fn read(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
     spec: &LabSpec,
-    seen: &mut Seen,
-) -> Result<Fill> {
-    let mut f = Fill {
-        nodes: spec.all_nodes().count(),
-        ..Fill::default()
-    };
+) -> Result<Reading> {
+    let mut reading = Reading::default();
     for zone in &spec.zones {
-        let n = zone.nodes.len();
-        f.rtt_total += n * (n - 1);
-        for (which, metric) in [v1::Metric::RttP50Us, v1::Metric::ThroughputBps]
-            .into_iter()
-            .enumerate()
-        {
+        for metric in [v1::Metric::RttP50Us, v1::Metric::ThroughputBps] {
             let m = topology
                 .get_matrix(v1::GetMatrixRequest {
                     metric: metric as i32,
@@ -297,38 +200,57 @@ async fn read_fill(
                 })
                 .await?
                 .into_inner();
-            let now = seen.add(which, &m);
-            *[&mut f.rtt_measured, &mut f.throughput_measured][which] += now;
+            let pairs = if metric == v1::Metric::RttP50Us {
+                &mut reading.rtt
+            } else {
+                &mut reading.throughput
+            };
+            pairs.extend(measured_pairs(&m));
         }
     }
-    (f.rtt_seen, f.throughput_seen) = seen.counts();
     let zones = topology
         .list_zones(v1::ListZonesRequest::default())
         .await?
         .into_inner();
-    let z = spec.zones.len();
-    f.zone_links_total = z * (z - 1);
-    f.zone_links = zones
+    reading.zone_links = zones
         .links
-        .iter()
+        .into_iter()
         .filter(|l| l.src_zone != l.dst_zone)
         .filter(|l| {
             l.figures
                 .as_ref()
                 .is_some_and(|p| p.latency_provenance != v1::Provenance::Unknown as i32)
         })
-        .count();
+        .map(|l| (l.src_zone, l.dst_zone))
+        .collect();
     let nodes = topology
         .list_nodes(v1::ListNodesRequest::default())
         .await?
-        .into_inner();
-    f.connected = nodes.nodes.iter().filter(|n| n.connected).count();
-    f.ready = nodes
-        .nodes
-        .iter()
-        .filter(|n| n.state == v1::NodeState::Ready as i32)
-        .count();
-    Ok(f)
+        .into_inner()
+        .nodes;
+    for n in nodes {
+        if n.state == v1::NodeState::Ready as i32 {
+            reading.ready.insert(n.name.clone());
+        }
+        if n.connected {
+            reading.connected.insert(n.name);
+        }
+    }
+    Ok(reading)
+}
+
+/// The directed pairs (off the diagonal) that the matrix `m` shows measured.
+fn measured_pairs(m: &v1::GetMatrixResponse) -> BTreeSet<Pair> {
+    let k = m.nodes.len();
+    (0..k * k)
+        .filter(|i| i / k != i % k)
+        .filter(|i| {
+            m.cells
+                .get(*i)
+                .is_some_and(|c| c.provenance == v1::Provenance::Measured as i32)
+        })
+        .map(|i| (m.nodes[i / k].clone(), m.nodes[i % k].clone()))
+        .collect()
 }
 
 /// Waits (at most `timeout`) until the matrix of the cluster `spec` is full, calling `progress`
@@ -340,29 +262,29 @@ pub async fn wait_full(
     mut progress: impl FnMut(&Fill),
 ) -> Result<Fill> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut last = None;
-    let mut seen = Seen::default();
+    let mut fill = Fill::new(Size::of(spec));
+    let mut last: Option<Fill> = None;
     loop {
         // Until every agent has said hello, the aggregator does not know every node: not yet.
-        let f = match read_fill(topology, spec, &mut seen).await {
-            Ok(f) => f,
+        match read(topology, spec).await {
+            Ok(reading) => fill.observe(reading),
             Err(e) if tokio::time::Instant::now() < deadline => {
                 tracing_free_note(&e);
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
             Err(e) => return Err(e),
-        };
-        if last != Some(f) {
-            progress(&f);
-            last = Some(f);
         }
-        if f.is_full() {
-            return Ok(f);
+        if last.as_ref() != Some(&fill) {
+            progress(&fill);
+            last = Some(fill.clone());
+        }
+        if fill.is_full() {
+            return Ok(fill);
         }
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
-            "the matrix did not fill within {timeout:?}: {f:?}"
+            "the matrix did not fill within {timeout:?}: {fill:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -430,30 +352,20 @@ mod tests {
         }
     }
 
-    /// Throughput tests are redone and a figure ages out: the aggregator then shows fewer pairs
-    /// measured than before ("throughput 12/18" fell back to "8/18"), but the demo's count of
-    /// pairs measured so far never goes back.
+    /// A matrix's cells are read row by row; the diagonal (cells 0, 4 and 8) is a node to
+    /// itself and never counts.
     #[test]
-    fn counts_of_pairs_measured_never_go_back() {
-        let mut seen = Seen::default();
-        // Cells 0, 4 and 8 are the diagonal: never counted.
-        let readings: [&[usize]; 5] = [&[1, 2], &[0, 1, 2, 3, 5], &[1], &[], &[1, 2, 3, 5, 6, 7]];
-        let (mut now, mut shown) = (Vec::new(), Vec::new());
-        for r in readings {
-            now.push(seen.add(1, &matrix(r)));
-            shown.push(seen.counts().1);
+    fn the_measured_pairs_of_a_matrix() {
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        let cases: [(&[usize], Vec<Pair>); 4] = [
+            (&[], vec![]),
+            (&[0, 4, 8], vec![]),
+            (&[1, 5], vec![pair("a1", "a2"), pair("a2", "a3")]),
+            (&[0, 3, 7], vec![pair("a2", "a1"), pair("a3", "a2")]),
+        ];
+        for (cells, want) in cases {
+            let got: Vec<Pair> = measured_pairs(&matrix(cells)).into_iter().collect();
+            assert_eq!(got, want, "cells {cells:?}");
         }
-        assert_eq!(now, [2, 4, 1, 0, 6], "what the aggregator shows goes back");
-        assert_eq!(shown, [2, 4, 4, 4, 6], "what the demo shows does not");
-        assert_eq!(seen.counts().0, 0, "RTT pairs are counted apart");
-        let line = Fill {
-            rtt_seen: 6,
-            rtt_total: 6,
-            throughput_measured: 2,
-            throughput_seen: 4,
-            ..Fill::default()
-        }
-        .to_string();
-        assert!(line.contains("RTT 6/6, throughput 4/6"), "{line}");
     }
 }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::json;
+use zonemesh_domain::stats::median;
 use zonemesh_fleet::sim::{self, Control, Counters};
 use zonemesh_fleet::topo::{Fleet, FleetSpec};
 use zonemesh_tests::webdriver::{Browser, Tools};
@@ -113,11 +114,6 @@ struct Figures {
     heap_all_mib: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Bytes and median time of `GET path` with curl (the all-nodes matrix takes longer than the
 /// harness's HTTP client waits).
 fn api_figure(http: SocketAddr, path: &str) -> Result<(usize, f64)> {
@@ -151,7 +147,7 @@ fn api_figure(http: SocketAddr, path: &str) -> Result<(usize, f64)> {
         bytes = size.parse()?;
         times.push(seconds.parse::<f64>()? * 1e3);
     }
-    Ok((bytes, median(times)))
+    Ok((bytes, median(&mut times).context("no timings")?))
 }
 
 async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figures> {
@@ -241,7 +237,7 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
         loads.push(at["ms"].as_f64().with_context(|| format!("load: {at}"))?);
         figures.zone_cells = at["cells"].as_u64().unwrap_or(0);
     }
-    figures.load_ms = median(loads);
+    figures.load_ms = median(&mut loads).context("no load timings")?;
     ensure!(
         figures.zone_cells == (zones * zones) as u64,
         "the zone heatmap has {} cells for {zones} zones",
@@ -285,7 +281,8 @@ async fn measure(tools: &Tools, (nodes, zones): (usize, usize)) -> Result<Figure
             shown = at["nodes"].as_u64().unwrap_or(0);
         }
         ensure!(shown > 0, "{}: no nodes shown", view.label());
-        figures.views.push(Some((shown, median(times))));
+        let ms = median(&mut times).context("no view timings")?;
+        figures.views.push(Some((shown, ms)));
     }
     if nodes <= ALL_NODES_UP_TO {
         figures.heap_all_mib = Some(heap_mib(&browser).await?);

@@ -69,13 +69,6 @@ pub fn start_agent(node: &str, args: &[&str], log_dir: &Path) -> Result<Agent> {
     )
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Polls `check` until it returns `Some`, at most `timeout`; fails with `what` otherwise.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
 where
@@ -225,7 +218,7 @@ impl FakeAgent {
     ) -> Result<u64> {
         use zonemesh_proto::v1;
         self.sequence += 1;
-        let t = now_ms() + skew_ms;
+        let t = zonemesh_common::time::unix_ms() + skew_ms;
         let paths = paths
             .iter()
             .map(|&(dst, rtt, lost, bps)| v1::PathSummary {

@@ -7,6 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use zonemesh_domain::stats::median;
+use zonemesh_lab::tools::parse_ping_rtts;
 use zonemesh_proto::v1;
 use zonemesh_tests::{is_root, loopback_net, start_agent, start_aggregator, wait_for};
 
@@ -34,11 +36,6 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// iputils `ping` from `src` to `dst`: the median of `count` RTTs, µs.
 fn ping_median_us(src: &str, dst: &str, count: u32) -> Result<f64> {
     let out = Command::new("ping")
@@ -50,24 +47,13 @@ fn ping_median_us(src: &str, dst: &str, count: u32) -> Result<f64> {
         "ping: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let times: Vec<f64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.split("time=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .map(|ms: f64| ms * 1000.0)
-        .collect();
+    let mut times = parse_ping_rtts(&String::from_utf8_lossy(&out.stdout));
     ensure!(
         times.len() as u32 >= count * 9 / 10,
         "ping got {} replies",
         times.len()
     );
-    Ok(median(times))
+    median(&mut times).context("no replies")
 }
 
 async fn path(

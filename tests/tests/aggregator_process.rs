@@ -9,10 +9,11 @@ use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
+use zonemesh_common::time::unix_ms;
 use zonemesh_proto::v1;
 use zonemesh_proto::v1::agent_message::Kind as Up;
 use zonemesh_proto::v1::aggregator_message::Kind as Down;
-use zonemesh_tests::{Aggregator, binary, now_ms, start_aggregator};
+use zonemesh_tests::{Aggregator, binary, start_aggregator};
 
 fn hello(node: &str) -> v1::AgentMessage {
     v1::AgentMessage {
@@ -31,7 +32,7 @@ fn hello(node: &str) -> v1::AgentMessage {
 /// Report `seq` carries exactly one probe on a→b, so the path's lifetime probe count says how
 /// many reports were applied.
 fn report(seq: u64) -> v1::AgentMessage {
-    let t = now_ms();
+    let t = unix_ms();
     v1::AgentMessage {
         kind: Some(Up::Report(v1::Report {
             sequence: seq,

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use zonemesh_lab::accuracy::{self, wilson};
+use zonemesh_experiments::accuracy::{self, PooledLoss};
 use zonemesh_lab::cleanup_on_signals;
-use zonemesh_lab::scenario::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
+use zonemesh_lab::demo_cluster::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
 use zonemesh_proto::v1;
 use zonemesh_tests::{binary, lab_can_run, wait_for};
 
@@ -30,11 +30,11 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         .context("binary directory")?
         .to_owned();
     binary("zonemesh-agent");
-    let (mut lab, stack) = scenario::start(&dir, logs.path())?;
+    let (mut lab, stack) = demo_cluster::start(&dir, logs.path())?;
     for (node, agent) in &stack.agents {
         ensure!(agent.icmp == "raw", "{node} measures with {}", agent.icmp);
     }
-    scenario::settle(&lab, &stack, |f| eprintln!("fill: {f:?}")).await?;
+    demo_cluster::settle(&lab, &stack, |f| eprintln!("fill: {f:?}")).await?;
     let mut topology = stack.topology().await?;
 
     // RTT and loss on every measured path, beside ping on the same path over the same stretch
@@ -42,8 +42,8 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     let rows = accuracy::measure_paths(
         &lab,
         &mut topology,
-        scenario::PING_COUNT,
-        scenario::PING_INTERVAL,
+        accuracy::PING_COUNT,
+        accuracy::PING_INTERVAL,
     )
     .await?;
     println!("{}", accuracy::paths_table(&rows));
@@ -72,21 +72,14 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     // Loss: the lossy node's paths pooled, and the clean paths pooled, each inside the 99.9 %
     // interval of what zonemesh counted.
     for lossy in [true, false] {
-        let pool: Vec<_> = rows
-            .iter()
-            .filter(|r| (r.src == LOSSY_NODE || r.dst == LOSSY_NODE) == lossy)
-            .collect();
-        let sent: u64 = pool.iter().map(|r| r.zonemesh_sent).sum();
-        let lost: u64 = pool
-            .iter()
-            .map(|r| r.zonemesh_sent - r.zonemesh_received)
-            .sum();
-        let injected = if lossy { scenario::LOSSY_LOSS } else { 0.0 };
-        let (lo, hi) = wilson(lost, sent, Z_999);
+        let pool = PooledLoss::of(&rows, LOSSY_NODE, lossy);
+        let (sent, lost) = (pool.sent, pool.lost);
+        let injected = if lossy { demo_cluster::LOSSY_LOSS } else { 0.0 };
+        let (lo, hi) = pool.interval(Z_999);
         println!(
             "loss, {} paths: {lost}/{sent} = {:.2} %, 99.9 % interval {:.2}–{:.2} %, injected {:.1} %",
             if lossy { "lossy node's" } else { "other" },
-            100.0 * lost as f64 / sent as f64,
+            100.0 * pool.ratio(),
             lo * 100.0,
             hi * 100.0,
             injected * 100.0

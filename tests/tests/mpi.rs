@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use zonemesh_lab::evaluate_mpi::{self, Plan, Strategy};
-use zonemesh_lab::mpi::{self, Algorithm, AllReduce, Job};
-use zonemesh_lab::scenarios::{Scenario, Setup};
+use zonemesh_experiments::mpi::{self, Algorithm, AllReduce, Job};
+use zonemesh_experiments::mpi_evaluation::{self, Plan, Strategy};
+use zonemesh_experiments::scenarios::{Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
 use zonemesh_lab::{Lab, LabSpec, cleanup_on_signals};
 use zonemesh_tests::{binary, lab_can_run, tool_available};
@@ -178,7 +178,7 @@ async fn predicted_time_against_labels() -> Result<()> {
         choice_runs: 0,
         tcp_workload: false,
     };
-    let result = evaluate_mpi::evaluate_lab(
+    let result = mpi_evaluation::evaluate_lab(
         &setup,
         &plan,
         &program,
@@ -204,7 +204,7 @@ async fn predicted_time_against_labels() -> Result<()> {
             p.ranks,
             r.failures
         );
-        let times = evaluate_mpi::run_times(r);
+        let times = mpi_evaluation::run_times(r);
         println!(
             "{} on {:?}: runs' mean iterations {times:?} s",
             s.as_str(),
@@ -214,7 +214,7 @@ async fn predicted_time_against_labels() -> Result<()> {
     };
     let labels = best(Strategy::LabelsOnly)?;
     let zonemesh = best(Strategy::ZonemeshPredicted)?;
-    let predicted = evaluate_mpi::prediction(&result, Strategy::ZonemeshPredicted, bytes)
+    let predicted = mpi_evaluation::prediction(&result, Strategy::ZonemeshPredicted, bytes)
         .context("Place's predicted time")?;
     println!("labels only {labels:.4} s, zonemesh {zonemesh:.4} s (predicted {predicted:.4} s)");
     ensure!(

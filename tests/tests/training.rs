@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use zonemesh_lab::evaluate::{self, Plan, STRATEGIES, Strategy};
+use zonemesh_experiments::train::{self, Collective, Workload};
+use zonemesh_experiments::training_evaluation::{self, Plan, STRATEGIES, Strategy};
 use zonemesh_lab::stack::StackOptions;
-use zonemesh_lab::train::{self, Collective, Workload};
 use zonemesh_lab::{Lab, cleanup_on_signals};
 use zonemesh_tests::{binary, lab_can_run};
 
@@ -20,7 +20,7 @@ fn the_workload_feels_a_slow_link() -> Result<()> {
         return Ok(());
     }
     cleanup_on_signals();
-    let (spec, _, slow) = evaluate::lab_spec(5);
+    let (spec, _, slow) = training_evaluation::lab_spec(5);
     let lab = Lab::build(spec)?;
     let zone = lab.spec().zone_of(&slow).unwrap_or_default().to_owned();
     let peers: Vec<String> = lab
@@ -111,11 +111,13 @@ async fn zonemesh_places_a_training_job_as_fast_as_any_strategy() -> Result<()> 
         iterations: 3,
         collectives: vec![Collective::Ring],
     };
-    let (rows, lossy, slow) =
-        evaluate::evaluate_seed(&plan, 2, &StackOptions::new(&dir, logs.path()), &mut |m| {
-            eprintln!("{m}")
-        })
-        .await?;
+    let (rows, lossy, slow) = training_evaluation::evaluate_seed(
+        &plan,
+        2,
+        &StackOptions::new(&dir, logs.path()),
+        &mut |m| eprintln!("{m}"),
+    )
+    .await?;
     ensure!(rows.len() == STRATEGIES.len(), "{} rows", rows.len());
     let zonemesh = rows
         .iter()
@@ -128,7 +130,7 @@ async fn zonemesh_places_a_training_job_as_fast_as_any_strategy() -> Result<()> 
     );
     // Each placement's best iteration: the agents keep measuring while the job runs, and one
     // iteration of the same four nodes was seen taking 58 ms beside 47 and 41 ms.
-    let best = |r: &evaluate::Row| r.times.iter().min().copied();
+    let best = |r: &training_evaluation::Row| r.times.iter().min().copied();
     let as_set = |nodes: &[String]| {
         let mut set = nodes.to_vec();
         set.sort();

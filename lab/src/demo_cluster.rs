@@ -1,12 +1,15 @@
-//! The cluster of `zonemesh demo`, of the end-to-end tests and of the accuracy report: three
-//! zones of three nodes, different delays between the zones, one lossy node and one slow node.
+//! The demo cluster — that of `zonemesh demo`, of the end-to-end tests and of the accuracy
+//! report: three zones of three nodes, different delays between the zones, one lossy node and
+//! one slow node; the aggregator flags that fill its matrix in about a minute; and starting it
+//! and waiting until it has settled.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::stack::{Fill, Stack, StackOptions, wait_full, wait_quiet};
+use crate::fill::Fill;
+use crate::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use crate::{Lab, LabSpec};
 
 /// The node that drops 5 % of the packets that reach it.
@@ -25,7 +28,7 @@ pub const BEST_ZONE: &str = "zone-c";
 /// Three zones of three nodes: zone-a and zone-b 2 ms apart, zone-a and zone-c 6 ms, zone-b and
 /// zone-c 10 ms (round trip, with jitter); `a2` loses 5 %, `b3` runs at 100 Mbit/s, every other
 /// node at 1 Gbit/s.
-pub fn demo_spec() -> LabSpec {
+pub fn spec() -> LabSpec {
     let us = Duration::from_micros;
     let mut spec = LabSpec::new()
         .zone("zone-a", &["a1", "a2", "a3"])
@@ -94,7 +97,7 @@ pub const FAST_AGGREGATOR_FLAGS: &[&str] = &[
 /// The demo cluster built and running: the lab, and the stack in it (binaries from `dir`, logs
 /// in `logs`).
 pub fn start(dir: &Path, logs: &Path) -> Result<(Lab, Stack)> {
-    let mut lab = Lab::build(demo_spec())?;
+    let mut lab = Lab::build(spec())?;
     let mut options = StackOptions::new(dir, logs);
     options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
     let stack = Stack::start(&mut lab, &options)?;
@@ -120,19 +123,13 @@ pub async fn settle(lab: &Lab, stack: &Stack, progress: impl FnMut(&Fill)) -> Re
     .await
 }
 
-/// How the accuracy comparison pings: for longer than zonemesh's figures reach back (six 5 s
-/// windows), so that both describe the same stretch of time.
-pub const PING_COUNT: u32 = 1600;
-/// Time between two of those echoes.
-pub const PING_INTERVAL: Duration = Duration::from_millis(20);
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_demo_cluster_is_valid_and_has_one_clean_zone() {
-        let spec = demo_spec();
+        let spec = spec();
         spec.validate().unwrap();
         assert_eq!(spec.all_nodes().count(), 9);
         let clean: Vec<&str> = spec

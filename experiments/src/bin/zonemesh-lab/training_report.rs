@@ -6,9 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use zonemesh_lab::evaluate::{self, LOSSY_LOSS, Plan, Row, STRATEGIES, Strategy};
+use zonemesh_experiments::machine;
+use zonemesh_experiments::train::Collective;
+use zonemesh_experiments::training_evaluation::{
+    self, LOSSY_LOSS, Plan, Row, STRATEGIES, Strategy,
+};
 use zonemesh_lab::stack::StackOptions;
-use zonemesh_lab::train::Collective;
 
 /// Runs the plan and writes the report to `out` (and the plot next to it).
 pub async fn evaluate(plan: &Plan, out: &Path) -> Result<()> {
@@ -21,7 +24,8 @@ pub async fn evaluate(plan: &Plan, out: &Path) -> Result<()> {
     let mut labs = Vec::new();
     for &seed in &plan.seeds {
         let (r, lossy, slow) =
-            evaluate::evaluate_seed(plan, seed, &options, &mut |m| println!("{m}")).await?;
+            training_evaluation::evaluate_seed(plan, seed, &options, &mut |m| println!("{m}"))
+                .await?;
         rows.extend(r);
         labs.push((seed, lossy, slow));
     }
@@ -47,18 +51,13 @@ fn find(rows: &[Row], seed: u64, c: Collective, s: Strategy) -> Option<&Row> {
 
 fn report(plan: &Plan, rows: &[Row], labs: &[(u64, String, String)], svg: &str) -> String {
     let mut md = String::new();
-    let machine = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let date = std::process::Command::new("date")
-        .arg("-u")
-        .arg("+%Y-%m-%d %H:%M UTC")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
+    let machine = machine::cores();
+    let date = machine::utc_minute();
     let _ = write!(
         md,
         "# Evaluation: distributed training placed by zonemesh\n\n\
 Written by `zonemesh-lab evaluate` (release build, as root) on {date}, on a machine with \
-{machine} cores:\n\n```\ncargo build --release --locked -p zonemesh-lab -p zonemesh-agent -p zonemesh-aggregator\n\
+{machine} cores:\n\n```\ncargo build --release --locked -p zonemesh-experiments -p zonemesh-agent -p zonemesh-aggregator\n\
 sudo target/release/zonemesh-lab evaluate --seeds {} --workers {} --gradient {} --iterations {} --out docs/EVALUATION-v1.md\n```\n\n",
         plan.seeds
             .iter()

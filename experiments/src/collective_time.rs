@@ -1,15 +1,17 @@
-//! The one model of a job's communication time, as the lab uses it: the engine's
-//! [`zonemesh_engine::collective::predict`], the formula `Place` minimises. The lab asks it over
-//! two networks: the truth it injected (the oracle, [`crate::scenarios`]) and the figures
-//! zonemesh measured (the predicted time of any placement, [`crate::evaluate_mpi`]).
+//! A job's communication time as the experiments predict it: the engine's
+//! [`zonemesh_engine::collective::predict`] (its α–β formula, the one `Place` minimises), asked
+//! over a [`Named`] network of the lab's nodes. The experiments ask it over two networks: the
+//! truth the lab injected (the oracle, [`crate::scenarios`]) and the figures zonemesh measured
+//! (the predicted time of any placement, [`crate::mpi_evaluation`]). (The engine's `model` is
+//! something else: its estimate of the paths it did not measure.)
 
 use serde::{Deserialize, Serialize};
 use zonemesh_engine::collective::{self, Job};
 
 pub use zonemesh_engine::collective::{Bottleneck, Link, Network, Prediction};
 
-/// Which model the predictions use (printed in reports).
-pub const MODEL: &str = "the engine's α–β model (`zonemesh_engine::collective::predict`)";
+/// What the predictions come from, as the reports and results files name it.
+pub const PREDICTOR: &str = "the engine's α–β model (`zonemesh_engine::collective::predict`)";
 
 /// Two ranks on one node talk over the node's loopback (Open MPI's TCP transport, as the lab runs
 /// it), which no rate limit or loss of the lab touches.
@@ -39,7 +41,7 @@ impl Collective {
     }
 }
 
-/// The model's time for one iteration of `collective` over `bytes`, ranks on the nodes `ranks`
+/// The predicted time of one iteration of `collective` over `bytes`, ranks on the nodes `ranks`
 /// of `net` in rank order.
 pub fn predict(
     collective: Collective,
@@ -86,7 +88,7 @@ impl Named<'_> {
             .unwrap_or_else(|| panic!("{node} is not in the network"))
     }
 
-    /// The model over `ranks` given by name.
+    /// [`predict`] over `ranks` given by name.
     pub fn predict(&self, collective: Collective, bytes: u64, ranks: &[String]) -> Prediction {
         let index: Vec<usize> = ranks.iter().map(|r| self.index(r)).collect();
         predict(collective, bytes, &index, self)

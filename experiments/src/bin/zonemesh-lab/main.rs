@@ -16,9 +16,10 @@ use clap::{Parser, Subcommand};
 use zonemesh_common::flags::{parse_or_exit, usage_error};
 use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
 
-mod evaluation;
-mod evaluation_mpi;
-mod report;
+mod accuracy_report;
+mod bench;
+mod mpi_report;
+mod training_report;
 
 const PROGRAM: &str = "zonemesh-lab";
 
@@ -179,80 +180,12 @@ fn run(cli: Cli) -> Result<()> {
             links,
             nodes,
             seed,
-        } => {
-            let mut spec = LabSpec {
-                seed,
-                ..LabSpec::new()
-            };
-            for z in &zones {
-                spec = spec
-                    .parse_zone(z)
-                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
-            }
-            for l in &links {
-                spec = spec
-                    .parse_link(l)
-                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
-            }
-            for n in &nodes {
-                spec = spec
-                    .parse_node(n)
-                    .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
-            }
-            if let Err(e) = spec.validate() {
-                usage_error(PROGRAM, &e.0);
-            }
-            zonemesh_lab::cleanup_on_signals();
-            let lab = Lab::build(spec)?;
-            println!(
-                "lab {} is up (router namespace {})",
-                lab.prefix(),
-                lab.router()
-            );
-            for n in lab.nodes() {
-                println!(
-                    "  {:<12} {:<12} {:<15} ip netns exec {} …",
-                    n.name, n.zone, n.address, n.netns
-                );
-            }
-            println!("Ctrl-C removes it.");
-            let mut last = 0;
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(10));
-                if let Some(e) = lab.emulator() {
-                    use std::sync::atomic::Ordering::Relaxed;
-                    let c = &e.counters;
-                    let released = c.released.load(Relaxed);
-                    if released != last {
-                        last = released;
-                        println!(
-                            "link emulator: {released} packets released, on average {:.1} µs late and {:.1} µs early, at most {} held at once",
-                            c.late_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
-                            c.early_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
-                            c.peak_held.load(Relaxed)
-                        );
-                    }
-                }
-            }
-        }
+        } => up(&zones, &links, &nodes, seed),
         Cmd::Bench { seconds } => {
             zonemesh_lab::cleanup_on_signals();
-            tokio_runtime()?.block_on(report::bench(seconds))
+            tokio_runtime()?.block_on(bench::bench(seconds))
         }
-        Cmd::Accuracy { out } => {
-            zonemesh_lab::cleanup_on_signals();
-            let mut text = tokio_runtime()?.block_on(report::accuracy())?;
-            // Sections written by hand (the window-quantile figures) stay.
-            if let Ok(old) = std::fs::read_to_string(&out)
-                && let Some(at) = old.find(report::KEPT_SECTION)
-            {
-                text.push('\n');
-                text.push_str(&old[at..]);
-            }
-            std::fs::write(&out, text)?;
-            println!("wrote {}", out.display());
-            Ok(())
-        }
+        Cmd::Accuracy { out } => accuracy(&out),
         Cmd::Evaluate {
             out,
             seeds,
@@ -270,17 +203,17 @@ fn run(cli: Cli) -> Result<()> {
                 usage_error(PROGRAM, "--iterations: at least 1");
             }
             zonemesh_lab::cleanup_on_signals();
-            let plan = zonemesh_lab::evaluate::Plan {
+            let plan = zonemesh_experiments::training_evaluation::Plan {
                 seeds,
                 workers,
                 gradient_bytes: gradient,
                 iterations,
                 collectives: vec![
-                    zonemesh_lab::train::Collective::Ring,
-                    zonemesh_lab::train::Collective::ParameterServer,
+                    zonemesh_experiments::train::Collective::Ring,
+                    zonemesh_experiments::train::Collective::ParameterServer,
                 ],
             };
-            tokio_runtime()?.block_on(evaluation::evaluate(&plan, &out))
+            tokio_runtime()?.block_on(training_report::evaluate(&plan, &out))
         }
         Cmd::EvaluateMpi {
             scenarios,
@@ -293,29 +226,15 @@ fn run(cli: Cli) -> Result<()> {
             results,
             out,
         } => {
-            let scenarios: Vec<_> = scenarios
-                .iter()
-                .map(|s| {
-                    zonemesh_lab::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
-                        usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to e)"))
-                    })
-                })
-                .collect();
-            let strategies: Vec<_> = strategies
-                .iter()
-                .map(|s| {
-                    zonemesh_lab::evaluate_mpi::Strategy::from_key(s).unwrap_or_else(|| {
-                        usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}"))
-                    })
-                })
-                .collect();
+            let scenarios = scenarios_flag(&scenarios);
+            let strategies = strategies_flag(&strategies);
             if seeds.is_empty() || strategies.is_empty() {
                 usage_error(PROGRAM, "--seeds and --strategies: at least one each");
             }
             if runs == 0 {
                 usage_error(PROGRAM, "--runs: at least 1");
             }
-            let plan = zonemesh_lab::evaluate_mpi::Plan {
+            let plan = zonemesh_experiments::mpi_evaluation::Plan {
                 strategies,
                 runs,
                 tcp_workload: !no_tcp,
@@ -323,7 +242,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             if !report_only {
                 zonemesh_lab::cleanup_on_signals();
-                tokio_runtime()?.block_on(evaluation_mpi::run(
+                tokio_runtime()?.block_on(mpi_report::run(
                     &plan,
                     &scenarios,
                     &seeds,
@@ -331,7 +250,7 @@ fn run(cli: Cli) -> Result<()> {
                     keep_existing,
                 ))?;
             }
-            evaluation_mpi::write_report(&results, &out)
+            mpi_report::write_report(&results, &out)
         }
         Cmd::Cleanup { prefix, force } => {
             let removed = zonemesh_lab::cleanup(&prefix, force)?;
@@ -342,4 +261,102 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `up`: the lab the flags describe (a flag that does not parse is a usage error), kept until
+/// Ctrl-C, with the link emulator's counters every ten seconds while it works.
+fn up(zones: &[String], links: &[String], nodes: &[String], seed: u64) -> Result<()> {
+    let mut spec = LabSpec {
+        seed,
+        ..LabSpec::new()
+    };
+    for z in zones {
+        spec = spec
+            .parse_zone(z)
+            .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+    }
+    for l in links {
+        spec = spec
+            .parse_link(l)
+            .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+    }
+    for n in nodes {
+        spec = spec
+            .parse_node(n)
+            .unwrap_or_else(|e| usage_error(PROGRAM, &e.0));
+    }
+    if let Err(e) = spec.validate() {
+        usage_error(PROGRAM, &e.0);
+    }
+    zonemesh_lab::cleanup_on_signals();
+    let lab = Lab::build(spec)?;
+    println!(
+        "lab {} is up (router namespace {})",
+        lab.prefix(),
+        lab.router()
+    );
+    for n in lab.nodes() {
+        println!(
+            "  {:<12} {:<12} {:<15} ip netns exec {} …",
+            n.name, n.zone, n.address, n.netns
+        );
+    }
+    println!("Ctrl-C removes it.");
+    let mut last = 0;
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(10));
+        if let Some(e) = lab.emulator() {
+            use std::sync::atomic::Ordering::Relaxed;
+            let c = &e.counters;
+            let released = c.released.load(Relaxed);
+            if released != last {
+                last = released;
+                println!(
+                    "link emulator: {released} packets released, on average {:.1} µs late and {:.1} µs early, at most {} held at once",
+                    c.late_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                    c.early_ns.load(Relaxed) as f64 / released.max(1) as f64 / 1e3,
+                    c.peak_held.load(Relaxed)
+                );
+            }
+        }
+    }
+}
+
+/// `accuracy`: writes the report to `out`, keeping the sections written by hand (the
+/// window-quantile figures) of the report there.
+fn accuracy(out: &std::path::Path) -> Result<()> {
+    zonemesh_lab::cleanup_on_signals();
+    let mut text = tokio_runtime()?.block_on(accuracy_report::accuracy())?;
+    if let Ok(old) = std::fs::read_to_string(out)
+        && let Some(at) = old.find(accuracy_report::KEPT_SECTION)
+    {
+        text.push('\n');
+        text.push_str(&old[at..]);
+    }
+    std::fs::write(out, text)?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// `--scenarios`: the letters (a usage error otherwise).
+fn scenarios_flag(letters: &[String]) -> Vec<zonemesh_experiments::scenarios::Scenario> {
+    letters
+        .iter()
+        .map(|s| {
+            zonemesh_experiments::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
+                usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to e)"))
+            })
+        })
+        .collect()
+}
+
+/// `--strategies`: their keys (a usage error otherwise).
+fn strategies_flag(keys: &[String]) -> Vec<zonemesh_experiments::mpi_evaluation::Strategy> {
+    keys.iter()
+        .map(|s| {
+            zonemesh_experiments::mpi_evaluation::Strategy::from_key(s).unwrap_or_else(|| {
+                usage_error(PROGRAM, &format!("--strategies: no strategy {s:?}"))
+            })
+        })
+        .collect()
 }

@@ -1,17 +1,17 @@
-//! Real Open MPI all-reduce in the lab: `MPI_Allreduce` (the C program in `lab/mpi/allreduce.c`,
+//! Real Open MPI all-reduce in the lab: `MPI_Allreduce` (the C program in `experiments/mpi/allreduce.c`,
 //! built with `mpicc` at run time) under `mpirun`, every rank inside its node's namespace, in the
 //! rank order the caller gives.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use zonemesh_lab::mpi::{Algorithm, AllReduce, Job};
+//! use zonemesh_experiments::mpi::{Algorithm, AllReduce, Job};
 //! use zonemesh_lab::{Lab, LabSpec};
 //!
 //! let lab = Lab::build(LabSpec::new().zone("zone-a", &["a1", "a2", "a3"]))?;
 //! let program = AllReduce::build()?;
 //! let ranks = ["a2", "a1", "a3"].map(String::from);
 //! let job = Job::new(&ranks, 256 << 10, Algorithm::Ring);
-//! let measured = zonemesh_lab::mpi::run(&lab, &program, &job)?;
+//! let measured = zonemesh_experiments::mpi::run(&lab, &program, &job)?;
 //! println!("median {:?}", measured.median());
 //! # anyhow::Ok(())
 //! ```
@@ -50,8 +50,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-
-use crate::Lab;
+use zonemesh_domain::stats::median_duration;
+use zonemesh_lab::Lab;
 
 /// The all-reduce program's source.
 pub const SOURCE: &str = include_str!("../mpi/allreduce.c");
@@ -207,18 +207,7 @@ pub struct Measured {
 impl Measured {
     /// Median of the timed iterations.
     pub fn median(&self) -> Duration {
-        median(&self.iterations)
-    }
-}
-
-/// Median of `times` (zero when empty).
-pub fn median(times: &[Duration]) -> Duration {
-    let mut v = times.to_vec();
-    v.sort();
-    match v.len() {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2,
+        median_duration(&self.iterations)
     }
 }
 
@@ -622,16 +611,5 @@ mod tests {
         );
         let bad_sum = good.replace("\"ok\"", "\"FAIL\"");
         assert!(parse(&expected, 1, &bad_sum).is_err());
-    }
-
-    #[test]
-    fn the_median_of_odd_and_even_counts() {
-        let ms = Duration::from_millis;
-        assert_eq!(median(&[ms(3), ms(1), ms(2)]), ms(2));
-        assert_eq!(
-            median(&[ms(4), ms(1), ms(2), ms(3)]),
-            Duration::from_micros(2500)
-        );
-        assert_eq!(median(&[]), Duration::ZERO);
     }
 }

@@ -1,5 +1,5 @@
 //! Evaluation v2's labs and the placements that need no zonemesh: the five scenarios of issue 18,
-//! the label-driven strategies, and the oracle (an exhaustive search of the model over the truth
+//! the label-driven strategies, and the oracle (an exhaustive search of the predicted time over the truth
 //! the lab injected).
 //!
 //! Every scenario is three zones of four nodes (1 Gbit/s links, `tbf`), different delays between
@@ -24,10 +24,10 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use zonemesh_lab::LabSpec;
 
-use crate::LabSpec;
-use crate::evaluate::Rng;
-use crate::model::{Collective, LOOPBACK, Link, Named};
+use crate::collective_time::{Collective, LOOPBACK, Link, Named};
+use crate::rng::Rng;
 
 /// The zones and nodes of every scenario's lab.
 pub const ZONES: [(&str, [&str; 4]); 3] = [
@@ -257,8 +257,12 @@ impl Setup {
         }
     }
 
-    /// The model of the ring over `bytes` for `ranks` on the truth the lab injected.
-    pub fn truth_model(&self, bytes: u64, ranks: &[String]) -> crate::model::Prediction {
+    /// The ring's predicted time over `bytes` for `ranks` on the truth the lab injected.
+    pub fn truth_prediction(
+        &self,
+        bytes: u64,
+        ranks: &[String],
+    ) -> crate::collective_time::Prediction {
         let truth = |a: &str, b: &str| self.truth(a, b);
         let rate = |n: &str| self.node_bps(n);
         predict_named(Collective::RingAllReduce, bytes, ranks, &truth, &rate)
@@ -453,8 +457,8 @@ fn combinations(n: usize, k: usize) -> Vec<Vec<usize>> {
     out
 }
 
-/// The best placement of `workers` ranks on `candidates` (node indices with free slots) for the
-/// model `cost` (seconds of a rank order given as node indices), trying every choice of nodes and
+/// The best placement of `workers` ranks on `candidates` (node indices with free slots) by
+/// `cost` (the seconds of a rank order given as node indices), trying every choice of nodes and
 /// slots and every ring order of them (rank 0 on the first chosen node: a ring's rotations are
 /// one ring). Returns the rank order and its cost.
 pub fn exhaustive(
@@ -526,8 +530,8 @@ pub fn node_names() -> Vec<String> {
     all_nodes().map(str::to_owned).collect()
 }
 
-/// The oracle: the placement that minimises the model of `collective` over `bytes` on the truth
-/// the lab injected, searched exhaustively. Returns the rank order and the model's seconds.
+/// The oracle: the placement that minimises the predicted time of `collective` over `bytes` on the truth
+/// the lab injected, searched exhaustively. Returns the rank order and its predicted seconds.
 pub fn oracle(setup: &Setup, collective: Collective, bytes: u64) -> (Vec<String>, f64) {
     let nodes = node_names();
     let candidates: Vec<(usize, u32)> = nodes
@@ -544,13 +548,14 @@ pub fn oracle(setup: &Setup, collective: Collective, bytes: u64) -> (Vec<String>
         link: &truth,
         node_bps: &rate,
     };
-    let cost = |ranks: &[usize]| crate::model::predict(collective, bytes, ranks, &net).seconds;
+    let cost =
+        |ranks: &[usize]| crate::collective_time::predict(collective, bytes, ranks, &net).seconds;
     let (ranks, seconds) =
         exhaustive(&candidates, setup.workers, &cost).expect("the candidates hold the job");
     (ranks.iter().map(|&i| nodes[i].clone()).collect(), seconds)
 }
 
-/// The model of `collective` over `bytes` for `ranks` on the network of the lab's nodes given by
+/// The predicted time of `collective` over `bytes` for `ranks` on the network of the lab's nodes given by
 /// `link` (the path between two distinct nodes) and `node_bps` (a node's own rate).
 pub fn predict_named(
     collective: Collective,
@@ -558,7 +563,7 @@ pub fn predict_named(
     ranks: &[String],
     link: &dyn Fn(&str, &str) -> Link,
     node_bps: &dyn Fn(&str) -> f64,
-) -> crate::model::Prediction {
+) -> crate::collective_time::Prediction {
     let nodes = node_names();
     let zone = |n: &str| zone_of(n).to_owned();
     Named {
@@ -713,10 +718,12 @@ mod tests {
                     );
                     // No placement the label strategy or a random one makes predicts faster.
                     for other in [labels_only(&setup), random(&setup, &mut Rng::new(seed))] {
-                        let p = setup.truth_model(bytes, &other).seconds;
+                        let p = setup.truth_prediction(bytes, &other).seconds;
                         assert!(p >= seconds - 1e-12, "{other:?} {p} < {seconds}");
                     }
-                    assert!((setup.truth_model(bytes, &ranks).seconds - seconds).abs() < 1e-12);
+                    assert!(
+                        (setup.truth_prediction(bytes, &ranks).seconds - seconds).abs() < 1e-12
+                    );
                 }
             }
         }

@@ -6,12 +6,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use zonemesh_lab::evaluate_mpi::{
+use zonemesh_domain::stats;
+use zonemesh_experiments::collective_time::Collective;
+use zonemesh_experiments::machine;
+use zonemesh_experiments::mpi::{Algorithm, AllReduce};
+use zonemesh_experiments::mpi_evaluation::{
     self, LabResult, Measurement, Plan, STRATEGIES, Strategy, geomean, measured, prediction,
 };
-use zonemesh_lab::model::Collective;
-use zonemesh_lab::mpi::{Algorithm, AllReduce};
-use zonemesh_lab::scenarios::{SCENARIOS, Scenario, Setup};
+use zonemesh_experiments::scenarios::{SCENARIOS, Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
 
 /// Runs every scenario on every seed (one lab each) and writes its results file into `results`.
@@ -32,13 +34,13 @@ pub async fn run(
     for &scenario in scenarios {
         for &seed in seeds {
             let setup = Setup::new(scenario, seed);
-            let path = results.join(evaluate_mpi::file_name(&setup));
+            let path = results.join(mpi_evaluation::file_name(&setup));
             if keep_existing && path.exists() {
                 println!("{scenario} seed {seed}: kept {}", path.display());
                 continue;
             }
             let started = std::time::Instant::now();
-            let result: LabResult = evaluate_mpi::evaluate_lab(
+            let result: LabResult = mpi_evaluation::evaluate_lab(
                 &setup,
                 plan,
                 &program,
@@ -67,7 +69,7 @@ pub async fn run(
 
 /// Writes the report of every results file in `results` to `out` (and its plot beside it).
 pub fn write_report(results: &Path, out: &Path) -> Result<()> {
-    let all = evaluate_mpi::read_results(results)?;
+    let all = mpi_evaluation::read_results(results)?;
     anyhow::ensure!(
         !all.is_empty(),
         "no results in {}: run without --report-only first",
@@ -118,7 +120,7 @@ struct Data<'a> {
 
 impl<'a> Data<'a> {
     fn new(all: &'a [LabResult]) -> Self {
-        let labs = evaluate_mpi::by_lab(all);
+        let labs = mpi_evaluation::by_lab(all);
         let scenarios: BTreeSet<Scenario> = labs.keys().map(|k| k.0).collect();
         let seeds: BTreeSet<u64> = labs.keys().map(|k| k.1).collect();
         let sizes: BTreeSet<u64> = all
@@ -259,8 +261,8 @@ fn pct(x: f64) -> String {
 fn report(data: &Data, svg: &str, results: &str) -> String {
     let mut md = String::new();
     let dates: BTreeSet<&str> = data.labs.values().map(|r| r.date.as_str()).collect();
-    let models: BTreeSet<&str> = data.labs.values().map(|r| r.model.as_str()).collect();
-    let machine = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let predictors: BTreeSet<&str> = data.labs.values().map(|r| r.predictor.as_str()).collect();
+    let machine = machine::cores();
     let seeds = data
         .seeds
         .iter()
@@ -293,7 +295,7 @@ Written by `zonemesh-lab evaluate-mpi` from the results files in [`{results}/`](
 path). The labs ran from {} to {} on a machine with {machine} cores (release build, as root, \
 Open MPI 4.1.4 from Debian):\n\n```\n\
 apt-get install openmpi-bin libopenmpi-dev\n\
-cargo build --release --locked -p zonemesh-lab -p zonemesh-agent -p zonemesh-aggregator\n\
+cargo build --release --locked -p zonemesh-experiments -p zonemesh-agent -p zonemesh-aggregator\n\
 sudo target/release/zonemesh-lab evaluate-mpi --scenarios {scenarios} --seeds {seeds}{strategies} --out docs/EVALUATION.md\n\
 ```\n\n",
         dates.first().copied().unwrap_or("?"),
@@ -319,7 +321,7 @@ does not yet take the job's collective and gradient size (issue 18, part 3), so 
 without it and the targets that need it are marked *not evaluated*. Everything else below is \
 measured.\n\n";
     }
-    for m in &models {
+    for m in &predictors {
         let _ = writeln!(md, "> Predictions use {m}.\n");
     }
     md += "## Targets (issue 18, part 6)\n\nAggregated over seeds as geometric means, forced ring \
@@ -495,7 +497,7 @@ fn targets(data: &Data, z: Strategy) -> String {
     } else if errors.is_empty() {
         "— | no prediction with a measurement".into()
     } else {
-        let m = median(&errors);
+        let m = stats::median(&mut errors.clone()).unwrap_or(f64::NAN);
         if m < 0.25 {
             format!("{:.0} % over {} placements | met", m * 100.0, errors.len())
         } else {
@@ -527,16 +529,6 @@ figures.\n";
     md
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// |predicted − measured| / measured of `strategies`' placements, forced ring, every lab and size.
 fn prediction_errors(data: &Data, strategies: &[Strategy]) -> Vec<f64> {
     let mut out = Vec::new();
@@ -555,7 +547,7 @@ fn prediction_errors(data: &Data, strategies: &[Strategy]) -> Vec<f64> {
     out
 }
 
-/// Where a strategy ran faster than the oracle beyond both placements' spread: the model over
+/// Where a strategy ran faster than the oracle beyond both placements' spread: the prediction over
 /// the truth misjudged what the lab does.
 fn oracle_beaten(data: &Data) -> String {
     let mut lines = Vec::new();
@@ -640,7 +632,7 @@ fn method(data: &Data) -> String {
         "**The labs.** One per scenario and seed: three zones of four nodes in network namespaces, \
 1 Gbit/s a node (`tbf`), delays between zones from a user-space link emulator, one node that \
 drops 2–5 % of the packets that reach it (iptables, in the node), one node at 100 Mbit/s. The \
-scenarios, from issue 18's words (`lab/src/scenarios.rs`):\n\n\
+scenarios, from issue 18's words (`experiments/src/scenarios.rs`):\n\n\
 | | the issue | here |\n|---|---|---|\n\
 | (a) | the job fits in one zone | 3 workers, zones of 4: a zone holds it with a choice of nodes |\n\
 | (b) | the job is larger than any zone | 6 workers: at least two zones |\n\
@@ -674,7 +666,7 @@ the gradient size; nodes and rank order as answered.\n\
 the truth the lab injected (each path's zone delay, the loss of the node it arrives at, the \
 lower of its two nodes' rates), searched exhaustively; then run like the others.\n\n\
 A node's ranks sit next to each other in rank order (a hostfile numbers them so).\n\n\
-**The job.** `MPI_Allreduce` of floats (`lab/mpi/allreduce.c`, built with `mpicc`) under \
+**The job.** `MPI_Allreduce` of floats (`experiments/mpi/allreduce.c`, built with `mpicc`) under \
 `mpirun`, every rank inside its node's namespace, checked on every run through the address of \
 the rank's `eth0`. Open MPI's TCP transport (also between two ranks of one node), \
 `mpi_yield_when_idle` (2 cores), no binding. *Forced ring* is \
@@ -694,10 +686,10 @@ lab run interleaved, run by run, so that a slow spell of the machine falls on al
 (`Place`'s own prediction for zonemesh predicted-time). **Truth model** is the same model over \
 the lab's injected truth. **Regret** is how much slower a placement ran than the oracle's, in \
 the same lab.\n\n",
-        evaluate_mpi::iterations(256 << 10).0,
-        evaluate_mpi::iterations(256 << 10).1,
-        evaluate_mpi::iterations(16 << 20).0,
-        evaluate_mpi::iterations(16 << 20).1,
+        mpi_evaluation::iterations(256 << 10).0,
+        mpi_evaluation::iterations(256 << 10).1,
+        mpi_evaluation::iterations(16 << 20).0,
+        mpi_evaluation::iterations(16 << 20).1,
         runs(Algorithm::Ring),
         runs(Algorithm::OpenMpiChoice),
     );
@@ -799,7 +791,7 @@ load average {:.1} before the runs, {:.1} after.\n\n",
                     } else {
                         String::new()
                     },
-                    time(p.truth_model_s),
+                    time(p.truth_predicted_s),
                     ring.map_or("—".into(), |m| format!(
                         "{} ({}–{}){}",
                         time(m.time),
@@ -859,7 +851,7 @@ fn tcp_section(data: &Data) -> String {
     }
     let mut md = String::from(
         "## Beside it: the lab's TCP ring and parameter-server workload\n\nThe workload of \
-evaluation v1 (`lab/src/train.rs`, its own ring all-reduce and a parameter server on rank 0's \
+evaluation v1 (`experiments/src/train.rs`, its own ring all-reduce and a parameter server on rank 0's \
 node, over plain TCP sockets), once on each placement (one warm-up, three timed iterations; \
 mean of the three), geometric means over seeds. It cannot put two workers on one node, so it \
 does not run on such placements in (e).\n\n| scenario | size | strategy | TCP ring | parameter server |\n|---|---|---|---|---|\n",
@@ -914,6 +906,7 @@ size.\n\n| placements of | n | min | 25 % | median | 75 % | max |\n|---|---|---|
             continue;
         }
         e.sort_by(f64::total_cmp);
+        let median = stats::median(&mut e.clone()).unwrap_or(f64::NAN);
         let q = |f: f64| e[((e.len() - 1) as f64 * f).round() as usize] * 100.0;
         let _ = writeln!(
             md,
@@ -921,7 +914,7 @@ size.\n\n| placements of | n | min | 25 % | median | 75 % | max |\n|---|---|---|
             e.len(),
             q(0.0),
             q(0.25),
-            median(&e) * 100.0,
+            median * 100.0,
             q(0.75),
             q(1.0)
         );

@@ -1,87 +1,13 @@
-//! `zonemesh-lab bench` and `zonemesh-lab accuracy`.
+//! `zonemesh-lab accuracy`: the demo cluster measured by zonemesh, ping and iperf3, written as
+//! docs/ACCURACY.md.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use zonemesh_lab::accuracy::{self, TCP_GOODPUT_SHARE, wilson};
-use zonemesh_lab::scenario::{self, LOSSY_NODE, SLOW_NODE};
-use zonemesh_lab::{Lab, LabSpec};
+use zonemesh_experiments::accuracy::{self, PooledLoss};
+use zonemesh_experiments::machine;
+use zonemesh_lab::demo_cluster::{self, LOSSY_NODE, SLOW_NODE};
 use zonemesh_proto::v1;
-
-/// `uname -srm`, the CPU model and the core count, for the record.
-fn machine() -> String {
-    let kernel = std::process::Command::new("uname")
-        .arg("-srm")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    format!("{cores} cores ({cpu}), {kernel}")
-}
-
-fn today() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
-}
-
-/// iperf3 through the link emulator: 19 ms round trip (9.5 ms each way, as in issue 5's
-/// figures), unshaped, then with a 43 Mbit/s tbf on the receiver, beside the same transfers
-/// inside one zone (no emulator).
-pub async fn bench(seconds: u32) -> Result<()> {
-    let ms = Duration::from_millis;
-    let spec = LabSpec::new()
-        .zone("zone-x", &["x1", "x2"])
-        .zone("zone-y", &["y1", "y2"])
-        .delay("zone-x", "zone-y", ms(19), Duration::ZERO)
-        .node_rate("y2", 43_000_000)
-        .node_rate("x2", 43_000_000);
-    let lab = Lab::build(spec)?;
-    println!("lab bench, {} — {}", machine(), today());
-    println!("iperf3 -t {seconds} -O 1, one TCP stream, MTU 1500:");
-    let mut results = Vec::new();
-    for (src, dst, what) in [
-        ("x1", "y1", "through the emulator, 19 ms RTT, unshaped"),
-        ("x1", "x2", "inside a zone (no emulator), 43 Mbit/s tbf"),
-        ("x1", "y2", "through the emulator, 19 ms RTT, 43 Mbit/s tbf"),
-    ] {
-        let bps = accuracy::iperf3(&lab, src, dst, seconds).await?;
-        println!("  {src} -> {dst}: {:.1} Mbit/s  ({what})", bps / 1e6);
-        results.push(bps);
-    }
-    let expected = 43e6 * TCP_GOODPUT_SHARE;
-    println!(
-        "  43 Mbit/s tbf carries {:.1} Mbit/s of TCP payload (1448 of every 1514 bytes): delayed path at {:.3} of it, undelayed at {:.3}",
-        expected / 1e6,
-        results[2] / expected,
-        results[1] / expected
-    );
-    if let Some(e) = lab.emulator() {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &e.counters;
-        let released = c.released.load(Relaxed).max(1);
-        println!(
-            "  emulator: {} packets (GSO super-packets count once), {} verdict messages, on average {:.1} µs late and {:.1} µs early, at most {} held",
-            c.packets.load(Relaxed),
-            c.verdicts.load(Relaxed),
-            c.late_ns.load(Relaxed) as f64 / released as f64 / 1e3,
-            c.early_ns.load(Relaxed) as f64 / released as f64 / 1e3,
-            c.peak_held.load(Relaxed)
-        );
-    }
-    Ok(())
-}
 
 /// What the model section of the report measures, before its table.
 const MODEL_INTRO: &str = "\n## The model of paths nobody measured\n\nBetween two zones zonemesh probes only a few node pairs; every other pair is estimated by the\nengine's model (`zonemesh_engine::model`: node terms fitted apart from zone-pair terms). Its error\non measured paths it did not see: the node pairs measured between each two zones are split in two\nhalves, the model is fitted on the paths above without each half and predicts it (both directions).\nRTT error is relative to zonemesh's measured median, loss error absolute (percentage points).\nBeside it, the estimate zonemesh made before the model: the mean of the other measured paths\nbetween the two zones. The same on synthetic clusters of 5,000 nodes:\n`cargo bench -p zonemesh-aggregator --bench engine -- model`; `cargo test -p zonemesh-engine model`\nfails if the held-out median RTT error passes 5 % (on this table and on synthetic clusters).\n\n";
@@ -96,15 +22,15 @@ pub async fn accuracy() -> Result<String> {
     let logs = std::env::temp_dir().join(format!("zonemesh-accuracy-{}", std::process::id()));
     std::fs::create_dir_all(&logs)?;
     println!("building the demo cluster and filling its matrix (about two minutes)…");
-    let (lab, stack) = scenario::start(&dir, &logs)?;
-    scenario::settle(&lab, &stack, |f| println!("  {f}")).await?;
+    let (lab, stack) = demo_cluster::start(&dir, &logs)?;
+    demo_cluster::settle(&lab, &stack, |f| println!("  {f}")).await?;
     let mut topology = stack.topology().await?;
     println!("pinging every measured path for 32 s…");
     let rows = accuracy::measure_paths(
         &lab,
         &mut topology,
-        scenario::PING_COUNT,
-        scenario::PING_INTERVAL,
+        accuracy::PING_COUNT,
+        accuracy::PING_INTERVAL,
     )
     .await?;
     let model_md = accuracy::model_section(&lab, &rows)?;
@@ -156,10 +82,10 @@ pub async fn accuracy() -> Result<String> {
     let _ = writeln!(
         md,
         "# Accuracy\n\nzonemesh's figures beside what the lab injected and beside iputils `ping` and `iperf3` run on the\nsame paths. Written by `zonemesh-lab accuracy --out docs/ACCURACY.md` (as root, after\n`cargo build --release --locked`); the end-to-end test `tests/tests/lab_e2e.rs` runs the same\nmeasurements and asserts on them.\n\nMachine: {}. Run: {}.\n",
-        machine(),
-        today()
+        machine::describe(),
+        machine::utc_minute()
     );
-    md += "## The cluster\n\nThe demo cluster (`zonemesh_lab::scenario`): zones `zone-a`, `zone-b`, `zone-c` of three nodes;\n2 ms round trip between zone-a and zone-b (±50 µs jitter each way), 6 ms zone-a–zone-c (±100 µs),\n10 ms zone-b–zone-c (±150 µs); `a2` drops 5 % of the packets that reach it; every node's link is\nlimited to 1 Gbit/s by `tbf`, `b3`'s to 100 Mbit/s. The aggregator runs with\n`scenario::FAST_AGGREGATOR_FLAGS` (5 s windows, ten probes a second per path, throughput tests of\n0.5 s warm-up and 2 s). Measured once the matrix was full and the throughput tests were over.\n\n";
+    md += "## The cluster\n\nThe demo cluster (`zonemesh_lab::demo_cluster`): zones `zone-a`, `zone-b`, `zone-c` of three nodes;\n2 ms round trip between zone-a and zone-b (±50 µs jitter each way), 6 ms zone-a–zone-c (±100 µs),\n10 ms zone-b–zone-c (±150 µs); `a2` drops 5 % of the packets that reach it; every node's link is\nlimited to 1 Gbit/s by `tbf`, `b3`'s to 100 Mbit/s. The aggregator runs with\n`demo_cluster::FAST_AGGREGATOR_FLAGS` (5 s windows, ten probes a second per path, throughput tests of\n0.5 s warm-up and 2 s). Measured once the matrix was full and the throughput tests were over.\n\n";
     md += "## RTT and loss, every path zonemesh measured\n\nzonemesh's median is the median of its last six windows' medians (30 s); ping sent\n1,600 echoes 20 ms apart on the same path meanwhile (iputils prints times ≥ 1 ms with three significant\ndigits, so its medians at 10 ms move in steps of 100 µs). Injected RTT is what the emulator adds;\nthe path itself adds a few tens of µs. Loss: zonemesh's probes in its window; the 95 % Wilson\ninterval of that count, and whether the injected loss lies inside it. At 95 %, about one path\nin twenty falls outside by chance alone; the pooled counts below the table are the check.\n\n";
     md += &accuracy::paths_table(&rows);
     let gaps: Vec<f64> = rows
@@ -180,19 +106,15 @@ pub async fn accuracy() -> Result<String> {
         gaps.iter().copied().fold(0.0, f64::max)
     );
     for lossy in [true, false] {
-        let pool: Vec<_> = rows
-            .iter()
-            .filter(|r| (r.src == LOSSY_NODE || r.dst == LOSSY_NODE) == lossy)
-            .collect();
-        let sent: u64 = pool.iter().map(|r| r.zonemesh_sent).sum();
-        let lost: u64 = pool
-            .iter()
-            .map(|r| r.zonemesh_sent - r.zonemesh_received)
-            .sum();
-        let ping_sent: u64 = pool.iter().map(|r| r.ping_sent).sum();
-        let ping_lost: u64 = pool.iter().map(|r| r.ping_sent - r.ping_received).sum();
-        let (lo, hi) = wilson(lost, sent, 1.96);
-        let injected = if lossy { scenario::LOSSY_LOSS } else { 0.0 };
+        let pool = PooledLoss::of(&rows, LOSSY_NODE, lossy);
+        let PooledLoss {
+            sent,
+            lost,
+            ping_sent,
+            ping_lost,
+        } = pool;
+        let (lo, hi) = pool.interval(1.96);
+        let injected = if lossy { demo_cluster::LOSSY_LOSS } else { 0.0 };
         let _ = writeln!(
             md,
             "- {}: zonemesh {lost}/{sent} = {:.2} % (95 % interval {:.2}–{:.2} %, injected {:.1} % {}), ping {ping_lost}/{ping_sent} = {:.2} %.",
@@ -201,7 +123,7 @@ pub async fn accuracy() -> Result<String> {
             } else {
                 "Every other path, pooled"
             },
-            100.0 * lost as f64 / sent.max(1) as f64,
+            100.0 * pool.ratio(),
             lo * 100.0,
             hi * 100.0,
             injected * 100.0,
@@ -210,7 +132,7 @@ pub async fn accuracy() -> Result<String> {
             } else {
                 "outside"
             },
-            100.0 * ping_lost as f64 / ping_sent.max(1) as f64,
+            100.0 * pool.ping_ratio(),
         );
     }
     md += MODEL_INTRO;

@@ -21,15 +21,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
+use zonemesh_domain::stats::median_duration;
+use zonemesh_lab::Lab;
+use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
+use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use zonemesh_proto::v1;
 
-use crate::Lab;
-use crate::evaluate::Rng;
-use crate::model::{Collective, Link};
+use crate::collective_time::{Collective, Link};
+use crate::machine;
 use crate::mpi::{self, Algorithm, AllReduce};
-use crate::scenario::FAST_AGGREGATOR_FLAGS;
+use crate::rng::Rng;
 use crate::scenarios::{self, Setup};
-use crate::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use crate::train::{self, Workload};
 
 /// How a job is placed.
@@ -47,7 +49,7 @@ pub enum Strategy {
     ZonemeshToday,
     /// zonemesh `Place` with the job's collective and gradient size (predicted time).
     ZonemeshPredicted,
-    /// The model's exhaustive optimum over the truth the lab injected.
+    /// The exhaustive optimum of the predicted time over the truth the lab injected.
     Oracle,
 }
 
@@ -156,7 +158,7 @@ pub struct PathFigure {
 }
 
 impl PathFigure {
-    /// As the model's link; an unknown throughput does not limit.
+    /// As a link to predict over; an unknown throughput does not limit.
     pub fn link(&self) -> Link {
         Link {
             rtt_us: self.rtt_us,
@@ -179,12 +181,13 @@ pub struct Placement {
     pub bytes: u64,
     /// Node of every rank, in rank order (empty when placing failed).
     pub ranks: Vec<String>,
-    /// The model of the ring over zonemesh's figures, seconds.
+    /// The ring's predicted time over zonemesh's figures, seconds.
     pub predicted_s: Option<f64>,
     /// What `Place` itself predicted (predicted-time strategy only).
     pub place_predicted_s: Option<f64>,
-    /// The model of the ring over the lab's truth, seconds.
-    pub truth_model_s: f64,
+    /// The ring's predicted time over the lab's truth, seconds.
+    #[serde(rename = "truth_model_s")]
+    pub truth_predicted_s: f64,
     /// How many of the figures behind `predicted_s` were estimated (not measured).
     pub estimated_figures: u32,
     /// Why placing failed, if it did.
@@ -226,8 +229,9 @@ pub struct TcpRecord {
 pub struct LabResult {
     /// The scenario, seed and what the lab injected.
     pub setup: Setup,
-    /// The model the predictions used.
-    pub model: String,
+    /// What the predictions came from ([`crate::collective_time::PREDICTOR`]).
+    #[serde(rename = "model")]
+    pub predictor: String,
     /// When it ran (UTC).
     pub date: String,
     /// The machine's load average (1 min) before and after the runs.
@@ -263,22 +267,6 @@ impl LabResult {
     pub fn figure(&self, a: &str, b: &str) -> Option<&PathFigure> {
         self.network.iter().find(|f| f.src == a && f.dst == b)
     }
-}
-
-/// The 1-minute load average.
-pub fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
-}
-
-fn utc_now() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
 }
 
 type Topology = v1::topology_client::TopologyClient<Channel>;
@@ -405,7 +393,7 @@ async fn network(setup: &Setup, topology: &mut Topology) -> Result<Vec<PathFigur
     Ok(out)
 }
 
-/// The model of the ring over zonemesh's figures (`None` when a path has no figures), and how
+/// The ring's predicted time over zonemesh's figures (`None` when a path has no figures), and how
 /// many of the figures it used were estimated.
 pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Option<f64>, u32) {
     let figure = |a: &str, b: &str| network.iter().find(|f| f.src == a && f.dst == b);
@@ -423,8 +411,9 @@ pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Optio
             }
         }
     }
-    let link = |a: &str, b: &str| figure(a, b).map_or(crate::model::LOOPBACK, PathFigure::link);
-    // TODO(issue 18): a node's own rates, once zonemesh answers them (the model's node caps);
+    let link =
+        |a: &str, b: &str| figure(a, b).map_or(crate::collective_time::LOOPBACK, PathFigure::link);
+    // TODO(issue 18): a node's own rates, once zonemesh answers them (the predictor's node caps);
     // until then only the paths' figures limit.
     let unknown = |_: &str| f64::INFINITY;
     let s = scenarios::predict_named(Collective::RingAllReduce, bytes, ranks, &link, &unknown);
@@ -440,7 +429,7 @@ pub async fn evaluate_lab(
     progress: &mut impl FnMut(&str),
 ) -> Result<LabResult> {
     let tag = format!("{} seed {}", setup.scenario, setup.seed);
-    let date = utc_now();
+    let date = machine::utc_minute();
     let mut lab = Lab::build(setup.spec())?;
     let mut options = options.clone();
     options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
@@ -453,6 +442,7 @@ pub async fn evaluate_lab(
         setup.slow,
         setup.zone_rtt_us
     ));
+    // 1. zonemesh measures the lab.
     let measuring = Instant::now();
     wait_full(&mut topology, lab.spec(), Duration::from_secs(300), |_| {}).await?;
     wait_quiet(
@@ -462,7 +452,47 @@ pub async fn evaluate_lab(
     )
     .await?;
     let measuring_s = measuring.elapsed().as_secs_f64();
+    // 2. Every strategy places; zonemesh's figures of every path, for the predictions.
     let network = network(setup, &mut topology).await?;
+    let placements = place_all(setup, plan, &network, &mut topology, &tag, progress).await?;
+    // 3. The agents' probes would share the links with the job.
+    for (_, agent) in std::mem::take(&mut stack.agents) {
+        agent.terminate()?;
+    }
+    let load_before = machine::load_average();
+    let mpi_records = run_mpi(&lab, program, plan, &placements, &tag, progress);
+    // 4. The lab's TCP workload on the same placements.
+    let tcp = if plan.tcp_workload {
+        run_tcp(&lab, plan, &placements, &tag, progress)
+    } else {
+        Vec::new()
+    };
+    let load_after = machine::load_average();
+    drop(stack);
+    lab.remove()?;
+    Ok(LabResult {
+        setup: setup.clone(),
+        predictor: crate::collective_time::PREDICTOR.to_owned(),
+        date,
+        load: (load_before, load_after),
+        measuring_s,
+        network,
+        placements,
+        mpi: mpi_records,
+        tcp,
+    })
+}
+
+/// Every strategy's placement at every size (a size-blind strategy places once), each with its
+/// predicted time over zonemesh's figures (`network`) and over the truth.
+async fn place_all(
+    setup: &Setup,
+    plan: &Plan,
+    network: &[PathFigure],
+    topology: &mut Topology,
+    tag: &str,
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<Placement>> {
     let mut placements = Vec::new();
     for &bytes in &plan.sizes {
         for &strategy in &plan.strategies {
@@ -475,7 +505,7 @@ pub async fn evaluate_lab(
                     .expect("placed for the first size");
                 Ok((p.ranks, p.place_predicted_s))
             } else {
-                place(strategy, setup, bytes, &mut topology).await
+                place(strategy, setup, bytes, topology).await
             };
             let (ranks, place_predicted_s, failure) = match placed {
                 Ok((r, p)) => (r, p, None),
@@ -484,15 +514,15 @@ pub async fn evaluate_lab(
             let (predicted_s, estimated_figures) = if ranks.is_empty() {
                 (None, 0)
             } else {
-                predicted(&network, &ranks, bytes)
+                predicted(network, &ranks, bytes)
             };
-            let truth_model_s = if ranks.is_empty() {
+            let truth_predicted_s = if ranks.is_empty() {
                 f64::NAN
             } else {
-                setup.truth_model(bytes, &ranks).seconds
+                setup.truth_prediction(bytes, &ranks).seconds
             };
             progress(&format!(
-                "{tag}: {} B {} -> {} (predicted {:?}, truth model {truth_model_s:.4} s){}",
+                "{tag}: {} B {} -> {} (predicted {:?}, truth model {truth_predicted_s:.4} s){}",
                 bytes,
                 strategy.as_str(),
                 ranks.join(","),
@@ -508,24 +538,32 @@ pub async fn evaluate_lab(
                 ranks,
                 predicted_s,
                 place_predicted_s,
-                truth_model_s,
+                truth_predicted_s,
                 estimated_figures,
                 failure,
             });
         }
     }
-    // The agents' probes would share the links with the job.
-    for (_, agent) in std::mem::take(&mut stack.agents) {
-        agent.terminate()?;
-    }
-    let load_before = load_average();
+    Ok(placements)
+}
+
+/// `MPI_Allreduce` on every distinct placement at every size and with every algorithm of
+/// `plan`, run after run, the placements interleaved (a slow spell of the machine falls on all).
+fn run_mpi(
+    lab: &Lab,
+    program: &AllReduce,
+    plan: &Plan,
+    placements: &[Placement],
+    tag: &str,
+    progress: &mut impl FnMut(&str),
+) -> Vec<MpiRecord> {
     let mut mpi_records = Vec::new();
     for &bytes in &plan.sizes {
         // Distinct rank orders, in strategy order.
         let mut distinct: Vec<(Vec<String>, f64)> = Vec::new();
         for p in placements.iter().filter(|p| p.bytes == bytes) {
             if !p.ranks.is_empty() && !distinct.iter().any(|(r, _)| *r == p.ranks) {
-                distinct.push((p.ranks.clone(), p.truth_model_s));
+                distinct.push((p.ranks.clone(), p.truth_predicted_s));
             }
         }
         let (timed, warmup) = iterations(bytes);
@@ -558,7 +596,7 @@ pub async fn evaluate_lab(
                                 (10.0 * truth_s * f64::from(timed + warmup)).min(600.0),
                             ),
                     };
-                    let outcome = tokio::task::block_in_place(|| mpi::run(&lab, program, &job));
+                    let outcome = tokio::task::block_in_place(|| mpi::run(lab, program, &job));
                     match outcome {
                         Ok(m) => {
                             let mean = m.iterations.iter().sum::<Duration>().as_secs_f64()
@@ -587,46 +625,42 @@ pub async fn evaluate_lab(
             mpi_records.extend(records);
         }
     }
+    mpi_records
+}
+
+/// The lab's TCP ring and parameter server once on every distinct placement at every size.
+fn run_tcp(
+    lab: &Lab,
+    plan: &Plan,
+    placements: &[Placement],
+    tag: &str,
+    progress: &mut impl FnMut(&str),
+) -> Vec<TcpRecord> {
     let mut tcp = Vec::new();
-    if plan.tcp_workload {
-        for &bytes in &plan.sizes {
-            let mut done: Vec<Vec<String>> = Vec::new();
-            for p in placements.iter().filter(|p| p.bytes == bytes) {
-                if p.ranks.is_empty() || done.contains(&p.ranks) {
-                    continue;
-                }
-                done.push(p.ranks.clone());
-                for collective in [Collective::RingAllReduce, Collective::ParameterServer] {
-                    let record = tcp_run(&lab, &p.ranks, bytes, collective);
-                    progress(&format!(
-                        "{tag}: tcp {bytes} B {collective:?} [{}]: {:?}{}",
-                        p.ranks.join(","),
-                        record.iterations,
-                        record
-                            .failure
-                            .as_ref()
-                            .map(|f| format!(" ({f})"))
-                            .unwrap_or_default()
-                    ));
-                    tcp.push(record);
-                }
+    for &bytes in &plan.sizes {
+        let mut done: Vec<Vec<String>> = Vec::new();
+        for p in placements.iter().filter(|p| p.bytes == bytes) {
+            if p.ranks.is_empty() || done.contains(&p.ranks) {
+                continue;
+            }
+            done.push(p.ranks.clone());
+            for collective in [Collective::RingAllReduce, Collective::ParameterServer] {
+                let record = tcp_run(lab, &p.ranks, bytes, collective);
+                progress(&format!(
+                    "{tag}: tcp {bytes} B {collective:?} [{}]: {:?}{}",
+                    p.ranks.join(","),
+                    record.iterations,
+                    record
+                        .failure
+                        .as_ref()
+                        .map(|f| format!(" ({f})"))
+                        .unwrap_or_default()
+                ));
+                tcp.push(record);
             }
         }
     }
-    let load_after = load_average();
-    drop(stack);
-    lab.remove()?;
-    Ok(LabResult {
-        setup: setup.clone(),
-        model: crate::model::MODEL.to_owned(),
-        date,
-        load: (load_before, load_after),
-        measuring_s,
-        network,
-        placements,
-        mpi: mpi_records,
-        tcp,
-    })
+    tcp
 }
 
 /// The lab's TCP workload once on `ranks` (one warm-up, three timed iterations).
@@ -721,9 +755,11 @@ impl Measurement {
     }
 }
 
+/// The median of seconds, taken over durations (to the nanosecond) as the reports have always
+/// taken it.
 fn median_f64(values: &[f64]) -> f64 {
     let d: Vec<Duration> = values.iter().map(|s| Duration::from_secs_f64(*s)).collect();
-    mpi::median(&d).as_secs_f64()
+    median_duration(&d).as_secs_f64()
 }
 
 /// What `strategy`'s placement at `bytes` measured with `algorithm` in `result` (`None` when it

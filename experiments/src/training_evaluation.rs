@@ -2,7 +2,7 @@
 //! of four nodes, different delays between the zones, one lossy and one slow node — measured by
 //! the real zonemesh stack; then the same training workload placed by five strategies and timed,
 //! beside the engine's prediction over zonemesh's measured matrix (evaluation v1; v2 is
-//! [`crate::evaluate_mpi`]).
+//! [`crate::mpi_evaluation`]).
 //!
 //! The strategies:
 //! - **default**: what kube-scheduler does without hints — the default topology spread
@@ -15,16 +15,18 @@
 //!   nodes by their score (`RankNodes` inside the zone).
 //! - **zonemesh**: `Place` (one zone, the set whose worst pair is best).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tonic::transport::Channel;
+use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
+use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
+use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;
 
-use crate::scenario::FAST_AGGREGATOR_FLAGS;
-use crate::stack::{Stack, StackOptions, wait_full, wait_quiet};
+use crate::rng::Rng;
 use crate::train::{self, Collective, Workload};
-use crate::{Lab, LabSpec};
 
 /// Placement strategies, in the report's order.
 pub const STRATEGIES: [Strategy; 5] = [
@@ -75,37 +77,6 @@ pub const LOSSY_LOSS: f64 = 0.02;
 pub const SLOW_BPS: u64 = 100_000_000;
 /// Rate of every other node.
 pub const NODE_BPS: u64 = 1_000_000_000;
-
-/// A small deterministic generator (splitmix64), so that a seed is a lab and a placement.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// From a seed.
-    pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x005e_ed0f_2a6e)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Shuffles in place.
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
-    }
-}
 
 /// The lab of one seed: delays of 2, 6 and 10 ms between the zones in an order the seed chooses,
 /// a lossy node and a slow node in different zones, 1 Gbit/s elsewhere.
@@ -281,22 +252,7 @@ pub async fn evaluate_seed(
     progress(&format!(
         "seed {seed}: lossy {lossy}, slow {slow}; zonemesh is measuring the lab"
     ));
-    wait_full(&mut topology, lab.spec(), Duration::from_secs(300), |f| {
-        progress(&format!("seed {seed}: {f:?}"))
-    })
-    .await?;
-    wait_quiet(
-        &stack.aggregator,
-        Duration::from_secs(5),
-        Duration::from_secs(120),
-    )
-    .await?;
-    // Full again, every node READY: on two busy cores a node's figures can lapse while the last
-    // throughput tests run, and a strategy placed then would be judged on a lab half seen.
-    wait_full(&mut topology, lab.spec(), Duration::from_secs(120), |f| {
-        progress(&format!("seed {seed}: before placing: {f:?}"))
-    })
-    .await?;
+    settle(&lab, &stack, &mut topology, seed, progress).await?;
 
     let mut placements = Vec::new();
     for strategy in STRATEGIES {
@@ -312,80 +268,9 @@ pub async fn evaluate_seed(
     let ranked = rank_all(&mut topology).await?;
     progress(&format!(
         "seed {seed}: RankNodes {}",
-        ranked
-            .iter()
-            .map(|r| format!(
-                "{} {:.3} {:?} ({:.0} µs, loss {:.2} %, {:.0} Mbit/s)",
-                r.node,
-                r.score,
-                r.state(),
-                r.rtt_p50_us,
-                100.0 * r.loss_ratio,
-                r.throughput_bps / 1e6
-            ))
-            .collect::<Vec<_>>()
-            .join(", ")
+        describe_ranking(&ranked)
     ));
-    // The figures of every pair, for the predictions, before the agents stop.
-    let mut figures = std::collections::HashMap::new();
-    for (_, nodes) in &placements {
-        for a in nodes {
-            for b in nodes {
-                if a != b && !figures.contains_key(&(a.clone(), b.clone())) {
-                    let f = topology
-                        .get_path(v1::GetPathRequest {
-                            src: a.clone(),
-                            dst: b.clone(),
-                        })
-                        .await?
-                        .into_inner()
-                        .figures
-                        .unwrap_or_default();
-                    let rtt = f.rtt.map_or(0.0, |r| r.p50_us);
-                    let measured = f.latency_provenance == v1::Provenance::Measured as i32;
-                    figures.insert(
-                        (a.clone(), b.clone()),
-                        (rtt, measured.then_some(f.loss_ratio), f.throughput_bps),
-                    );
-                }
-            }
-        }
-    }
-    // Each node's own loss: at most that of its cleanest measured path (a node is no lossier
-    // than a path through it). A pair zonemesh did not measure is predicted from its two ends,
-    // not from the zones' mean, which would spread a lossy node's loss over its whole zone.
-    let mut own_loss: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
-    for (zone, _) in ZONES {
-        let m = topology
-            .get_matrix(v1::GetMatrixRequest {
-                metric: v1::Metric::LossRatio as i32,
-                zone: zone.into(),
-                ..Default::default()
-            })
-            .await
-            .with_context(|| format!("GetMatrix of {zone}"))?
-            .into_inner();
-        let k = m.nodes.len();
-        for (i, cell) in m.cells.iter().enumerate() {
-            let (src, dst) = (i / k.max(1), i % k.max(1));
-            if src == dst || cell.provenance != v1::Provenance::Measured as i32 {
-                continue;
-            }
-            for n in [&m.nodes[src], &m.nodes[dst]] {
-                let e = own_loss.entry(n.clone()).or_insert(1.0);
-                *e = e.min(cell.value);
-            }
-        }
-    }
-    // Each node's own capacity: its measured throughput inside its zone.
-    let capacity: std::collections::HashMap<String, f64> = topology
-        .list_nodes(v1::ListNodesRequest::default())
-        .await?
-        .into_inner()
-        .nodes
-        .into_iter()
-        .map(|n| (n.name, n.zone_throughput_bps))
-        .collect();
+    let figures = Figures::read(&mut topology, &placements).await?;
     // The agents' probes would share the links with the job: stop them first.
     for (_, agent) in std::mem::take(&mut stack.agents) {
         agent.terminate()?;
@@ -399,47 +284,8 @@ pub async fn evaluate_seed(
                 iterations: plan.iterations,
                 timeout: Duration::from_secs(60),
             };
-            // The engine's model over zonemesh's figures of the placed pairs: a pair zonemesh
-            // did not measure loses what its two ends lose (not its zones' mean), and a node's
-            // own capacity is its measured throughput inside its zone.
-            let link = |a: &str, b: &str| {
-                let (rtt, loss, tput) = figures
-                    .get(&(a.to_owned(), b.to_owned()))
-                    .copied()
-                    .unwrap_or((0.0, None, 0.0));
-                let own = |n: &str| own_loss.get(n).copied().unwrap_or(0.0);
-                crate::model::Link {
-                    rtt_us: rtt,
-                    loss: loss.unwrap_or_else(|| 1.0 - (1.0 - own(a)) * (1.0 - own(b))),
-                    rate_bps: if tput > 0.0 { tput } else { f64::INFINITY },
-                }
-            };
-            let node_bps = |n: &str| {
-                capacity
-                    .get(n)
-                    .copied()
-                    .filter(|c| *c > 0.0)
-                    .unwrap_or(f64::INFINITY)
-            };
-            let zone = |n: &str| lab.spec().zone_of(n).unwrap_or_default().to_owned();
-            let all: Vec<String> = lab.spec().all_nodes().map(str::to_owned).collect();
-            let predicted = Duration::from_secs_f64(
-                crate::model::Named {
-                    nodes: &all,
-                    zone: &zone,
-                    link: &link,
-                    node_bps: &node_bps,
-                }
-                .predict(
-                    match collective {
-                        Collective::Ring => crate::model::Collective::RingAllReduce,
-                        Collective::ParameterServer => crate::model::Collective::ParameterServer,
-                    },
-                    plan.gradient_bytes as u64,
-                    nodes,
-                )
-                .seconds,
-            );
+            let predicted =
+                figures.predict(lab.spec(), collective, plan.gradient_bytes as u64, nodes);
             let run = {
                 let lab = &lab;
                 let nodes = nodes.clone();
@@ -470,4 +316,175 @@ pub async fn evaluate_seed(
     drop(stack);
     lab.remove()?;
     Ok((rows, lossy, slow))
+}
+
+/// Waits until zonemesh's matrix of the lab is full, the throughput tests are over, and it is
+/// full again.
+async fn settle(
+    lab: &Lab,
+    stack: &Stack,
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    seed: u64,
+    progress: &mut impl FnMut(&str),
+) -> Result<()> {
+    wait_full(topology, lab.spec(), Duration::from_secs(300), |f| {
+        progress(&format!("seed {seed}: {f:?}"))
+    })
+    .await?;
+    wait_quiet(
+        &stack.aggregator,
+        Duration::from_secs(5),
+        Duration::from_secs(120),
+    )
+    .await?;
+    // Full again, every node READY: on two busy cores a node's figures can lapse while the last
+    // throughput tests run, and a strategy placed then would be judged on a lab half seen.
+    wait_full(topology, lab.spec(), Duration::from_secs(120), |f| {
+        progress(&format!("seed {seed}: before placing: {f:?}"))
+    })
+    .await?;
+    Ok(())
+}
+
+/// A ranking in one line: every node's score, state and figures.
+fn describe_ranking(ranked: &[v1::RankedNode]) -> String {
+    ranked
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:.3} {:?} ({:.0} µs, loss {:.2} %, {:.0} Mbit/s)",
+                r.node,
+                r.score,
+                r.state(),
+                r.rtt_p50_us,
+                100.0 * r.loss_ratio,
+                r.throughput_bps / 1e6
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// zonemesh's figures that the predictions use, read before the agents stop.
+#[derive(Debug, Default)]
+struct Figures {
+    /// Every ordered pair of a placement: RTT (µs), loss (when measured), throughput (bit/s).
+    paths: HashMap<(String, String), (f64, Option<f64>, f64)>,
+    /// Each node's own loss: at most that of its cleanest measured path (a node is no lossier
+    /// than a path through it).
+    own_loss: HashMap<String, f64>,
+    /// Each node's own capacity: its measured throughput inside its zone.
+    capacity: HashMap<String, f64>,
+}
+
+impl Figures {
+    /// Reads the figures of the pairs of every placement, and of every node.
+    async fn read(
+        topology: &mut v1::topology_client::TopologyClient<Channel>,
+        placements: &[(Strategy, Vec<String>)],
+    ) -> Result<Self> {
+        let mut figures = Self::default();
+        for (_, nodes) in placements {
+            for a in nodes {
+                for b in nodes {
+                    let key = (a.clone(), b.clone());
+                    if a == b || figures.paths.contains_key(&key) {
+                        continue;
+                    }
+                    let f = topology
+                        .get_path(v1::GetPathRequest {
+                            src: a.clone(),
+                            dst: b.clone(),
+                        })
+                        .await?
+                        .into_inner()
+                        .figures
+                        .unwrap_or_default();
+                    let rtt = f.rtt.map_or(0.0, |r| r.p50_us);
+                    let measured = f.latency_provenance == v1::Provenance::Measured as i32;
+                    figures.paths.insert(
+                        key,
+                        (rtt, measured.then_some(f.loss_ratio), f.throughput_bps),
+                    );
+                }
+            }
+        }
+        for (zone, _) in ZONES {
+            let m = topology
+                .get_matrix(v1::GetMatrixRequest {
+                    metric: v1::Metric::LossRatio as i32,
+                    zone: zone.into(),
+                    ..Default::default()
+                })
+                .await
+                .with_context(|| format!("GetMatrix of {zone}"))?
+                .into_inner();
+            let k = m.nodes.len();
+            for (i, cell) in m.cells.iter().enumerate() {
+                let (src, dst) = (i / k.max(1), i % k.max(1));
+                if src == dst || cell.provenance != v1::Provenance::Measured as i32 {
+                    continue;
+                }
+                for n in [&m.nodes[src], &m.nodes[dst]] {
+                    let e = figures.own_loss.entry(n.clone()).or_insert(1.0);
+                    *e = e.min(cell.value);
+                }
+            }
+        }
+        figures.capacity = topology
+            .list_nodes(v1::ListNodesRequest::default())
+            .await?
+            .into_inner()
+            .nodes
+            .into_iter()
+            .map(|n| (n.name, n.zone_throughput_bps))
+            .collect();
+        Ok(figures)
+    }
+
+    /// The engine's predicted iteration time of `collective` over `bytes` on `nodes` (in rank
+    /// order) of the lab `spec`, over these figures: a pair zonemesh did not measure loses what
+    /// its two ends lose (not its zones' mean, which would spread a lossy node's loss over its
+    /// whole zone), and a node's own capacity is its measured throughput inside its zone.
+    fn predict(
+        &self,
+        spec: &LabSpec,
+        collective: Collective,
+        bytes: u64,
+        nodes: &[String],
+    ) -> Duration {
+        let link = |a: &str, b: &str| {
+            let (rtt, loss, tput) = self
+                .paths
+                .get(&(a.to_owned(), b.to_owned()))
+                .copied()
+                .unwrap_or((0.0, None, 0.0));
+            let own = |n: &str| self.own_loss.get(n).copied().unwrap_or(0.0);
+            crate::collective_time::Link {
+                rtt_us: rtt,
+                loss: loss.unwrap_or_else(|| 1.0 - (1.0 - own(a)) * (1.0 - own(b))),
+                rate_bps: if tput > 0.0 { tput } else { f64::INFINITY },
+            }
+        };
+        let node_bps = |n: &str| {
+            self.capacity
+                .get(n)
+                .copied()
+                .filter(|c| *c > 0.0)
+                .unwrap_or(f64::INFINITY)
+        };
+        let zone = |n: &str| spec.zone_of(n).unwrap_or_default().to_owned();
+        let all: Vec<String> = spec.all_nodes().map(str::to_owned).collect();
+        let collective = match collective {
+            Collective::Ring => crate::collective_time::Collective::RingAllReduce,
+            Collective::ParameterServer => crate::collective_time::Collective::ParameterServer,
+        };
+        let network = crate::collective_time::Named {
+            nodes: &all,
+            zone: &zone,
+            link: &link,
+            node_bps: &node_bps,
+        };
+        Duration::from_secs_f64(network.predict(collective, bytes, nodes).seconds)
+    }
 }

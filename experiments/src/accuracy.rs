@@ -8,9 +8,17 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tonic::transport::Channel;
+use zonemesh_domain::stats::{median, wilson};
+use zonemesh_lab::Lab;
+use zonemesh_lab::tools::{iperf3, ping_rtts, start_ping};
 use zonemesh_proto::v1;
 
-use crate::Lab;
+/// How the accuracy comparison pings on the demo cluster: for longer than zonemesh's figures reach
+/// back (six 5 s windows of `FAST_AGGREGATOR_FLAGS`), so that both describe the same stretch of
+/// time.
+pub const PING_COUNT: u32 = 1600;
+/// Time between two of those echoes.
+pub const PING_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Goodput of TCP over a link of rate R: 1448 payload bytes (MSS with timestamps) in a 1514-byte
 /// Ethernet frame, which is what `tbf` counts.
@@ -68,29 +76,47 @@ impl ThroughputRow {
     }
 }
 
-/// The lower and upper bounds of the Wilson score interval for `k` successes in `n` trials at
-/// `z` standard deviations (1.96 for 95 %, 3.29 for 99.9 %).
-pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
+/// zonemesh's probes and ping's echoes over several paths, added up: one path's few hundred
+/// probes cannot tell 5 % loss from 4 %, the paths of a node together can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PooledLoss {
+    /// zonemesh's probes.
+    pub sent: u64,
+    /// Those without a reply.
+    pub lost: u64,
+    /// ping's echo requests.
+    pub ping_sent: u64,
+    /// Those without a reply.
+    pub ping_lost: u64,
+}
+
+impl PooledLoss {
+    /// The paths of `rows` to or from `node` (`through` true), or every other path (false).
+    pub fn of(rows: &[PathRow], node: &str, through: bool) -> Self {
+        rows.iter()
+            .filter(|r| (r.src == node || r.dst == node) == through)
+            .fold(Self::default(), |p, r| Self {
+                sent: p.sent + r.zonemesh_sent,
+                lost: p.lost + (r.zonemesh_sent - r.zonemesh_received),
+                ping_sent: p.ping_sent + r.ping_sent,
+                ping_lost: p.ping_lost + (r.ping_sent - r.ping_received),
+            })
     }
-    let (kf, nf) = (k as f64, n as f64);
-    let p = kf / nf;
-    let z2 = z * z;
-    let centre = (p + z2 / (2.0 * nf)) / (1.0 + z2 / nf);
-    let half = z * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt() / (1.0 + z2 / nf);
-    // At the ends the bounds are exact (rounding would leave 0 or 1 just outside).
-    let lo = if k == 0 {
-        0.0
-    } else {
-        (centre - half).max(0.0)
-    };
-    let hi = if k == n {
-        1.0
-    } else {
-        (centre + half).min(1.0)
-    };
-    (lo, hi)
+
+    /// zonemesh's loss ratio (0 without probes).
+    pub fn ratio(&self) -> f64 {
+        self.lost as f64 / self.sent.max(1) as f64
+    }
+
+    /// ping's loss ratio (0 without echoes).
+    pub fn ping_ratio(&self) -> f64 {
+        self.ping_lost as f64 / self.ping_sent.max(1) as f64
+    }
+
+    /// The Wilson interval of zonemesh's loss at `z` standard deviations.
+    pub fn interval(&self, z: f64) -> (f64, f64) {
+        wilson(self.lost, self.sent, z)
+    }
 }
 
 /// Round-trip loss the lab injects on `src` → `dst`: the nodes' own loss (each packet arriving at
@@ -115,121 +141,6 @@ pub fn injected_rtt_us(lab: &Lab, src: &str, dst: &str) -> f64 {
     } else {
         lab.spec().link_between(zs, zd).rtt.as_secs_f64() * 1e6
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Starts iputils ping inside `src`'s namespace to `dst`: `count` echoes `interval` apart.
-pub fn start_ping(
-    lab: &Lab,
-    src: &str,
-    dst: &str,
-    count: u32,
-    interval: Duration,
-) -> Result<tokio::process::Child> {
-    let address = lab.node(dst).address.to_string();
-    tokio::process::Command::from(lab.command(src, "ping"))
-        .args([
-            "-n",
-            "-c",
-            &count.to_string(),
-            "-i",
-            &format!("{:.3}", interval.as_secs_f64()),
-            "-W",
-            "1",
-            &address,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .context("run iputils ping (apt-get install iputils-ping)")
-}
-
-/// The RTTs (µs) of the replies a ping started by [`start_ping`] printed.
-pub async fn ping_rtts(child: tokio::process::Child) -> Result<Vec<f64>> {
-    let out = child.wait_with_output().await?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let rtts: Vec<f64> = text
-        .lines()
-        .filter_map(|l| {
-            l.split("time=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .map(|ms: f64| ms * 1000.0)
-        .collect();
-    if rtts.is_empty() && !out.status.success() {
-        bail!("ping: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(rtts)
-}
-
-/// Runs iperf3 from `src` to `dst` (a one-off server in `dst`'s namespace): `seconds` counted
-/// after a 1 s warm-up (`-O 1`). Returns the receiver's bits per second.
-pub async fn iperf3(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<f64> {
-    const PORT: &str = "5299";
-    let mut server = tokio::process::Command::from(lab.command(dst, "iperf3"))
-        .args(["-s", "-1", "-p", PORT])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .context("run iperf3 (apt-get install iperf3)")?;
-    let address = lab.node(dst).address.to_string();
-    let mut last = String::new();
-    // The server needs a moment to listen: retry the client a few times.
-    for _ in 0..20 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let out = tokio::process::Command::from(lab.command(src, "iperf3"))
-            .args([
-                "-c",
-                &address,
-                "-p",
-                PORT,
-                "-t",
-                &seconds.to_string(),
-                "-O",
-                "1",
-                "-J",
-            ])
-            .kill_on_drop(true)
-            .output()
-            .await?;
-        if out.status.success() {
-            let _ = server.wait().await;
-            let text = String::from_utf8_lossy(&out.stdout);
-            return received_bps(&text).context("iperf3 JSON without end.sum_received");
-        }
-        last = String::from_utf8_lossy(&out.stdout).into_owned();
-    }
-    let _ = server.kill().await;
-    bail!("iperf3 {src} -> {dst} failed: {last}")
-}
-
-/// `end.sum_received.bits_per_second` of iperf3's JSON, without a JSON parser dependency.
-fn received_bps(json: &str) -> Option<f64> {
-    let end = json.rfind("\"sum_received\"")?;
-    let rest = &json[end..];
-    let key = rest.find("\"bits_per_second\"")?;
-    let value = rest[key + "\"bits_per_second\"".len()..]
-        .trim_start()
-        .strip_prefix(':')?
-        .trim_start();
-    let number: String = value
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
-        .collect();
-    number.parse().ok()
 }
 
 /// Every directed path zonemesh measured, with ping run on each at the same time (all at once:
@@ -261,7 +172,7 @@ pub async fn measure_paths(
         .collect::<Result<Vec<_>>>()?;
     let mut rows = Vec::new();
     for ((src, dst), child) in measured.into_iter().zip(pings) {
-        let rtts = child
+        let mut rtts = child
             .await
             .context("ping task")?
             .with_context(|| format!("ping {src} -> {dst}"))?;
@@ -273,7 +184,7 @@ pub async fn measure_paths(
             zonemesh_sent: f.probes_sent,
             zonemesh_received: f.probes_received,
             ping_received: rtts.len() as u64,
-            ping_p50_us: median(rtts),
+            ping_p50_us: median(&mut rtts).unwrap_or(0.0),
             ping_sent: u64::from(count),
             zonemesh_tput_bps: (f.throughput_provenance == v1::Provenance::Measured as i32
                 && f.throughput_bps > 0.0)
@@ -514,24 +425,46 @@ pub fn throughput_table(rows: &[ThroughputRow]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn wilson_intervals_match_known_values() {
-        // 50 lost of 1000 at 95 %: 3.81 %–6.54 % (standard tables).
-        let (lo, hi) = wilson(50, 1000, 1.96);
-        assert!(
-            (lo - 0.0381).abs() < 0.0005 && (hi - 0.0654).abs() < 0.0005,
-            "{lo} {hi}"
-        );
-        assert_eq!(wilson(0, 0, 1.96), (0.0, 1.0));
-        let (lo, hi) = wilson(0, 100, 1.96);
-        assert!(lo == 0.0 && hi < 0.04);
-        assert!(wilson(0, 119, 1.96).0 == 0.0 && wilson(7, 7, 1.96).1 == 1.0);
+    fn row(src: &str, dst: &str, sent: u64, received: u64, ping_received: u64) -> PathRow {
+        PathRow {
+            src: src.into(),
+            dst: dst.into(),
+            injected_rtt_us: 0.0,
+            injected_loss: 0.0,
+            zonemesh_p50_us: 0.0,
+            zonemesh_sent: sent,
+            zonemesh_received: received,
+            ping_p50_us: 0.0,
+            ping_sent: 100,
+            ping_received,
+            zonemesh_tput_bps: None,
+        }
     }
 
     #[test]
-    fn iperf3_json_gives_the_receiver_rate() {
-        let json = r#"{"end":{"sum_sent":{"bits_per_second":9.9e7},"sum_received":{"seconds":3.0,"bits_per_second":95654321.5,"retransmits":0}}}"#;
-        assert_eq!(received_bps(json), Some(95_654_321.5));
-        assert_eq!(received_bps("{}"), None);
+    fn loss_is_pooled_over_the_paths_through_a_node_and_over_the_others() {
+        let rows = [
+            row("a1", "a2", 300, 285, 95),
+            row("a2", "a3", 300, 288, 94),
+            row("a1", "a3", 300, 300, 100),
+            row("b1", "b2", 200, 199, 100),
+        ];
+        let pool = |through| PooledLoss::of(&rows, "a2", through);
+        // (through a2, sent, lost, ping sent, ping lost)
+        let cases = [(true, 600, 27, 200, 11), (false, 500, 1, 200, 0)];
+        for (through, sent, lost, ping_sent, ping_lost) in cases {
+            let want = PooledLoss {
+                sent,
+                lost,
+                ping_sent,
+                ping_lost,
+            };
+            assert_eq!(pool(through), want, "through a2: {through}");
+        }
+        assert!((pool(true).ratio() - 0.045).abs() < 1e-12);
+        assert!((pool(true).ping_ratio() - 0.055).abs() < 1e-12);
+        let (lo, hi) = pool(true).interval(1.96);
+        assert!(lo < 0.045 && 0.045 < hi, "{lo} {hi}");
+        assert_eq!(PooledLoss::of(&[], "a2", true).ratio(), 0.0);
     }
 }

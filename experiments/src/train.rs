@@ -17,9 +17,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-
-use crate::netns::NETNS_DIR;
-use crate::{Lab, in_netns};
+use zonemesh_lab::netns::NETNS_DIR;
+use zonemesh_lab::{Lab, in_netns};
 
 /// How the workers exchange gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
