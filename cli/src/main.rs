@@ -10,6 +10,7 @@
 
 #[cfg(feature = "demo")]
 mod demo;
+mod failure;
 mod query;
 mod render;
 mod tiers;
@@ -26,7 +27,7 @@ const PROGRAM: &str = "zonemesh";
 
 /// zonemesh: network-aware placement for distributed training.
 #[derive(Debug, Parser)]
-#[command(name = PROGRAM, version, after_help = query::EXIT_HELP)]
+#[command(name = PROGRAM, version, after_help = failure::EXIT_HELP)]
 struct Cli {
     #[command(flatten)]
     connection: query::Connection,
@@ -93,8 +94,8 @@ fn main() {
                 loopback,
             })
             .await
-            .map_err(|e| query::Failure {
-                status: query::exit::FAILURE,
+            .map_err(|e| failure::Failure {
+                status: failure::exit::FAILURE,
                 message: format!("{e:#}"),
             }),
             #[cfg(not(feature = "demo"))]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use zonemesh_proto::v1;
 use zonemesh_publish::{Kind, KueueVersion, Scheduler, Settings};
 
-use crate::query::{Failure, exit};
+use crate::failure::{Failure, exit};
 use crate::render::{micros, rate};
 
 fn pair(p: &Option<v1::ZonePairFigure>, show: impl Fn(f64) -> String) -> Option<String> {
