@@ -53,6 +53,10 @@ pub enum Error {
     /// The engine task has stopped (the server is shutting down).
     #[error("the aggregator is shutting down")]
     ShuttingDown,
+    /// The replicated log (`--cluster`) cannot be reached or used; the message names the flag
+    /// to fix when one can.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// Not answered now, for a reason that passes (the aggregator is starting; the topology
     /// changed under a paged answer): the message says what.
     #[error("{0}; try again")]
@@ -146,7 +150,9 @@ impl Error {
             Self::Corrupt { .. } => Kind::DataLoss,
             Self::Config(_) | Self::Listen { .. } | Self::Internal(_) => Kind::Internal,
             // A write that failed (a full disk) may succeed later; the server may be back.
-            Self::Store { .. } | Self::ShuttingDown | Self::TryAgain(_) => Kind::Unavailable,
+            Self::Store { .. } | Self::ShuttingDown | Self::TryAgain(_) | Self::Cluster(_) => {
+                Kind::Unavailable
+            }
         }
     }
 

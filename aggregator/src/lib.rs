@@ -7,6 +7,7 @@
 //! The engine itself is the crate `zonemesh-engine`; a scheduler that embeds zonemesh depends on
 //! that alone.
 
+pub mod cluster;
 mod error;
 pub mod server;
 pub mod store;

@@ -28,6 +28,7 @@ impl Server {
             store_cache_bytes: zonemesh_aggregator::store::DEFAULT_CACHE_BYTES,
             engine: EngineConfig::default(),
             owner: Default::default(),
+            cluster: None,
             ingest: Default::default(),
             tls: None,
             allow_plaintext: false,

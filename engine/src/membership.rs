@@ -132,6 +132,12 @@ impl Topology {
         true
     }
 
+    /// The node's agent still has a session (a replica restored from its checkpoint learns which
+    /// from the log): connected again, as it was.
+    pub fn resume(&mut self, id: NodeId) {
+        self.snap.nodes.get_mut(id.0 as usize).connected = true;
+    }
+
     /// The agent's stream closed. The node stays READY until `down_after_ms` passes.
     pub fn disconnect(&mut self, id: NodeId, now: UnixMs) {
         let node = self.snap.nodes.get_mut(id.0 as usize);

@@ -80,6 +80,16 @@ mod env {
     pub const PUBLISH_NAMESPACE: &str = "ZONEMESH_PUBLISH_NAMESPACE";
     pub const PUBLISH_WEIGHTS_NAME: &str = "ZONEMESH_PUBLISH_WEIGHTS_NAME";
     pub const PUBLISH_KUEUE_VERSION: &str = "ZONEMESH_PUBLISH_KUEUE_VERSION";
+    pub const CLUSTER: &str = "ZONEMESH_CLUSTER";
+    pub const CLUSTER_TLS_CA: &str = "ZONEMESH_CLUSTER_TLS_CA";
+    pub const CLUSTER_CREDS: &str = "ZONEMESH_CLUSTER_CREDS";
+    pub const CLUSTER_REPLICAS: &str = "ZONEMESH_CLUSTER_REPLICAS";
+    pub const CLUSTER_RETENTION: &str = "ZONEMESH_CLUSTER_RETENTION";
+    pub const CLUSTER_MAX_BYTES: &str = "ZONEMESH_CLUSTER_MAX_BYTES";
+    pub const REPLICA_NAME: &str = "ZONEMESH_REPLICA_NAME";
+    pub const WRITER: &str = "ZONEMESH_WRITER";
+    pub const MAX_LAG: &str = "ZONEMESH_MAX_LAG";
+    pub const SNAPSHOT_INTERVAL: &str = "ZONEMESH_SNAPSHOT_INTERVAL";
 }
 
 /// The zonemesh aggregator: ingests agents' measurements, keeps the zone-aware topology matrix in
@@ -242,6 +252,40 @@ struct Cli {
     /// API version of Kueue's Topology: v1beta2 (Kueue 0.15 and later) or v1beta1.
     #[arg(long, env = env::PUBLISH_KUEUE_VERSION, default_value = "v1beta2")]
     publish_kueue_version: String,
+    /// Run as a replica on a replicated log: the NATS JetStream servers, comma-separated
+    /// (`nats://host:4222,...`; `tls://` for TLS). Without it, one aggregator on its own store.
+    #[arg(long, env = env::CLUSTER, value_delimiter = ',')]
+    cluster: Vec<String>,
+    /// CA of the NATS servers' certificates; TLS to them is required when set.
+    #[arg(long, env = env::CLUSTER_TLS_CA, requires = "cluster")]
+    cluster_tls_ca: Option<PathBuf>,
+    /// NATS credentials file (user JWT and seed) of the aggregators' account.
+    #[arg(long, env = env::CLUSTER_CREDS, requires = "cluster")]
+    cluster_creds: Option<PathBuf>,
+    /// Copies of the log the stream keeps (set when the stream is created: 3 in production).
+    #[arg(long, env = env::CLUSTER_REPLICAS, default_value_t = 3)]
+    cluster_replicas: usize,
+    /// The log keeps entries this long (a replica that stayed away longer starts from the newest
+    /// snapshot).
+    #[arg(long, env = env::CLUSTER_RETENTION, default_value = "6h", value_parser = parse_duration)]
+    cluster_retention: Duration,
+    /// The log keeps at most this many MiB, oldest entries dropped first.
+    #[arg(long, env = env::CLUSTER_MAX_BYTES, default_value_t = 65_536)]
+    cluster_max_mib: u64,
+    /// This replica's name, unique among the replicas (default: the host name).
+    #[arg(long, env = env::REPLICA_NAME, requires = "cluster")]
+    replica_name: Option<String>,
+    /// This replica grants throughput tests and publishes to Kubernetes (exactly one replica
+    /// should; the others' agents go without throughput tests meanwhile).
+    #[arg(long, env = env::WRITER, requires = "cluster")]
+    writer: bool,
+    /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
+    /// readiness.
+    #[arg(long, env = env::MAX_LAG, default_value_t = 10_000)]
+    max_lag: u64,
+    /// How often a replica writes its snapshot to the log's bucket (where new replicas start).
+    #[arg(long, env = env::SNAPSHOT_INTERVAL, default_value = "3m", value_parser = parse_duration)]
+    snapshot_interval: Duration,
     /// Testing only: make every store write take at least this long (fault injection).
     #[arg(long, hide = true, default_value = "0ms", value_parser = parse_duration)]
     fault_commit_delay: Duration,
@@ -317,6 +361,7 @@ impl Cli {
             },
             store_cache_bytes: self.store_cache_mib << 20,
             engine: self.engine_config()?,
+            cluster: self.cluster_config()?,
             owner: server::owner::OwnerConfig {
                 commit_delay: self.fault_commit_delay,
                 store_hang: self.store_hang_timeout,
@@ -505,6 +550,77 @@ impl Cli {
         })
     }
 
+    /// A replica's settings (`--cluster*`), checked; `None` without `--cluster`.
+    fn cluster_config(
+        &self,
+    ) -> Result<Option<zonemesh_aggregator::cluster::ClusterConfig>, String> {
+        if self.cluster.is_empty() {
+            return Ok(None);
+        }
+        for server in &self.cluster {
+            let ok = ["nats://", "tls://"].iter().any(|scheme| {
+                server
+                    .strip_prefix(scheme)
+                    .is_some_and(|rest| !rest.is_empty())
+            });
+            if !ok {
+                return Err(format!(
+                    "--cluster: {server:?} is not a NATS server URL (nats://host:port or tls://host:port)"
+                ));
+            }
+        }
+        if !(1..=5).contains(&self.cluster_replicas) {
+            return Err(format!(
+                "--cluster-replicas: {} is not between 1 and 5",
+                self.cluster_replicas
+            ));
+        }
+        at_least(
+            "cluster-retention",
+            self.cluster_retention,
+            Duration::from_secs(1),
+        )?;
+        at_least(
+            "snapshot-interval",
+            self.snapshot_interval,
+            Duration::from_secs(1),
+        )?;
+        if self.cluster_max_mib == 0 {
+            return Err("--cluster-max-mib: 0 MiB holds nothing".into());
+        }
+        if self.max_lag == 0 {
+            return Err("--max-lag: 0 would make every replica unready at every new entry".into());
+        }
+        let replica = match &self.replica_name {
+            Some(name) => name.clone(),
+            None => host_name()
+                .ok_or("--replica-name: not given, and the host name could not be read")?,
+        };
+        if replica.is_empty()
+            || replica.len() > 64
+            || !replica
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "--replica-name: {replica:?} is not 1 to 64 letters, digits, '-' or '_'"
+            ));
+        }
+        let mut config =
+            zonemesh_aggregator::cluster::ClusterConfig::new(self.cluster.clone(), replica);
+        config.tls_ca = self.cluster_tls_ca.clone();
+        config.creds = self.cluster_creds.clone();
+        config.writer = self.writer;
+        config.max_lag = self.max_lag;
+        config.snapshot_every = self.snapshot_interval;
+        config.stream = zonemesh_aggregator::cluster::StreamSettings {
+            replicas: self.cluster_replicas,
+            max_age: self.cluster_retention,
+            max_bytes: i64::try_from(self.cluster_max_mib << 20).unwrap_or(i64::MAX),
+        };
+        Ok(Some(config))
+    }
+
     /// The engine's settings: windows, staleness, the probe plan, throughput tests, limits.
     fn engine_config(&self) -> Result<EngineConfig, String> {
         Ok(EngineConfig {
@@ -538,6 +654,14 @@ impl Cli {
             ..EngineConfig::default()
         })
     }
+}
+
+/// The host name (a pod's name in a StatefulSet), if the kernel tells it.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
 }
 
 const PROGRAM: &str = "zonemesh-aggregator";

@@ -216,6 +216,8 @@ struct FilterCall {
 #[derive(Clone)]
 pub struct Extender {
     reader: Reader,
+    /// A replica answers only while it is caught up with the log.
+    gate: Option<Arc<crate::cluster::Progress>>,
     metrics: Arc<Metrics>,
     filters: mpsc::Sender<FilterCall>,
     jobs: Arc<ArcSwap<Jobs>>,
@@ -230,8 +232,14 @@ impl std::fmt::Debug for Extender {
 }
 
 impl Extender {
-    /// An extender over `reader` that remembers jobs for `job_ttl_ms` after their last pod.
-    pub fn new(reader: Reader, metrics: Arc<Metrics>, job_ttl_ms: i64) -> Self {
+    /// An extender over `reader` that remembers jobs for `job_ttl_ms` after their last pod. A
+    /// replica's `gate` makes it answer 503 (the scheduler goes on without it) while it lags.
+    pub fn new(
+        reader: Reader,
+        metrics: Arc<Metrics>,
+        job_ttl_ms: i64,
+        gate: Option<Arc<crate::cluster::Progress>>,
+    ) -> Self {
         let (filters, mut calls) = mpsc::channel::<FilterCall>(1024);
         let jobs = Arc::new(ArcSwap::from_pointee(Jobs::new(job_ttl_ms)));
         let (published, snapshots) = (jobs.clone(), reader.clone());
@@ -259,6 +267,7 @@ impl Extender {
         }
         Self {
             reader,
+            gate,
             metrics,
             filters,
             jobs,
@@ -308,7 +317,10 @@ impl Extender {
                     .into_response();
             }
         };
-        let result = answer(args).await;
+        let result = match self.gate.as_ref().and_then(|g| g.why_unready()) {
+            Some(why) => Err(crate::Error::TryAgain(why)),
+            None => answer(args).await,
+        };
         let ok = matches!(result, Ok(Ok(_)));
         self.metrics
             .observe_query(verb, started.elapsed().as_secs_f64(), ok);
@@ -518,7 +530,12 @@ mod tests {
             2,
             Arc::new(Still(now)),
         );
-        let extender = Extender::new(reader, Arc::new(Metrics::default()), DEFAULT_JOB_TTL_MS);
+        let extender = Extender::new(
+            reader,
+            Arc::new(Metrics::default()),
+            DEFAULT_JOB_TTL_MS,
+            None,
+        );
         let pod = json!({ "metadata": { "name": "w", "namespace": "ml",
             "labels": { "zonemesh.io/job": "resnet" }, "annotations": { "zonemesh.io/workers": "2" } } });
         let mut calls = Vec::new();

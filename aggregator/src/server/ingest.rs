@@ -26,8 +26,11 @@ use zonemesh_proto::v1;
 use super::auth::Guard;
 use super::health::StoreProblem;
 use super::metrics::{Limit, Metrics};
-use super::owner::{Command, Outbound, Owner, Refusal, RefusalKind};
+use super::owner::{Command, Logged, Outbound, Owner, Refusal, RefusalKind};
+use super::reader::Reader;
 use super::tls::Peer;
+use crate::cluster::Log;
+use crate::cluster::entry::{Entry, agent_subject, message_id};
 
 /// What one agent may send (`--max-report-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,6 +106,36 @@ pub struct IngestService {
     /// Where the streams' tasks run: a runtime of their own, so that decoding thousands of
     /// agents' reports never delays a query's turn on the server's runtime.
     runtime: tokio::runtime::Handle,
+    /// With `--cluster`: the log every hello, report and departure goes through.
+    cluster: Option<Arc<ClusterEdge>>,
+}
+
+/// A replica's edge: what it needs to put an agent's messages into the log.
+#[derive(Debug)]
+pub struct ClusterEdge {
+    /// The log.
+    pub log: Log,
+    /// Snapshots to decide refusals on before anything is written.
+    pub reader: Reader,
+    /// Makes session ids unique in the cluster.
+    pub sessions: SessionIds,
+}
+
+/// Session ids that no other replica gives out: a keyed hash (random keys per process) of a
+/// counter.
+#[derive(Debug, Default)]
+pub struct SessionIds {
+    keys: std::collections::hash_map::RandomState,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl SessionIds {
+    /// A new id, never 0.
+    pub fn next(&self) -> u64 {
+        use std::hash::BuildHasher;
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.keys.hash_one(n).max(1)
+    }
 }
 
 impl IngestService {
@@ -124,7 +157,14 @@ impl IngestService {
             guard,
             stop,
             runtime,
+            cluster: None,
         }
+    }
+
+    /// A replica's service: hellos, reports and departures go through `edge`'s log.
+    pub fn replicated(mut self, edge: Arc<ClusterEdge>) -> Self {
+        self.cluster = Some(edge);
+        self
     }
 }
 
@@ -153,6 +193,7 @@ fn code(kind: RefusalKind) -> tonic::Code {
     match kind {
         RefusalKind::Invalid => crate::ErrorKind::InvalidArgument.grpc(),
         RefusalKind::OverLimit => crate::ErrorKind::ResourceExhausted.grpc(),
+        RefusalKind::Unavailable => crate::ErrorKind::Unavailable.grpc(),
     }
 }
 
@@ -215,6 +256,11 @@ impl v1::ingest_server::Ingest for IngestService {
                 d.status()
             })?;
         let name = hello.node.clone();
+        let zone = hello.zone.to_string();
+        let logged = match &self.cluster {
+            Some(edge) => Some(log_hello(edge, &hello).await?),
+            None => None,
+        };
         let (outbound, outbound_rx) = mpsc::channel::<Outbound>(256);
         let (reply, replied) = oneshot::channel();
         self.owner
@@ -222,6 +268,7 @@ impl v1::ingest_server::Ingest for IngestService {
                 hello,
                 outbound: outbound.clone(),
                 reply,
+                logged,
             })
             .await?;
         let (node, session) = replied
@@ -234,9 +281,11 @@ impl v1::ingest_server::Ingest for IngestService {
             limits: self.limits,
             buckets: self.buckets.clone(),
             name,
+            zone,
             node,
             session,
             outbound,
+            cluster: self.cluster.clone(),
         };
         self.runtime.spawn(task.run(inbound));
         // The response stream ends when the server stops, so that graceful shutdown does not
@@ -254,6 +303,31 @@ impl v1::ingest_server::Ingest for IngestService {
             .map(|m| m.expect("take_while keeps Some"));
         Ok(Response::new(Box::pin(stream)))
     }
+}
+
+/// A replica puts the hello in the log (refused first, as a single aggregator refuses it, over
+/// `--max-nodes`), with a new session; answered once applied.
+async fn log_hello(edge: &ClusterEdge, hello: &Hello) -> Result<Logged, Status> {
+    edge.reader
+        .snapshot()
+        .admit_hello(hello)
+        .map_err(|e| crate::Error::from(e).status())?;
+    let session = edge.sessions.next();
+    let entry = Entry::Hello {
+        hello: hello.clone(),
+        session,
+        replica: edge.log.config().replica.clone(),
+    };
+    let seq = edge
+        .log
+        .append(
+            agent_subject(hello.zone.as_str(), "hello"),
+            &message_id("h", &hello.node, session),
+            entry.encode(),
+        )
+        .await
+        .map_err(|e| e.status())?;
+    Ok(Logged { seq, session })
 }
 
 impl IngestService {
@@ -288,9 +362,13 @@ struct StreamTask {
     buckets: Arc<std::sync::Mutex<std::collections::HashMap<String, Bucket>>>,
     /// The node's name (its token bucket's key is the name's text).
     name: NodeName,
+    /// The node's zone (its entries' subject).
+    zone: String,
     node: zonemesh_engine::NodeId,
     session: u64,
     outbound: mpsc::Sender<Outbound>,
+    /// With `--cluster`: the log.
+    cluster: Option<Arc<ClusterEdge>>,
 }
 
 impl StreamTask {
@@ -315,6 +393,25 @@ impl StreamTask {
             }
         }
         let (node, session) = (self.node, self.session);
+        if let Some(edge) = &self.cluster {
+            // Best effort, and not waited for: a replica that dies leaves its sessions to be
+            // replaced by the agents' next hellos elsewhere.
+            let (edge, name, zone) = (edge.clone(), self.name.clone(), self.zone.clone());
+            tokio::spawn(async move {
+                let entry = Entry::Goodbye {
+                    node: name.clone(),
+                    session,
+                };
+                let id = message_id("g", &name, session);
+                if let Err(e) = edge
+                    .log
+                    .append(agent_subject(&zone, "bye"), &id, entry.encode())
+                    .await
+                {
+                    tracing::warn!(node = %name, error = %e, "the departure did not reach the log");
+                }
+            });
+        }
         let _ = self.owner.send(Command::Goodbye { node, session }).await;
     }
 
@@ -402,6 +499,11 @@ impl StreamTask {
             let _ = self.outbound.send(refused).await;
             return true;
         }
+        // A replica stores the message as it came, once it has passed the checks below.
+        let entry = self
+            .cluster
+            .as_ref()
+            .map(|_| Entry::encode_report(name, &wire));
         let report = match zonemesh_proto::convert::report_from_agent(name, wire) {
             Ok(report) => report,
             Err(e) => {
@@ -429,13 +531,67 @@ impl StreamTask {
                 }
             }
         };
-        let command = Command::Report {
-            node: self.node,
-            session: self.session,
-            report,
-            permit: Some(permit),
+        let command = match (&self.cluster, entry) {
+            (Some(edge), Some(entry)) => match self.log_report(edge, &report, entry).await {
+                Ok(log_seq) => Command::AckAfter {
+                    log_seq,
+                    session: self.session,
+                    outbound: self.outbound.clone(),
+                    sequence: report.sequence,
+                    permit: Some(permit),
+                },
+                Err(refusal) => {
+                    let end = matches!(refusal, Outbound::End(_));
+                    let _ = self.outbound.send(refusal).await;
+                    return !end;
+                }
+            },
+            _ => Command::Report {
+                node: self.node,
+                session: self.session,
+                report,
+                permit: Some(permit),
+            },
         };
         self.owner.send(command).await.is_ok()
+    }
+
+    /// A replica refuses a report over the engine's limits (as a single aggregator does, before
+    /// anything is written), else puts it in the log: the entry's sequence, or what to tell the
+    /// agent (a refusal, or the end of the stream when the log cannot be written).
+    async fn log_report(
+        &self,
+        edge: &ClusterEdge,
+        report: &zonemesh_domain::Report,
+        entry: Vec<u8>,
+    ) -> Result<u64, Outbound> {
+        let sequence = report.sequence;
+        if let Err(e) = edge.reader.snapshot().admit_report(self.node, report) {
+            if let zonemesh_engine::Error::Limit { limit, .. } = &e {
+                self.metrics.security.limit_hit(*limit);
+            }
+            self.metrics.refused_reports.inc();
+            tracing::warn!(node = %self.name, sequence, "report refused: {e}");
+            return Err(refusal(
+                RefusalKind::OverLimit,
+                "paths",
+                e.to_string(),
+                sequence,
+            ));
+        }
+        let id = message_id("r", &self.name, sequence);
+        edge.log
+            .append(agent_subject(&self.zone, "report"), &id, entry)
+            .await
+            .map_err(|e| {
+                tracing::warn!(node = %self.name, sequence, error = %e, "the log did not take a report; closing the stream");
+                Outbound::End(Refusal {
+                    kind: RefusalKind::Unavailable,
+                    field: String::new(),
+                    message: format!("{e}; reconnect (to another replica)"),
+                    sequence,
+                })
+            })
     }
 }
 

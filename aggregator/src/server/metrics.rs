@@ -25,6 +25,7 @@ use zonemesh_domain::{NodeState, Provenance, UnixMs};
 use zonemesh_engine::Snapshot;
 
 use super::health::StoreHealth;
+use crate::cluster::Progress;
 
 pub use zonemesh_common::metrics::{Counter, Gauge};
 
@@ -357,6 +358,8 @@ pub struct Metrics {
     /// The Kubernetes publisher (`--publish`).
     pub publish: Arc<zonemesh_publish::PublishMetrics>,
     heap_stats: Arc<OnceLock<HeapStats>>,
+    /// A replica's progress (only with `--cluster`: its families appear only then).
+    cluster: Arc<OnceLock<Arc<Progress>>>,
     /// The engine's count of latency windows left out under load (a counter the engine owns).
     windows_under_load: Arc<AtomicU64>,
     query_seconds: Family<RpcLabels, Histogram>,
@@ -481,11 +484,13 @@ impl Default for Metrics {
         let zone_view = Arc::new(Mutex::new(ZoneView::default()));
         let store_health = StoreHealth::default();
         let heap_stats = Arc::new(OnceLock::new());
+        let cluster = Arc::new(OnceLock::new());
         let windows_under_load = Arc::new(AtomicU64::new(0));
         registry.register_collector(Box::new(Published {
             view: zone_view.clone(),
             store_health: store_health.clone(),
             heap_stats: heap_stats.clone(),
+            cluster: cluster.clone(),
             windows_under_load: windows_under_load.clone(),
         }));
         Self {
@@ -508,6 +513,7 @@ impl Default for Metrics {
             ingest_budget_waits,
             publish,
             heap_stats,
+            cluster,
             windows_under_load,
             query_seconds,
             query_errors,
@@ -550,6 +556,11 @@ impl Metrics {
         if !ok {
             self.query_errors.get_or_create(&labels).inc();
         }
+    }
+
+    /// A replica: its progress in the log is exported (`zonemesh_cluster_*`).
+    pub fn set_cluster(&self, progress: Arc<Progress>) {
+        let _ = self.cluster.set(progress);
     }
 
     /// Where the allocator's figures come from (the binary's allocator knows them).
@@ -630,6 +641,7 @@ struct Published {
     view: Arc<Mutex<ZoneView>>,
     store_health: StoreHealth,
     heap_stats: Arc<OnceLock<HeapStats>>,
+    cluster: Arc<OnceLock<Arc<Progress>>>,
     windows_under_load: Arc<AtomicU64>,
 }
 
@@ -686,8 +698,61 @@ impl Collector for Published {
                 }
             }
         }
+        if let Some(progress) = self.cluster.get() {
+            encode_cluster(&mut encoder, progress)?;
+        }
         encode_links(&mut encoder, &view.links)
     }
+}
+
+/// A replica's families (only with `--cluster`).
+fn encode_cluster(encoder: &mut DescriptorEncoder, p: &Progress) -> Result<(), fmt::Error> {
+    let gauge = |v: u64| ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
+    for (name, help, value) in [
+        (
+            "zonemesh_cluster_applied_sequence",
+            "The last entry of the replicated log this replica applied.",
+            p.applied(),
+        ),
+        (
+            "zonemesh_cluster_lag_entries",
+            "Entries of the replicated log this replica has not applied yet.",
+            p.lag(),
+        ),
+        (
+            "zonemesh_cluster_ready",
+            "1 while this replica answers queries (caught up, within --max-lag), else 0.",
+            u64::from(p.why_unready().is_none()),
+        ),
+    ] {
+        gauge(value).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+    }
+    if let Some(at) = p.checkpoint_at() {
+        let age = (zonemesh_common::time::unix_ms() - at).max(0) as f64 / 1000.0;
+        let metric = encoder.encode_descriptor(
+            "zonemesh_cluster_checkpoint_age_seconds",
+            "Seconds since this replica last wrote its checkpoint to its store.",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(age).encode(metric)?;
+    }
+    for (name, help, value) in [
+        (
+            "zonemesh_cluster_unreadable_entries",
+            "Entries of the replicated log that did not decode, skipped.",
+            p.unreadable_count(),
+        ),
+        (
+            "zonemesh_cluster_grants_withheld",
+            "Throughput tests this replica's agents went without (only the --writer replica grants them).",
+            p.withheld_count(),
+        ),
+    ] {
+        let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        ConstCounter::new(value).encode(metric)?;
+    }
+    Ok(())
 }
 
 /// The zone-to-zone families: at most zones² series each, and none without a link to show.

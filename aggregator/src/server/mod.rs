@@ -11,6 +11,7 @@ pub mod owner;
 pub mod priority;
 pub mod query;
 pub mod reader;
+pub mod replica;
 pub mod tiers;
 pub mod tls;
 pub mod topology;
@@ -75,6 +76,8 @@ pub struct Config {
     pub tiers: tiers::TiersConfig,
     /// The Kubernetes publisher (`--publish`); `None`: off.
     pub publish: Option<PublishConfig>,
+    /// A replica on a replicated log (`--cluster`); `None`: the single aggregator.
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 /// The publisher's settings.
@@ -135,7 +138,13 @@ pub async fn serve(
         ),
         None => None,
     };
-    let (topology, store, restored_tiers) = restore(&config)?;
+    // A replica connects to its log before anything else opens (a bad --cluster fails here).
+    let mut replica = match &config.cluster {
+        Some(c) => Some(replica::Replica::connect(c).await?),
+        None => None,
+    };
+    let (topology, store, restored_tiers, cluster_start) =
+        restore(&config, replica.as_ref()).await?;
     let (grpc_listener, http_listener, bound) = bind(&config).await?;
 
     let health = tonic_health::server::HealthReporter::new();
@@ -156,26 +165,48 @@ pub async fn serve(
         metrics.clone(),
         metrics.store_health.clone(),
         config.owner.clone(),
+        cluster_start.clone(),
     )?;
+    let mut replica_tasks = Vec::new();
+    if let (Some(r), Some(start)) = (&mut replica, &cluster_start) {
+        metrics.set_cluster(r.progress.clone());
+        replica_tasks = r.run(owner.clone(), start.applied);
+    }
+    let gate = replica.as_ref().map(|r| r.progress.clone());
     let store_health = ingest::follow_store_health(owner.store_health().watch(), health);
     let (tiers_watch, tiers_task) = tiers::spawn(owner.clone(), config.tiers, restored_tiers);
-    // One writer, fed by tier snapshots; it never runs on the owner.
+    // One writer, fed by tier snapshots; it never runs on the owner (nor on a replica that is
+    // not the writer).
     let publisher = kube_client
+        .filter(|_| config.cluster.as_ref().is_none_or(|c| c.writer))
         .and_then(|client| start_publisher(&config, client, tiers_watch.clone(), metrics.clone()));
     let (stop_tx, stop_rx) = watch::channel(false);
     let ingest_runtime = IngestRuntime::start()?;
-    let queries = query::Queries::new(owner.reader().clone(), metrics.clone(), tiers_watch);
+    let queries = query::Queries::new(
+        owner.reader().clone(),
+        metrics.clone(),
+        tiers_watch,
+        gate.clone(),
+    );
+    let mut ingest = ingest::IngestService::new(
+        owner.clone(),
+        metrics.clone(),
+        guard.clone(),
+        config.ingest,
+        stop_rx.clone(),
+        ingest_runtime.handle.clone(),
+    );
+    if let Some(r) = &replica {
+        ingest = ingest.replicated(Arc::new(ingest::ClusterEdge {
+            log: r.log.clone(),
+            reader: owner.reader().clone(),
+            sessions: Default::default(),
+        }));
+    }
     let grpc = grpc_server(GrpcParts {
         listener: grpc_listener,
         health: health_service,
-        ingest: ingest::IngestService::new(
-            owner.clone(),
-            metrics.clone(),
-            guard.clone(),
-            config.ingest,
-            stop_rx.clone(),
-            ingest_runtime.handle.clone(),
-        ),
+        ingest,
         max_report_bytes: config.ingest.max_report_bytes,
         topology: topology::TopologyService::new(queries.clone()),
         guard: guard.clone(),
@@ -194,11 +225,15 @@ pub async fn serve(
     tracing::info!(grpc = %bound.grpc, http = %bound.http, "serving");
 
     let mut http_stop = stop_rx.clone();
-    let extender =
-        extender::Extender::new(owner.reader().clone(), metrics.clone(), config.job_ttl_ms);
+    let extender = extender::Extender::new(
+        owner.reader().clone(),
+        metrics.clone(),
+        config.job_ttl_ms,
+        gate.clone(),
+    );
     let http = axum::serve(
         tls::incoming(http_listener, tls.clone(), metrics.clone()),
-        http_router(metrics.clone())
+        http_router(metrics.clone(), gate)
             .merge(extender.router(guard.clone()))
             .merge(web::router(queries, guard.clone()))
             .into_make_service_with_connect_info::<tls::Peer>(),
@@ -228,6 +263,9 @@ pub async fn serve(
     let _ = tokio::time::timeout(grace, http_task).await;
     tiers_task.abort();
     store_health.abort();
+    for task in replica_tasks {
+        task.abort();
+    }
     if let Some(p) = publisher {
         p.abort();
     }
@@ -295,31 +333,51 @@ fn security(
     Ok((tls, guard))
 }
 
-/// What a start restores: the topology, its store, and the tiers' state.
-type Restored = (Topology, Box<dyn Store>, Option<TierState>);
+/// What a start restores: the topology, its store, the tiers' state, and a replica's place.
+type Restored = (
+    Topology,
+    Box<dyn Store>,
+    Option<TierState>,
+    Option<owner::ClusterStart>,
+);
 
-/// Opens the store and restores the topology and the tiers' state from it.
-fn restore(config: &Config) -> Result<Restored, Error> {
-    let store: Box<dyn Store> = match &config.data_dir {
+/// Opens the store and restores the topology and the tiers' state from it (a replica: from its
+/// checkpoint or the newest snapshot, its nodes in their ids' order, at its applier's clock).
+async fn restore(config: &Config, replica: Option<&replica::Replica>) -> Result<Restored, Error> {
+    let mut store: Box<dyn Store> = match &config.data_dir {
         Some(dir) => Box::new(SledStore::open_with_cache(dir, config.store_cache_bytes)?),
         None => Box::new(MemStore::default()),
     };
     let started = zonemesh_common::time::Stopwatch::start();
-    let contents = store.load()?;
+    let mut contents = match replica {
+        Some(r) => r.starting_contents(store.as_mut()).await?,
+        None => store.load()?,
+    };
+    let start = replica
+        .zip(config.cluster.as_ref())
+        .map(|(r, c)| r.start(c, &contents));
+    let now = match &contents.cluster {
+        Some(place) => {
+            if let Some(order) = &place.node_order {
+                let rank: std::collections::HashMap<_, _> =
+                    order.iter().enumerate().map(|(i, n)| (n, i)).collect();
+                contents
+                    .nodes
+                    .sort_by_key(|n| rank.get(&n.name).copied().unwrap_or(usize::MAX));
+            }
+            place.clock.max(config.owner.clock.now())
+        }
+        None => config.owner.clock.now(),
+    };
     let (nodes, paths) = (contents.nodes.len(), contents.paths.len());
-    let topology = Topology::restore(
-        config.engine.clone(),
-        contents.nodes,
-        contents.paths,
-        config.owner.clock.now(),
-    );
+    let topology = Topology::restore(config.engine.clone(), contents.nodes, contents.paths, now);
     tracing::info!(
         nodes,
         paths,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "topology restored"
     );
-    Ok((topology, store, contents.tiers))
+    Ok((topology, store, contents.tiers, start))
 }
 
 /// Binds both ports.
@@ -481,7 +539,7 @@ impl IngestRuntime {
     }
 }
 
-fn http_router(metrics: Arc<Metrics>) -> axum::Router {
+fn http_router(metrics: Arc<Metrics>, gate: Option<Arc<crate::cluster::Progress>>) -> axum::Router {
     use axum::http::header;
     use axum::response::IntoResponse as _;
     use axum::routing::get;
@@ -508,16 +566,51 @@ fn http_router(metrics: Arc<Metrics>) -> axum::Router {
         // zonemesh.v1.Ingest is NOT_SERVING meanwhile).
         .route(
             "/healthz",
-            get(move || {
-                let metrics = health_metrics.clone();
-                async move {
-                    match metrics.store_health.problem() {
-                        None => "ok\n".to_owned(),
-                        Some(e) => format!(
-                            "degraded: the store cannot be written, acknowledgements are held until a write succeeds: {e}\n"
-                        ),
+            get({
+                let gate = gate.clone();
+                move || {
+                    let metrics = health_metrics.clone();
+                    let gate = gate.clone();
+                    async move {
+                        let place = gate.as_deref().map(replica_place).unwrap_or_default();
+                        match metrics.store_health.problem() {
+                            None => format!("ok{place}\n"),
+                            Some(e) => format!(
+                                "degraded: the store cannot be written, acknowledgements are held until a write succeeds: {e}{place}\n"
+                            ),
+                        }
                     }
                 }
             }),
         )
+        // Readiness: a replica is ready once caught up with the log and while within --max-lag;
+        // a single aggregator is ready while it serves.
+        .route(
+            "/readyz",
+            get(move || {
+                let gate = gate.clone();
+                async move {
+                    match gate.as_ref().and_then(|g| g.why_unready()) {
+                        None => (axum::http::StatusCode::OK, "ready\n".to_owned()),
+                        Some(why) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+                    }
+                }
+            }),
+        )
+}
+
+/// A replica's place for `/healthz`: the last entry applied, the lag, the checkpoint's age.
+fn replica_place(p: &crate::cluster::Progress) -> String {
+    let checkpoint = match p.checkpoint_at() {
+        Some(at) => format!(
+            "checkpoint {:.0} s ago",
+            (zonemesh_common::time::unix_ms() - at).max(0) as f64 / 1000.0
+        ),
+        None => "no checkpoint yet".into(),
+    };
+    format!(
+        "; replica: applied {}, {} entries behind, {checkpoint}",
+        p.applied(),
+        p.lag()
+    )
 }

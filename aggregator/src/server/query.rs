@@ -15,6 +15,7 @@ use super::metrics::{Metrics, Rpc};
 use super::reader::Reader;
 use super::tiers::TiersWatch;
 use crate::Error;
+use crate::cluster::Progress;
 
 /// How long `GetTiers` waits for the first derivation after a start.
 const FIRST_TIERS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -25,15 +26,32 @@ pub struct Queries {
     reader: Reader,
     metrics: Arc<Metrics>,
     tiers: TiersWatch,
+    /// A replica answers only while it is caught up with the log, within `--max-lag`.
+    gate: Option<Arc<Progress>>,
 }
 
 impl Queries {
-    /// Queries on `reader`'s snapshots; `GetTiers` answers from the tiers task's `tiers`.
-    pub fn new(reader: Reader, metrics: Arc<Metrics>, tiers: TiersWatch) -> Self {
+    /// Queries on `reader`'s snapshots; `GetTiers` answers from the tiers task's `tiers`. A
+    /// replica's `gate` makes them UNAVAILABLE while it lags.
+    pub fn new(
+        reader: Reader,
+        metrics: Arc<Metrics>,
+        tiers: TiersWatch,
+        gate: Option<Arc<Progress>>,
+    ) -> Self {
         Self {
             reader,
             metrics,
             tiers,
+            gate,
+        }
+    }
+
+    /// Why a replica does not answer now, as an error (UNAVAILABLE: a client asks another).
+    fn closed(&self) -> Result<(), Error> {
+        match self.gate.as_ref().and_then(|g| g.why_unready()) {
+            Some(why) => Err(Error::TryAgain(format!("{why}; ask another replica"))),
+            None => Ok(()),
         }
     }
 
@@ -44,7 +62,10 @@ impl Queries {
         f: impl FnOnce(&Snapshot, UnixMs) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         let started = zonemesh_common::time::Stopwatch::start();
-        let result = self.reader.query(f).await.and_then(|r| r);
+        let result = match self.closed() {
+            Ok(()) => self.reader.query(f).await.and_then(|r| r),
+            Err(e) => Err(e),
+        };
         self.metrics
             .observe_query(rpc, started.elapsed().as_secs_f64(), result.is_ok());
         result
@@ -94,13 +115,18 @@ impl Queries {
     pub async fn tiers(&self) -> Result<Arc<Tiers>, Error> {
         let started = zonemesh_common::time::Stopwatch::start();
         let mut rx = self.tiers.clone();
-        let result =
-            match tokio::time::timeout(FIRST_TIERS_WAIT, rx.wait_for(Option::is_some)).await {
-                Ok(Ok(t)) => Ok(t.clone().expect("waited for Some")),
-                _ => Err(Error::TryAgain(
-                    "the tiers are not derived yet (the aggregator is starting)".into(),
-                )),
-            };
+        let result = self.closed();
+        let result = match result {
+            Err(e) => Err(e),
+            Ok(()) => {
+                match tokio::time::timeout(FIRST_TIERS_WAIT, rx.wait_for(Option::is_some)).await {
+                    Ok(Ok(t)) => Ok(t.clone().expect("waited for Some")),
+                    _ => Err(Error::TryAgain(
+                        "the tiers are not derived yet (the aggregator is starting)".into(),
+                    )),
+                }
+            }
+        };
         self.metrics.observe_query(
             Rpc::GetTiers,
             started.elapsed().as_secs_f64(),

@@ -20,6 +20,13 @@ pub const NODE_PREFIX: &[u8] = b"n/";
 pub const ROW_PREFIX: &[u8] = b"r/";
 /// Key of the tiers' state (one record: each zone's group and the next group number).
 pub const TIERS_KEY: &[u8] = b"t/state";
+/// Key of a replica's place in the replicated log: the last entry applied and the applier's
+/// clock (only with `--cluster`).
+pub const CLUSTER_KEY: &[u8] = b"c/log";
+/// Key of the nodes in id order (only with `--cluster`; written when a node is added).
+pub const NODE_ORDER_KEY: &[u8] = b"c/nodes";
+/// Key of the cluster's open sessions (only with `--cluster`; written when one opens or ends).
+pub const SESSIONS_KEY: &[u8] = b"c/sessions";
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeRecord {
@@ -119,6 +126,120 @@ struct TiersRecord {
     zones: Vec<ZoneGroupRecord>,
     #[prost(uint64, tag = "2")]
     next_group: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct SessionRecord {
+    #[prost(string, tag = "1")]
+    node: String,
+    #[prost(uint64, tag = "2")]
+    session: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ClusterRecord {
+    #[prost(uint64, tag = "1")]
+    applied_seq: u64,
+    #[prost(int64, tag = "2")]
+    clock_unix_ms: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeOrderRecord {
+    #[prost(string, repeated, tag = "1")]
+    nodes: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct SessionsRecord {
+    #[prost(message, repeated, tag = "1")]
+    sessions: Vec<SessionRecord>,
+}
+
+/// The records of a replica's place in the log: always the last entry and the clock; the node
+/// order and the sessions when given.
+fn cluster_records(meta: &super::ClusterMeta, out: &mut Vec<super::Record>) {
+    let place = ClusterRecord {
+        applied_seq: meta.applied_seq,
+        clock_unix_ms: meta.clock.0,
+    };
+    out.push((CLUSTER_KEY.to_vec(), place.encode_to_vec()));
+    if let Some(order) = &meta.node_order {
+        let nodes = order.iter().map(ToString::to_string).collect();
+        out.push((
+            NODE_ORDER_KEY.to_vec(),
+            NodeOrderRecord { nodes }.encode_to_vec(),
+        ));
+    }
+    if let Some(sessions) = &meta.sessions {
+        let sessions = sessions
+            .iter()
+            .map(|(node, session)| SessionRecord {
+                node: node.to_string(),
+                session: *session,
+            })
+            .collect();
+        out.push((
+            SESSIONS_KEY.to_vec(),
+            SessionsRecord { sessions }.encode_to_vec(),
+        ));
+    }
+}
+
+/// Decodes one of the cluster's records into `meta`.
+fn decode_cluster_into(
+    meta: &mut super::ClusterMeta,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(), CodecError> {
+    if key == CLUSTER_KEY {
+        let r = ClusterRecord::decode(value)?;
+        meta.applied_seq = r.applied_seq;
+        meta.clock = UnixMs(r.clock_unix_ms);
+    } else if key == NODE_ORDER_KEY {
+        let r = NodeOrderRecord::decode(value)?;
+        let order = r
+            .nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| NodeName::parse(&format!("nodes[{i}]"), n))
+            .collect::<Result<_, _>>()?;
+        meta.node_order = Some(order);
+    } else {
+        let r = SessionsRecord::decode(value)?;
+        let sessions = r
+            .sessions
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Ok((
+                    NodeName::parse(&format!("sessions[{i}].node"), s.node)?,
+                    s.session,
+                ))
+            })
+            .collect::<Result<_, CodecError>>()?;
+        meta.sessions = Some(sessions);
+    }
+    Ok(())
+}
+
+/// Every record a batch writes, as key and value (the meta record first).
+pub fn records(batch: &super::Batch) -> Vec<super::Record> {
+    let mut out = Vec::with_capacity(2 + batch.nodes.len() + batch.rows.len());
+    out.push((META_KEY.to_vec(), FORMAT.to_vec()));
+    for node in &batch.nodes {
+        out.push((node_key(&node.name), encode_node(node)));
+    }
+    for row in &batch.rows {
+        out.push((row_key(&row.src), encode_row(row)));
+    }
+    if let Some(tiers) = &batch.tiers {
+        out.push((TIERS_KEY.to_vec(), encode_tiers(tiers)));
+    }
+    if let Some(cluster) = &batch.cluster {
+        cluster_records(cluster, &mut out);
+    }
+    out
 }
 
 /// Largest group number a stored state may have reached (2^53: far more groups than any
@@ -469,6 +590,8 @@ pub fn decode_into(
         snapshot.nodes.push(decode_node(value)?);
     } else if key == TIERS_KEY {
         snapshot.tiers = Some(decode_tiers(value)?);
+    } else if key == CLUSTER_KEY || key == NODE_ORDER_KEY || key == SESSIONS_KEY {
+        decode_cluster_into(snapshot.cluster.get_or_insert_default(), key, value)?;
     } else if let Some(src) = key.strip_prefix(ROW_PREFIX) {
         let src = std::str::from_utf8(src).map_err(|_| CodecError::KeyNotUtf8)?;
         let src = NodeName::parse("key", src)?;

@@ -14,32 +14,21 @@ pub struct MemStore {
 
 impl Store for MemStore {
     fn load(&self) -> Result<Contents, Error> {
-        let mut snapshot = Contents::default();
-        for (key, value) in &self.records {
-            codec::decode_into(&mut snapshot, key, value).map_err(|reason| Error::Corrupt {
-                path: "memory".into(),
-                key: String::from_utf8_lossy(key).into_owned(),
-                reason,
-            })?;
-        }
-        Ok(snapshot)
+        Contents::from_records(
+            self.records
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_slice())),
+            "memory",
+        )
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
-        self.records
-            .insert(codec::META_KEY.to_vec(), codec::FORMAT.to_vec());
-        for node in &batch.nodes {
-            self.records
-                .insert(codec::node_key(&node.name), codec::encode_node(node));
-        }
-        for row in &batch.rows {
-            self.records
-                .insert(codec::row_key(&row.src), codec::encode_row(row));
-        }
-        if let Some(tiers) = &batch.tiers {
-            self.records
-                .insert(codec::TIERS_KEY.to_vec(), codec::encode_tiers(tiers));
-        }
+        self.records.extend(codec::records(batch));
+        Ok(())
+    }
+
+    fn replace_all(&mut self, records: &[super::Record]) -> Result<(), Error> {
+        self.records = records.iter().cloned().collect();
         Ok(())
     }
 

@@ -14,7 +14,7 @@ mod sled_store;
 pub use memory::MemStore;
 pub use sled_store::{DEFAULT_CACHE_BYTES, SledStore};
 
-use zonemesh_domain::NodeName;
+use zonemesh_domain::{NodeName, UnixMs};
 
 use crate::Error;
 use zonemesh_engine::tiers::TierState;
@@ -22,6 +22,9 @@ use zonemesh_engine::{Dirty, PathState, Snapshot, StoredNode, Topology};
 
 /// One path as stored.
 pub type StoredPath = (NodeName, NodeName, PathState);
+
+/// One stored record: key and value, as [`codec::records`] gives them.
+pub type Record = (Vec<u8>, Vec<u8>);
 
 /// Everything a store holds, as loaded at start.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -32,6 +35,24 @@ pub struct Contents {
     pub paths: Vec<StoredPath>,
     /// The tiers' state, once tiers were derived.
     pub tiers: Option<TierState>,
+    /// A replica's place in the replicated log (only with `--cluster`).
+    pub cluster: Option<ClusterMeta>,
+}
+
+/// A replica's place in the replicated log, stored with the state it describes: the last entry
+/// applied, the applier's clock, the nodes in id order (so that a restart gives every node its
+/// id back) and the cluster's open sessions. A batch carries the order and the sessions only
+/// when they changed (they are large at 5,000 nodes); what is loaded has them all.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ClusterMeta {
+    /// The last entry applied.
+    pub applied_seq: u64,
+    /// The applier's clock (the latest stream timestamp applied).
+    pub clock: UnixMs,
+    /// Every node, in id order.
+    pub node_order: Option<Vec<NodeName>>,
+    /// The session each connected node has, by the log.
+    pub sessions: Option<Vec<(NodeName, u64)>>,
 }
 
 /// Every outgoing path of one node: the unit the store writes. A report only ever changes its
@@ -53,6 +74,8 @@ pub struct Batch {
     pub rows: Vec<StoredRow>,
     /// The tiers' state to (over)write.
     pub tiers: Option<TierState>,
+    /// The replica's place in the log to (over)write (with `--cluster`).
+    pub cluster: Option<ClusterMeta>,
 }
 
 impl Batch {
@@ -82,17 +105,48 @@ impl Batch {
                 })
                 .collect(),
             tiers: None,
+            cluster: None,
         }
+    }
+
+    /// Every node and row of `topology`: a whole copy, as a new replica starts from.
+    pub fn full(topology: &Snapshot) -> Self {
+        let dirty = Dirty {
+            nodes: topology.nodes().map(|(id, _)| id).collect(),
+            sources: topology.nodes().map(|(id, _)| id).collect(),
+        };
+        Self::from_snapshot(topology, &dirty)
     }
 
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.rows.is_empty() && self.tiers.is_none()
+        self.nodes.is_empty()
+            && self.rows.is_empty()
+            && self.tiers.is_none()
+            && self.cluster.is_none()
     }
 
     /// Path records in the batch.
     pub fn path_count(&self) -> usize {
         self.rows.iter().map(|r| r.paths.len()).sum()
+    }
+}
+
+impl Contents {
+    /// The contents that `records` (keys and values as [`codec::records`] gives them) hold.
+    pub fn from_records<'a>(
+        records: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        source: &str,
+    ) -> Result<Self, Error> {
+        let mut contents = Self::default();
+        for (key, value) in records {
+            codec::decode_into(&mut contents, key, value).map_err(|reason| Error::Corrupt {
+                path: source.to_owned(),
+                key: String::from_utf8_lossy(key).into_owned(),
+                reason,
+            })?;
+        }
+        Ok(contents)
     }
 }
 
@@ -105,6 +159,9 @@ pub trait Store: Send + 'static {
     fn commit(&mut self, batch: &Batch) -> Result<(), Error>;
     /// Bytes the store takes (on disk, or encoded in memory).
     fn size_bytes(&self) -> u64;
+    /// Replaces everything the store holds by `records` (a replica starting from a snapshot);
+    /// returns once durable.
+    fn replace_all(&mut self, records: &[Record]) -> Result<(), Error>;
 }
 
 #[cfg(test)]

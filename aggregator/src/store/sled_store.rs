@@ -66,14 +66,9 @@ impl SledStore {
         }
         let db = self.db()?;
         let mut b = sled::Batch::default();
-        for node in &batch.nodes {
-            b.insert(codec::node_key(&node.name), codec::encode_node(node));
-        }
-        for row in &batch.rows {
-            b.insert(codec::row_key(&row.src), codec::encode_row(row));
-        }
-        if let Some(tiers) = &batch.tiers {
-            b.insert(codec::TIERS_KEY, codec::encode_tiers(tiers));
+        // The meta record is written when the database is opened.
+        for (key, value) in codec::records(batch).into_iter().skip(1) {
+            b.insert(key, value);
         }
         db.apply_batch(b).map_err(|e| Error::Store {
             path: self.shown(),
@@ -169,5 +164,29 @@ impl Store for SledStore {
         self.db
             .as_ref()
             .map_or(0, |db| db.size_on_disk().unwrap_or(0))
+    }
+
+    fn replace_all(&mut self, records: &[super::Record]) -> Result<(), Error> {
+        let failed = |action, e: sled::Error| Error::Store {
+            path: self.shown(),
+            action,
+            source: io(e),
+        };
+        let db = self.db()?;
+        let mut b = sled::Batch::default();
+        for item in db.iter().keys() {
+            let key = item.map_err(|e| failed("read", e))?;
+            if key != codec::META_KEY {
+                b.remove(key);
+            }
+        }
+        for (key, value) in records {
+            if key != codec::META_KEY {
+                b.insert(key.as_slice(), value.as_slice());
+            }
+        }
+        db.apply_batch(b).map_err(|e| failed("write", e))?;
+        db.flush().map_err(|e| failed("flush", e))?;
+        Ok(())
     }
 }

@@ -2,11 +2,12 @@
 //! to each agent, and why the owner [`Ended`].
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
-use zonemesh_domain::{Hello, ProbePlan, Report, ThroughputGrant};
+use zonemesh_domain::{Hello, ProbePlan, Report, ThroughputGrant, UnixMs};
 use zonemesh_engine::NodeId;
 use zonemesh_engine::tiers::TierState;
 
 use crate::Error;
+use crate::cluster::entry::{Entry, EntryError};
 
 /// Why a report or a stream is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +16,8 @@ pub enum RefusalKind {
     Invalid,
     /// The message is over a limit (`--max-report-*`, the engine's path limit).
     OverLimit,
+    /// It cannot be taken now (a replica cannot write the log): send it again, elsewhere.
+    Unavailable,
 }
 
 /// A refusal: the named `field` of report `sequence` (0: no report) is refused, and that report
@@ -63,6 +66,25 @@ pub enum Command {
         outbound: OutboundTx,
         /// Gets the node and the session id, or why the node is refused (`--max-nodes`).
         reply: oneshot::Sender<Result<(NodeId, u64), Error>>,
+        /// With `--cluster`: where the log stored the hello, and the session it opened. The
+        /// owner answers once it has applied that entry.
+        logged: Option<Logged>,
+    },
+    /// With `--cluster`: entries of the log, in order, to apply.
+    Apply(Vec<LogItem>),
+    /// With `--cluster`: acknowledge report `sequence` of `session` once the log entry `log_seq`
+    /// (which holds it) is applied.
+    AckAfter {
+        /// The entry holding the report.
+        log_seq: u64,
+        /// The stream's session.
+        session: u64,
+        /// Where the acknowledgement goes.
+        outbound: OutboundTx,
+        /// The report's sequence.
+        sequence: u64,
+        /// Its place in the ingest budget, held until then.
+        permit: Option<OwnedSemaphorePermit>,
     },
     /// A checked report from the agent of `node`.
     Report {
@@ -100,4 +122,39 @@ pub enum Ended {
     StoreHung(String),
     /// The owner could not run (its runtime did not start, or a store writer panicked).
     Failed(String),
+}
+
+/// Where the log stored a hello, and the session it opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Logged {
+    /// The entry's sequence.
+    pub seq: u64,
+    /// The session.
+    pub session: u64,
+}
+
+/// One entry read from the log: its sequence, the stream's timestamp, and the entry (or why it
+/// does not decode: skipped and counted on every replica alike).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogItem {
+    /// The stream's sequence.
+    pub seq: u64,
+    /// When the stream stored it.
+    pub at: UnixMs,
+    /// The entry.
+    pub entry: Result<Entry, EntryError>,
+}
+
+/// What the owner hands the replica's cluster task (with `--cluster`).
+#[derive(Debug)]
+pub enum ToLog {
+    /// An entry for the log (the writer's throughput tests).
+    Append(Entry),
+    /// The replica's snapshot, holding the log up to `applied`, for the snapshots' bucket.
+    Snapshot {
+        /// The last entry it holds.
+        applied: u64,
+        /// The encoded state.
+        blob: Vec<u8>,
+    },
 }

@@ -18,8 +18,10 @@
 //! batch that fails to write is kept and retried with whatever came after it; nothing is
 //! acknowledged meanwhile, and the store's health says why.
 
+mod cluster;
 mod config;
 mod messages;
+mod sessions;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -34,18 +36,24 @@ use zonemesh_engine::model::Model;
 use zonemesh_engine::planner::{Plans, ThroughputScheduler};
 use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
 
+pub use cluster::ClusterStart;
 pub use config::{
     INGEST_BUDGET_REPORTS, MODEL_ON_OWNER_PATHS, OwnerConfig, STORE_HANG, STORE_STALL,
     SWEEP_STEP_PATHS,
 };
-pub use messages::{Command, Ended, Outbound, OutboundTx, Refusal, RefusalKind, Stopped};
+pub use messages::{
+    Command, Ended, LogItem, Logged, Outbound, OutboundTx, Refusal, RefusalKind, Stopped, ToLog,
+};
 
 use super::clock::Clock;
 use super::health::StoreHealth;
 use super::metrics::Metrics;
 use super::reader::Reader;
 use crate::Error;
+use crate::cluster::entry::Entry;
 use crate::store::Store;
+use cluster::ClusterState;
+use sessions::{Session, Sessions};
 use write::{PendingAck, Writes};
 
 /// Handle to the owner: commands in, the readers' side, the ingest budget, the store's health.
@@ -95,18 +103,10 @@ impl Owner {
     }
 }
 
-/// One agent's stream on this aggregator.
-struct Session {
-    id: u64,
-    outbound: OutboundTx,
-    /// Targets of the last plan sent, to send only changes.
-    plan: Option<Vec<NodeId>>,
-}
-
 /// The owner's state: the topology, the sessions, the planner's and the writes' state.
 struct State {
     topology: Topology,
-    sessions: HashMap<NodeId, Session>,
+    sessions: Sessions,
     next_session: u64,
     writes: Writes,
     plans: Plans,
@@ -126,17 +126,21 @@ struct State {
     metrics: Arc<Metrics>,
     budget: Arc<Semaphore>,
     config: OwnerConfig,
+    /// With `--cluster`: the log's part.
+    cluster: Option<ClusterState>,
 }
 
 /// Starts the owner over a restored topology and its store, on a thread of its own (with a
 /// runtime of its own), so that neither the tasks of thousands of agent streams nor queries can
-/// hold it up, nor it them. The store's health is written to `health`.
+/// hold it up, nor it them. The store's health is written to `health`. A replica (`cluster`)
+/// applies the log it is fed and acknowledges once entries are applied.
 pub fn spawn(
     mut topology: Topology,
     store: Box<dyn Store>,
     metrics: Arc<Metrics>,
     health: StoreHealth,
     config: OwnerConfig,
+    cluster: Option<ClusterStart>,
 ) -> Result<(Owner, Stopped), Error> {
     let (commands, command_rx) = mpsc::channel(4096);
     // The model is fitted by the owner (see `State::sweep_step`), not inside the sweep.
@@ -149,11 +153,16 @@ pub fn spawn(
         config.clock.clone(),
     );
     let budget = Arc::new(Semaphore::new(INGEST_BUDGET_REPORTS));
+    let mut writes = Writes::new(store, metrics.clone(), health.clone(), config.clone());
+    if let Some(start) = &cluster {
+        writes.checkpoints_for(start.progress.clone());
+    }
+    let cluster = cluster.map(|start| ClusterState::new(start, &mut topology));
     let state = State {
         topology,
         sessions: HashMap::new(),
         next_session: 1,
-        writes: Writes::new(store, metrics.clone(), health.clone(), config.clone()),
+        writes,
         plans: Plans::new(),
         plan_membership: None,
         plan_epoch: -1,
@@ -166,6 +175,7 @@ pub fn spawn(
         clock: config.clock.clone(),
         budget: budget.clone(),
         config,
+        cluster,
     };
     let (done, stopped) = oneshot::channel();
     std::thread::Builder::new()
@@ -237,9 +247,13 @@ impl State {
                     }
                 }
             }
-            self.writes.start_if_due(&mut self.topology);
+            let cluster = &mut self.cluster;
+            self.writes.start_if_due(&mut self.topology, |t| {
+                cluster.as_mut().map(|c| c.checkpoint(t))
+            });
         }
-        self.writes.finish(&mut self.topology).await;
+        let place = self.cluster.as_mut().map(|c| c.checkpoint(&self.topology));
+        self.writes.finish(&mut self.topology, place).await;
         Ended::Asked
     }
 
@@ -258,6 +272,9 @@ impl State {
         }
         // Visible before its write starts, so before any of its acknowledgements.
         self.publish();
+        if let Some(cluster) = &mut self.cluster {
+            cluster.release();
+        }
         self.metrics
             .ingest_in_flight
             .set((INGEST_BUDGET_REPORTS - self.budget.available_permits()) as u64);
@@ -316,8 +333,51 @@ impl State {
                 hello,
                 outbound,
                 reply,
+                logged: Some(logged),
+            } => match &mut self.cluster {
+                Some(cluster) => cluster.hello(
+                    hello,
+                    outbound,
+                    reply,
+                    logged,
+                    &self.topology,
+                    &mut self.sessions,
+                ),
+                None => {
+                    let _ = reply.send(Err(Error::Internal(
+                        "a logged hello on an aggregator without --cluster".into(),
+                    )));
+                }
+            },
+            Command::Hello {
+                hello,
+                outbound,
+                reply,
+                logged: None,
             } => {
                 let _ = reply.send(self.hello(&hello, outbound));
+            }
+            Command::Apply(items) => {
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.apply(items, &mut self.topology, &mut self.sessions, &self.metrics);
+                }
+            }
+            Command::AckAfter {
+                log_seq,
+                session,
+                outbound,
+                sequence,
+                permit,
+            } => {
+                if let Some(cluster) = &mut self.cluster {
+                    let ack = PendingAck {
+                        session,
+                        outbound,
+                        sequence,
+                        _permit: permit,
+                    };
+                    cluster.ack_after(log_seq, ack);
+                }
             }
             Command::Report {
                 node,
@@ -412,10 +472,14 @@ impl State {
         });
     }
 
-    /// A stream ended: its session closes, unless a newer one has replaced it.
+    /// A stream ended: its session closes, unless a newer one has replaced it. (A replica only
+    /// lets go of its stream: the node disconnects when the log's departure is applied.)
     fn goodbye(&mut self, node: NodeId, session: u64) {
         if self.sessions.get(&node).is_some_and(|s| s.id == session) {
             self.sessions.remove(&node);
+            if self.cluster.is_some() {
+                return;
+            }
             self.topology.disconnect(node, self.clock.now());
             self.metrics.connected.set(self.sessions.len() as u64);
             tracing::info!(node = %self.topology.node(node).name, session, "agent disconnected");
@@ -440,6 +504,9 @@ impl State {
         }
         self.push_plans();
         self.grant_throughput_tests(now);
+        if let Some(cluster) = &mut self.cluster {
+            cluster.snapshot_if_due(&self.topology);
+        }
         self.metrics
             .observe_windows_under_load(self.topology.windows_under_load());
         // The gauges are read from the snapshot just published, on the query pool.
@@ -447,8 +514,17 @@ impl State {
         tokio::task::spawn_blocking(move || metrics.observe_topology(&snapshot, now));
     }
 
-    /// Grants the throughput tests due now to connected agents.
+    /// Grants the throughput tests due now to connected agents. A replica that is not the
+    /// writer grants none (its agents' tests pause, counted); the writer grants to its own
+    /// agents and puts every test in the log, so that every replica keeps the windows it loads
+    /// out of the figures.
     fn grant_throughput_tests(&mut self, now: UnixMs) {
+        if let Some(cluster) = &self.cluster
+            && !cluster.writer
+        {
+            cluster.withhold(self.sessions.len());
+            return;
+        }
         let sessions = &self.sessions;
         let grants = self.scheduler.schedule(
             self.topology.view(),
@@ -457,8 +533,20 @@ impl State {
             now,
         );
         for grant in grants {
-            self.topology
-                .note_throughput_test(grant.src, grant.dst, grant.start, grant.until);
+            match &self.cluster {
+                Some(cluster) => cluster.note_test(Entry::Test {
+                    src: self.topology.node(grant.src).name.clone(),
+                    dst: self.topology.node(grant.dst).name.clone(),
+                    from: grant.start,
+                    until: grant.until,
+                }),
+                None => self.topology.note_throughput_test(
+                    grant.src,
+                    grant.dst,
+                    grant.start,
+                    grant.until,
+                ),
+            }
             let described = ThroughputScheduler::describe(self.topology.view(), &grant);
             if let Some(s) = self.sessions.get(&grant.src) {
                 tracing::debug!(src = %self.topology.node(grant.src).name, dst = %described.peer, id = grant.id, "throughput grant");

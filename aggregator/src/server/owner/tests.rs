@@ -69,6 +69,9 @@ impl Store for Flaky {
     fn size_bytes(&self) -> u64 {
         self.inner.size_bytes()
     }
+    fn replace_all(&mut self, records: &[crate::store::Record]) -> Result<(), Error> {
+        self.inner.replace_all(records)
+    }
 }
 
 struct Harness {
@@ -109,6 +112,7 @@ fn harness_with(adjust: impl FnOnce(&mut OwnerConfig)) -> Harness {
         metrics.clone(),
         StoreHealth::default(),
         config,
+        None,
     )
     .unwrap();
     Harness {
@@ -137,6 +141,7 @@ async fn connect(h: &Harness, node: &'static str, zone: &str) -> Agent {
             hello: hello(node, zone),
             outbound,
             reply,
+            logged: None,
         })
         .await
         .unwrap();

@@ -18,9 +18,10 @@ use zonemesh_engine::{Dirty, Topology};
 use super::config::OwnerConfig;
 use super::messages::{Ended, Outbound, OutboundTx};
 use crate::Error;
+use crate::cluster::Progress;
 use crate::server::health::StoreHealth;
 use crate::server::metrics::Metrics;
-use crate::store::{Batch, Store};
+use crate::store::{Batch, ClusterMeta, Store};
 
 /// An acknowledgement waiting for durability.
 pub(super) struct PendingAck {
@@ -35,11 +36,13 @@ pub(super) struct PendingAck {
     pub _permit: Option<OwnedSemaphorePermit>,
 }
 
-/// What one write holds: the nodes and rows that changed, and the tiers' state if it changed.
+/// What one write holds: the nodes and rows that changed, the tiers' state if it changed, and a
+/// replica's place in the log.
 #[derive(Debug, Default)]
 pub(super) struct Written {
     dirty: Dirty,
     tiers: Option<TierState>,
+    cluster: Option<ClusterMeta>,
 }
 
 /// What a write returns: the store comes home with what was written and how it went.
@@ -85,6 +88,8 @@ pub(super) struct Writes {
     metrics: Arc<Metrics>,
     health: StoreHealth,
     config: OwnerConfig,
+    /// A replica's progress, told when a checkpoint is written.
+    progress: Option<Arc<Progress>>,
 }
 
 impl Writes {
@@ -109,7 +114,13 @@ impl Writes {
             metrics,
             health,
             config,
+            progress: None,
         }
+    }
+
+    /// A replica: every write is its checkpoint, told to `progress`.
+    pub fn checkpoints_for(&mut self, progress: Arc<Progress>) {
+        self.progress = Some(progress);
     }
 
     /// An acknowledgement to send once everything applied so far is durable.
@@ -180,6 +191,9 @@ impl Writes {
                 if self.health.recover() {
                     tracing::info!("store writes succeed again; held acknowledgements sent");
                 }
+                if let (Some(progress), Some(_)) = (&self.progress, &written.cluster) {
+                    progress.checkpointed(zonemesh_common::time::unix_ms());
+                }
                 self.acknowledge();
             }
             Err(e) => {
@@ -198,12 +212,18 @@ impl Writes {
 
     /// Starts the next write of what changed in `topology`, when none is in flight and a failed
     /// one's pause is over.
-    pub fn start_if_due(&mut self, topology: &mut Topology) {
+    pub fn start_if_due(
+        &mut self,
+        topology: &mut Topology,
+        place: impl FnOnce(&Topology) -> Option<ClusterMeta>,
+    ) {
         let may_write = self.retry_at.is_none_or(|t| Instant::now() >= t);
         if self.inflight.is_none() && may_write {
             self.retry_at = None;
+            let place = place(topology);
             self.inflight = self.start(
                 topology,
+                place,
                 self.config.commit_delay,
                 self.config.inline_writes,
             );
@@ -215,8 +235,8 @@ impl Writes {
         }
     }
 
-    /// Shutting down: writes what is left and acknowledges it.
-    pub async fn finish(&mut self, topology: &mut Topology) {
+    /// Shutting down: writes what is left (with a replica's place) and acknowledges it.
+    pub async fn finish(&mut self, topology: &mut Topology, place: Option<ClusterMeta>) {
         if let Some(handle) = self.inflight.take()
             && let Ok((store, written, result)) = handle.await
         {
@@ -227,7 +247,7 @@ impl Writes {
                 Err(_) => self.failed = Some(written),
             }
         }
-        if let Some(handle) = self.start(topology, Duration::ZERO, self.config.inline_writes)
+        if let Some(handle) = self.start(topology, place, Duration::ZERO, self.config.inline_writes)
             && let Ok((_, _, Ok(()))) = handle.await
         {
             self.acknowledge();
@@ -239,6 +259,7 @@ impl Writes {
     fn start(
         &mut self,
         topology: &mut Topology,
+        mut cluster: Option<ClusterMeta>,
         delay: Duration,
         inline: bool,
     ) -> Option<Inflight> {
@@ -246,11 +267,19 @@ impl Writes {
         let mut tiers = self.tiers.take();
         if let Some(failed) = self.failed.take() {
             dirty = failed.dirty.union(dirty);
-            // A newer state of the tiers supersedes the one that failed.
+            // A newer state of the tiers supersedes the one that failed; a newer place too, but
+            // the node order and sessions it does not carry are the failed write's.
             tiers = tiers.or(failed.tiers);
+            if let (Some(new), Some(old)) = (&mut cluster, failed.cluster) {
+                new.node_order = new.node_order.take().or(old.node_order);
+                new.sessions = new.sessions.take().or(old.sessions);
+            }
         }
         self.inflight_acks.append(&mut self.waiting);
-        if dirty.is_empty() && tiers.is_none() {
+        let place_changed = cluster
+            .as_ref()
+            .is_some_and(|c| c.node_order.is_some() || c.sessions.is_some());
+        if dirty.is_empty() && tiers.is_none() && !place_changed {
             // Everything before is durable already: waiting acks can go.
             self.acknowledge();
             return None;
@@ -276,6 +305,7 @@ impl Writes {
             }
             let mut batch = Batch::from_snapshot(&snapshot, &dirty);
             batch.tiers = tiers.clone();
+            batch.cluster = cluster.clone();
             drop(snapshot);
             let result = store.commit(&batch);
             metrics
@@ -285,7 +315,15 @@ impl Writes {
             if measure_size {
                 metrics.store_bytes.set(store.size_bytes());
             }
-            (store, Written { dirty, tiers }, result)
+            (
+                store,
+                Written {
+                    dirty,
+                    tiers,
+                    cluster,
+                },
+                result,
+            )
         };
         if inline {
             let done = write();
@@ -294,17 +332,23 @@ impl Writes {
         Some(Box::pin(tokio::task::spawn_blocking(write)))
     }
 
-    /// Sends the acknowledgements of the batch that just became durable (the highest per stream).
+    /// Sends the acknowledgements of the batch that just became durable.
     fn acknowledge(&mut self) {
-        let mut highest: HashMap<u64, (OutboundTx, u64)> = HashMap::new();
-        for ack in self.inflight_acks.drain(..) {
-            let entry = highest.entry(ack.session).or_insert((ack.outbound, 0));
-            entry.1 = entry.1.max(ack.sequence);
-        }
-        for (_, (outbound, sequence)) in highest {
-            // A full channel means the agent is not reading: a later ack covers this one.
-            let _ = outbound.try_send(Outbound::Ack { sequence });
-        }
+        send_acks(self.inflight_acks.drain(..));
+    }
+}
+
+/// Sends acknowledgements, the highest per stream; their places in the ingest budget are given
+/// back.
+pub(super) fn send_acks(acks: impl IntoIterator<Item = PendingAck>) {
+    let mut highest: HashMap<u64, (OutboundTx, u64)> = HashMap::new();
+    for ack in acks {
+        let entry = highest.entry(ack.session).or_insert((ack.outbound, 0));
+        entry.1 = entry.1.max(ack.sequence);
+    }
+    for (_, (outbound, sequence)) in highest {
+        // A full channel means the agent is not reading: a later ack covers this one.
+        let _ = outbound.try_send(Outbound::Ack { sequence });
     }
 }
 

@@ -1,0 +1,340 @@
+//! The owner's part of a replica (`--cluster`): it applies the log in order, with the stream's
+//! timestamps as its clock (kept monotonic), keeps the sessions the log opened and closed, and
+//! acknowledges a report to its agent once the entry that holds it is applied.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use zonemesh_domain::{Hello, NodeName, UnixMs};
+use zonemesh_engine::{Applied, NodeId, Topology};
+
+use super::messages::{LogItem, Logged, OutboundTx, ToLog};
+use super::sessions::{Session, Sessions};
+use super::write::{PendingAck, send_acks};
+use crate::Error;
+use crate::cluster::Progress;
+use crate::cluster::entry::Entry;
+use crate::server::metrics::Metrics;
+use crate::store::{Batch, ClusterMeta};
+
+/// A hello of this replica's stream waiting for its entry to be applied.
+struct PendingHello {
+    outbound: OutboundTx,
+    reply: oneshot::Sender<Result<(NodeId, u64), Error>>,
+}
+
+/// What a replica's owner keeps beside the topology.
+pub(super) struct ClusterState {
+    /// The last entry applied.
+    applied: u64,
+    /// The applier's clock: the latest stream timestamp applied.
+    clock: UnixMs,
+    /// The session each connected node has, by the log.
+    log_sessions: HashMap<NodeId, u64>,
+    /// The sessions changed since the last checkpoint.
+    sessions_changed: bool,
+    /// Nodes in the last checkpoint's node order.
+    nodes_checkpointed: usize,
+    /// Acknowledgements waiting for the entries that hold their reports.
+    awaiting: BTreeMap<u64, Vec<PendingAck>>,
+    /// Acknowledgements to send once what was applied is published.
+    ready: Vec<PendingAck>,
+    /// This replica's hellos waiting for their entries, by node and session.
+    hellos: HashMap<(NodeName, u64), PendingHello>,
+    progress: Arc<Progress>,
+    /// Whether this replica grants throughput tests.
+    pub writer: bool,
+    /// Entries and snapshots for the replica's cluster task.
+    out: mpsc::UnboundedSender<ToLog>,
+    snapshot_every: Duration,
+    last_snapshot: Option<tokio::time::Instant>,
+}
+
+/// Where a replica starts: the place its checkpoint (or snapshot) holds.
+#[derive(Debug, Clone)]
+pub struct ClusterStart {
+    /// The last entry the restored state holds.
+    pub applied: u64,
+    /// The applier's clock then.
+    pub clock: UnixMs,
+    /// The sessions the log had open then.
+    pub sessions: Vec<(NodeName, u64)>,
+    /// Whether this replica grants throughput tests.
+    pub writer: bool,
+    /// How often to write a snapshot to the bucket.
+    pub snapshot_every: Duration,
+    /// How far it is.
+    pub progress: Arc<Progress>,
+    /// Where entries and snapshots go.
+    pub out: mpsc::UnboundedSender<ToLog>,
+}
+
+impl ClusterState {
+    /// The state of a replica restored at `start`: the log's sessions are connected again.
+    pub fn new(start: ClusterStart, topology: &mut Topology) -> Self {
+        let mut log_sessions = HashMap::new();
+        for (node, session) in &start.sessions {
+            if let Some(id) = topology.id(node) {
+                topology.resume(id);
+                log_sessions.insert(id, *session);
+            }
+        }
+        start.progress.applied_to(start.applied);
+        Self {
+            applied: start.applied,
+            clock: start.clock,
+            log_sessions,
+            sessions_changed: false,
+            nodes_checkpointed: topology.view().nodes().len(),
+            awaiting: BTreeMap::new(),
+            ready: Vec::new(),
+            hellos: HashMap::new(),
+            progress: start.progress,
+            writer: start.writer,
+            out: start.out,
+            snapshot_every: start.snapshot_every,
+            last_snapshot: None,
+        }
+    }
+
+    /// A hello of this replica's stream whose entry the log stored at `logged`: answered once it
+    /// is applied (at once when it already is).
+    pub fn hello(
+        &mut self,
+        hello: Hello,
+        outbound: OutboundTx,
+        reply: oneshot::Sender<Result<(NodeId, u64), Error>>,
+        logged: Logged,
+        topology: &Topology,
+        sessions: &mut Sessions,
+    ) {
+        let pending = PendingHello { outbound, reply };
+        if logged.seq > self.applied {
+            self.hellos.insert((hello.node, logged.session), pending);
+            return;
+        }
+        let open = topology
+            .id(&hello.node)
+            .filter(|id| self.log_sessions.get(id) == Some(&logged.session));
+        match open {
+            Some(id) => self.attach(id, logged.session, pending, topology, sessions),
+            None => {
+                let _ = pending.reply.send(Err(Error::TryAgain(format!(
+                    "the session of {} ended before it was answered",
+                    hello.node
+                ))));
+            }
+        }
+    }
+
+    /// Opens the local session of `id` and answers its hello with what is applied.
+    fn attach(
+        &mut self,
+        id: NodeId,
+        session: u64,
+        pending: PendingHello,
+        topology: &Topology,
+        sessions: &mut Sessions,
+    ) {
+        let applied = topology.node(id).applied_seq;
+        sessions.insert(
+            id,
+            Session {
+                id: session,
+                outbound: pending.outbound.clone(),
+                plan: None,
+            },
+        );
+        self.ready.push(PendingAck {
+            session,
+            outbound: pending.outbound,
+            sequence: applied,
+            _permit: None,
+        });
+        let _ = pending.reply.send(Ok((id, session)));
+    }
+
+    /// A report of this replica's stream, in the entry `log_seq`: acknowledged once applied.
+    pub fn ack_after(&mut self, log_seq: u64, ack: PendingAck) {
+        if log_seq <= self.applied {
+            self.ready.push(ack);
+        } else {
+            self.awaiting.entry(log_seq).or_default().push(ack);
+        }
+    }
+
+    /// Applies entries in order (each once: a replayed sequence is passed over).
+    pub fn apply(
+        &mut self,
+        items: Vec<LogItem>,
+        topology: &mut Topology,
+        sessions: &mut Sessions,
+        metrics: &Metrics,
+    ) {
+        for item in items {
+            if item.seq <= self.applied {
+                continue;
+            }
+            self.clock = UnixMs(self.clock.0.max(item.at.0));
+            let now = self.clock;
+            match item.entry {
+                Ok(entry) => self.apply_entry(entry, now, topology, sessions, metrics),
+                Err(_) => self.progress.unreadable(),
+            }
+            self.applied = item.seq;
+        }
+        let later = self.awaiting.split_off(&(self.applied + 1));
+        for (_, acks) in std::mem::replace(&mut self.awaiting, later) {
+            self.ready.extend(acks);
+        }
+        self.progress.applied_to(self.applied);
+    }
+
+    fn apply_entry(
+        &mut self,
+        entry: Entry,
+        now: UnixMs,
+        topology: &mut Topology,
+        sessions: &mut Sessions,
+        metrics: &Metrics,
+    ) {
+        match entry {
+            Entry::Hello { hello, session, .. } => {
+                let pending = self.hellos.remove(&(hello.node.clone(), session));
+                if let Err(e) = topology.admit_hello(&hello) {
+                    tracing::warn!(node = %hello.node, "hello in the log refused: {e}");
+                    if let Some(p) = pending {
+                        let _ = p.reply.send(Err(e.into()));
+                    }
+                    return;
+                }
+                let (id, _) = topology.register(&hello, now);
+                self.log_sessions.insert(id, session);
+                self.sessions_changed = true;
+                // A newer session elsewhere ends this replica's stream of the node.
+                if sessions.get(&id).is_some_and(|s| s.id != session) {
+                    sessions.remove(&id);
+                }
+                if let Some(p) = pending {
+                    self.attach(id, session, p, topology, sessions);
+                }
+                metrics.connected.set(self.log_sessions.len() as u64);
+            }
+            Entry::Report { node, report } => {
+                let Some(id) = topology.id(&node) else {
+                    tracing::warn!(%node, sequence = report.sequence, "report in the log of a node the log never introduced; skipped");
+                    return;
+                };
+                let paths = report.paths.len() as u64;
+                match topology.apply_report(id, &report, now) {
+                    Ok(Applied::Applied) => {
+                        metrics.reports.inc();
+                        metrics.path_summaries.add(paths);
+                    }
+                    Ok(Applied::Duplicate) => metrics.duplicate_reports.inc(),
+                    Err(e) => {
+                        metrics.refused_reports.inc();
+                        tracing::warn!(%node, sequence = report.sequence, "report in the log refused by the engine: {e}");
+                    }
+                }
+            }
+            Entry::Goodbye { node, session } => {
+                if let Some(id) = topology.id(&node)
+                    && self.log_sessions.get(&id) == Some(&session)
+                {
+                    self.log_sessions.remove(&id);
+                    self.sessions_changed = true;
+                    topology.disconnect(id, now);
+                    metrics.connected.set(self.log_sessions.len() as u64);
+                }
+            }
+            Entry::Test {
+                src,
+                dst,
+                from,
+                until,
+            } => {
+                if let (Some(s), Some(d)) = (topology.id(&src), topology.id(&dst)) {
+                    topology.note_throughput_test(s, d, from, until);
+                }
+            }
+        }
+    }
+
+    /// Sends the acknowledgements whose entries are applied (after their effect is published).
+    pub fn release(&mut self) {
+        if !self.ready.is_empty() {
+            send_acks(self.ready.drain(..));
+        }
+    }
+
+    /// This replica is not the writer: its `agents` go without a throughput test this round.
+    pub fn withhold(&self, agents: usize) {
+        self.progress.withheld(agents as u64);
+    }
+
+    /// A throughput test the writer granted: every replica learns it from the log.
+    pub fn note_test(&self, entry: Entry) {
+        let _ = self.out.send(ToLog::Append(entry));
+    }
+
+    /// The replica's place for the next checkpoint: the node order when nodes were added, the
+    /// sessions when they changed.
+    pub fn checkpoint(&mut self, topology: &Topology) -> ClusterMeta {
+        let nodes = topology.view().nodes().len();
+        let node_order = (nodes != self.nodes_checkpointed).then(|| {
+            self.nodes_checkpointed = nodes;
+            topology
+                .view()
+                .nodes()
+                .map(|(_, n)| n.name.clone())
+                .collect()
+        });
+        let sessions = std::mem::take(&mut self.sessions_changed).then(|| self.sessions(topology));
+        ClusterMeta {
+            applied_seq: self.applied,
+            clock: self.clock,
+            node_order,
+            sessions,
+        }
+    }
+
+    fn sessions(&self, topology: &Topology) -> Vec<(NodeName, u64)> {
+        let mut sessions: Vec<_> = self
+            .log_sessions
+            .iter()
+            .map(|(id, s)| (topology.node(*id).name.clone(), *s))
+            .collect();
+        sessions.sort();
+        sessions
+    }
+
+    /// Every few minutes: the whole state, encoded on the blocking pool, for the bucket.
+    pub fn snapshot_if_due(&mut self, topology: &Topology) {
+        let now = tokio::time::Instant::now();
+        if self
+            .last_snapshot
+            .is_some_and(|t| now.duration_since(t) < self.snapshot_every)
+        {
+            return;
+        }
+        self.last_snapshot = Some(now);
+        let snapshot = topology.snapshot();
+        let meta = ClusterMeta {
+            applied_seq: self.applied,
+            clock: self.clock,
+            node_order: Some(snapshot.nodes().map(|(_, n)| n.name.clone()).collect()),
+            sessions: Some(self.sessions(topology)),
+        };
+        let out = self.out.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut batch = Batch::full(&snapshot);
+            batch.cluster = Some(meta);
+            let applied = batch.cluster.as_ref().map_or(0, |m| m.applied_seq);
+            let blob = crate::cluster::snapshot::encode(&batch);
+            let _ = out.send(ToLog::Snapshot { applied, blob });
+        });
+    }
+}

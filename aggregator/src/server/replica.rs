@@ -1,0 +1,152 @@
+//! A replica's start and its background duties (`--cluster`): where its state starts (its
+//! checkpoint, or the newest snapshot when the log's retention passed the checkpoint by, or
+//! when it has none), the entries and snapshots the owner hands out, and its readiness.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::owner::{ClusterStart, Owner, ToLog};
+use crate::Error;
+use crate::cluster::entry::writer_subject;
+use crate::cluster::{ClusterConfig, Log, Progress, snapshot};
+use crate::store::{Contents, Store};
+
+/// How long the log may take to answer at start.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A replica being started.
+#[derive(Debug)]
+pub struct Replica {
+    /// The log.
+    pub log: Log,
+    /// How far it is.
+    pub progress: Arc<Progress>,
+    to_log: mpsc::UnboundedSender<ToLog>,
+    from_owner: Option<mpsc::UnboundedReceiver<ToLog>>,
+}
+
+impl Replica {
+    /// Connects to the log (an unreachable or refusing `--cluster` fails here, naming the
+    /// flag).
+    pub async fn connect(config: &ClusterConfig) -> Result<Self, Error> {
+        let log = Log::connect(config, CONNECT_TIMEOUT).await?;
+        let progress = Arc::new(Progress::default());
+        progress.set_max_lag(config.max_lag);
+        let (to_log, from_owner) = mpsc::unbounded_channel();
+        Ok(Self {
+            log,
+            progress,
+            to_log,
+            from_owner: Some(from_owner),
+        })
+    }
+
+    /// The store's contents to start from: the checkpoint, unless the log's retention passed it
+    /// by (or there is none), when the newest snapshot that holds more replaces the store.
+    pub async fn starting_contents(&self, store: &mut dyn Store) -> Result<Contents, Error> {
+        let contents = store.load()?;
+        let applied = contents.cluster.as_ref().map_or(0, |c| c.applied_seq);
+        let (first, last) = self.log.bounds().await?;
+        let passed_by = applied + 1 < first;
+        if applied > 0 && !passed_by {
+            tracing::info!(applied, last, "starting from the checkpoint");
+            return Ok(contents);
+        }
+        match snapshot::newest(&self.log, applied + 1).await? {
+            Some((held, blob)) => {
+                let records = snapshot::decode(&blob)?;
+                tracing::info!(
+                    held,
+                    applied,
+                    first,
+                    last,
+                    bytes = blob.len(),
+                    "starting from the newest snapshot"
+                );
+                store.replace_all(&records)?;
+                let contents = store.load()?;
+                if held + 1 < first {
+                    tracing::warn!(
+                        held,
+                        first,
+                        "the newest snapshot is older than the log holds: entries in between are lost to this replica"
+                    );
+                }
+                Ok(contents)
+            }
+            None => {
+                if passed_by {
+                    tracing::warn!(
+                        applied,
+                        first,
+                        "the log's retention passed this replica's checkpoint by and no snapshot holds more: entries in between are lost to it"
+                    );
+                } else {
+                    tracing::info!(applied, last, "no snapshot yet: reading the whole log");
+                }
+                Ok(contents)
+            }
+        }
+    }
+
+    /// The owner's part of the replica, starting at what `contents` held.
+    pub fn start(&self, config: &ClusterConfig, contents: &Contents) -> ClusterStart {
+        let place = contents.cluster.clone().unwrap_or_default();
+        ClusterStart {
+            applied: place.applied_seq,
+            clock: place.clock,
+            sessions: place.sessions.unwrap_or_default(),
+            writer: config.writer,
+            snapshot_every: config.snapshot_every,
+            progress: self.progress.clone(),
+            out: self.to_log.clone(),
+        }
+    }
+
+    /// Starts reading the log into `owner` (after `applied`) and the task that writes what the
+    /// owner hands out: the writer's entries and the replica's snapshots.
+    pub fn run(&mut self, owner: Owner, applied: u64) -> Vec<JoinHandle<()>> {
+        let applier = tokio::spawn(crate::cluster::applier::run(
+            self.log.clone(),
+            applied,
+            owner,
+            self.progress.clone(),
+        ));
+        let mut from_owner = self.from_owner.take().expect("run once");
+        let log = self.log.clone();
+        let outbox = tokio::spawn(async move {
+            while let Some(item) = from_owner.recv().await {
+                match item {
+                    ToLog::Append(entry) => {
+                        let log = log.clone();
+                        tokio::spawn(async move {
+                            let id = format!("t/{}", zonemesh_common::time::unix_ms());
+                            let id = match &entry {
+                                crate::cluster::entry::Entry::Test { src, dst, from, .. } => {
+                                    format!("t/{src}/{dst}/{}", from.0)
+                                }
+                                _ => id,
+                            };
+                            if let Err(e) = log
+                                .append(writer_subject("test"), &id, entry.encode())
+                                .await
+                            {
+                                tracing::warn!(error = %e, "a throughput test did not reach the log");
+                            }
+                        });
+                    }
+                    ToLog::Snapshot { applied, blob } => {
+                        let bytes = blob.len();
+                        match snapshot::write(&log, applied, blob).await {
+                            Ok(()) => tracing::info!(applied, bytes, "snapshot written"),
+                            Err(e) => tracing::warn!(error = %e, "the snapshot was not written"),
+                        }
+                    }
+                }
+            }
+        });
+        vec![applier, outbox]
+    }
+}
