@@ -48,14 +48,17 @@ pub enum ColorChoice {
 /// How to reach the aggregator and how to print.
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
-    /// The aggregator's gRPC URL (https:// with --tls-ca).
+    /// The aggregator's gRPC URL (https:// with --tls-ca). Replicas: several, comma-separated,
+    /// or a name that resolves to several; a query that one cannot answer (unreachable,
+    /// UNAVAILABLE) is asked of the next.
     #[arg(
         global = true,
         long,
         env = "ZONEMESH_AGGREGATOR",
-        default_value = "http://127.0.0.1:7400"
+        default_value = "http://127.0.0.1:7400",
+        value_delimiter = ','
     )]
-    pub aggregator: String,
+    pub aggregator: Vec<String>,
     #[command(flatten)]
     pub tls: TlsArgs,
     /// Bearer token for an aggregator that requires credentials.
@@ -82,7 +85,7 @@ pub struct Connection {
 }
 
 /// The queries.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum Query {
     /// Every node with its state and its figures inside its zone.
     Nodes {
@@ -288,15 +291,25 @@ impl Connection {
             .map_err(|_| Failure::new(exit::USAGE, "--token: not a valid header value"))
     }
 
-    async fn client(&self) -> Result<Client, Failure> {
-        let tls = self
-            .tls
-            .client_tls(&self.aggregator)
-            .map_err(|e| Failure::new(exit::USAGE, e.to_string()))?;
+    /// The TLS settings for the aggregators' URLs (each checked against the flags).
+    fn client_tls(&self) -> Result<zonemesh_tls::ClientTls, Failure> {
+        let mut tls = None;
+        for url in &self.aggregator {
+            tls = Some(
+                self.tls
+                    .client_tls(url)
+                    .map_err(|e| Failure::new(exit::USAGE, e.to_string()))?,
+            );
+        }
+        tls.ok_or_else(|| Failure::new(exit::USAGE, "--aggregator: no URL given"))
+    }
+
+    async fn client(&self, target: &zonemesh_tls::Target) -> Result<Client, Failure> {
+        let tls = target.tls(&self.client_tls()?);
         let header = self.authorization()?;
         let channel = with_progress(
-            &format!("connecting to {}", self.aggregator),
-            zonemesh_tls::connect(&self.aggregator, &tls, self.timeout),
+            &format!("connecting to {}", target.url),
+            zonemesh_tls::connect(&target.url, &tls, self.timeout),
         )
         .await
         .map_err(|e| {
@@ -391,7 +404,31 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
         },
         _ => None,
     };
-    let mut client = connection.client().await?;
+    // Checked before anything is resolved or connected.
+    connection.client_tls()?;
+    connection.authorization()?;
+    let targets = zonemesh_tls::targets(&connection.aggregator).await;
+    let mut failure = None;
+    for (i, target) in targets.iter().enumerate() {
+        match run_at(connection, target, query.clone(), publish.as_ref()).await {
+            Err(f) if f.status == exit::UNAVAILABLE && i + 1 < targets.len() => {
+                eprintln!("zonemesh: {}; asking {}", f.message, targets[i + 1].url);
+                failure = Some(f);
+            }
+            answered => return answered,
+        }
+    }
+    Err(failure.unwrap_or_else(|| Failure::new(exit::USAGE, "--aggregator: no URL given")))
+}
+
+/// Runs one query against one aggregator and prints its answer.
+async fn run_at(
+    connection: &Connection,
+    target: &zonemesh_tls::Target,
+    query: Query,
+    publish: Option<&zonemesh_publish::Settings>,
+) -> Result<(), Failure> {
+    let mut client = connection.client(target).await?;
     let timeout = connection.timeout;
     match query {
         Query::Nodes { zone } => {
@@ -516,7 +553,7 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
                 v1::GetTiersRequest {}
             );
             let settings = publish.expect("set for publish");
-            print_dry_run(connection, answer, &settings)?;
+            print_dry_run(connection, answer, settings)?;
         }
     }
     Ok(())

@@ -824,3 +824,120 @@ mod tests {
         );
     }
 }
+
+/// One address of an aggregator to connect to: a URL, and the name its certificate must carry
+/// when that is not the URL's host (an address a name resolved to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The URL to connect to.
+    pub url: String,
+    /// The name the certificate is checked against, when it is not the URL's host.
+    pub server_name: Option<String>,
+}
+
+impl Target {
+    /// `tls` for this target: its server name unless one was given.
+    pub fn tls(&self, tls: &ClientTls) -> ClientTls {
+        ClientTls {
+            server_name: tls.server_name.clone().or_else(|| self.server_name.clone()),
+            ..tls.clone()
+        }
+    }
+}
+
+/// The addresses behind `urls` (several aggregators, or names that resolve to several, such as a
+/// headless Kubernetes Service), in order and each once: a name that resolves to more than one
+/// address gives one target per address, checked against the name; a name that resolves to one
+/// (or not at all now) stays as it is, so that connecting resolves it again.
+pub async fn targets(urls: &[String]) -> Vec<Target> {
+    let mut out: Vec<Target> = Vec::new();
+    for url in urls {
+        let as_is = Target {
+            url: url.clone(),
+            server_name: None,
+        };
+        let Ok(uri) = url.parse::<Uri>() else {
+            out.push(as_is);
+            continue;
+        };
+        let (Some(host), Some(scheme)) = (uri.host(), uri.scheme_str()) else {
+            out.push(as_is);
+            continue;
+        };
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if bare.parse::<std::net::IpAddr>().is_ok() {
+            out.push(as_is);
+            continue;
+        }
+        let mut addresses: Vec<std::net::SocketAddr> =
+            match tokio::net::lookup_host((bare, port)).await {
+                Ok(found) => found.collect(),
+                Err(_) => Vec::new(),
+            };
+        addresses.dedup();
+        if addresses.len() <= 1 {
+            out.push(as_is);
+            continue;
+        }
+        for address in addresses {
+            out.push(Target {
+                url: format!("{scheme}://{address}"),
+                server_name: Some(bare.to_owned()),
+            });
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|t| seen.insert(t.url.clone()));
+    out
+}
+
+#[cfg(test)]
+mod targets_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn several_urls_and_a_name_of_several_addresses_give_every_address() {
+        let urls = vec![
+            "http://127.0.0.1:7400".to_owned(),
+            "http://[::1]:7400".to_owned(),
+            "http://127.0.0.1:7400".to_owned(),
+        ];
+        let found = targets(&urls).await;
+        assert_eq!(
+            found.iter().map(|t| t.url.as_str()).collect::<Vec<_>>(),
+            ["http://127.0.0.1:7400", "http://[::1]:7400"],
+            "in order, each once"
+        );
+        // `localhost` resolves to one or two loopback addresses here; each is a target checked
+        // against the name when there are two.
+        let local = targets(&["https://localhost:7400".to_owned()]).await;
+        assert!(!local.is_empty());
+        if local.len() > 1 {
+            assert!(
+                local
+                    .iter()
+                    .all(|t| t.server_name.as_deref() == Some("localhost"))
+            );
+        }
+        let tls = ClientTls {
+            server_name: Some("given".into()),
+            ..ClientTls::default()
+        };
+        let t = Target {
+            url: "https://10.0.0.1:7400".into(),
+            server_name: Some("resolved".into()),
+        };
+        assert_eq!(
+            t.tls(&tls).server_name.as_deref(),
+            Some("given"),
+            "a flag wins"
+        );
+        assert_eq!(
+            t.tls(&ClientTls::default()).server_name.as_deref(),
+            Some("resolved")
+        );
+    }
+}
