@@ -2,7 +2,7 @@
 //! the others say which peer, API server or stream failed, with the cause as their source.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -58,13 +58,13 @@ pub enum Error {
         source: io::Error,
     },
 
-    /// An entry of the probe plan that cannot be probed.
-    #[error("target {node}: {reason}")]
-    Target {
+    /// An entry of the probe plan with no address of a family this node has.
+    #[error("target {node}: no address of a family this node has ({addresses:?})")]
+    TargetFamily {
         /// The peer it names.
-        node: String,
-        /// What is wrong with it.
-        reason: String,
+        node: zonemesh_domain::NodeName,
+        /// Its addresses.
+        addresses: Vec<IpAddr>,
     },
 
     /// The Kubernetes API server gave no answer in time.

@@ -9,8 +9,9 @@
 //! - [`report`] turns a window into domain [`PathSample`](zonemesh_domain::PathSample)s (the
 //!   fleet simulator builds its reports with it too).
 //! - [`outbox`] holds unacknowledged reports in a bounded buffer and numbers them.
-//! - [`session`] keeps the stream to the aggregator and converts the `Hello` and the reports to
-//!   the wire as it sends them; [`metrics`] serves Prometheus text.
+//! - [`session`] keeps the stream to the aggregator: it converts the `Hello` and the reports to
+//!   the wire as it sends them, and the plans and grants from the wire as they arrive; the rest
+//!   of the agent sees domain types only. [`metrics`] serves Prometheus text.
 //! - [`discover`] finds the node's zone (flag, pod label, or the Node object through kube-rs).
 //!
 //! ```
@@ -51,7 +52,9 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use zonemesh_common::time::unix_ms;
-use zonemesh_domain::{Hello, IcmpMode, NodeName, ThroughputSample, UNKNOWN_ZONE, ZoneName};
+use zonemesh_domain::{
+    Hello, IcmpMode, NodeName, ThroughputSample, UNKNOWN_ZONE, UnixMs, ZoneName,
+};
 
 use crate::config::{Config, SocketBuffer};
 use crate::metrics::Metrics;
@@ -243,24 +246,24 @@ async fn follow_instructions(
 ) {
     while let Some(instruction) = instructions.recv().await {
         match instruction {
-            Instruction::Plan(wire) => {
-                let targets: Vec<Target> = wire
+            Instruction::Plan(next) => {
+                let targets: Vec<Target> = next
                     .targets
                     .iter()
                     .filter_map(|t| {
-                        Target::from_wire(t, &ours)
+                        Target::from_plan(t, &ours)
                             .map_err(|e| tracing::warn!("probe plan: {e}; not probed"))
                             .ok()
                     })
                     .collect();
-                let window = Duration::from_millis(u64::from(wire.window_ms.max(100)));
+                let window = Duration::from_millis(u64::from(next.window_ms.max(100)));
                 tracing::info!(
-                    version = wire.version,
+                    version = next.version,
                     targets = targets.len(),
                     ?window,
                     "probe plan"
                 );
-                metrics.plan_version.set(wire.version);
+                metrics.plan_version.set(next.version);
                 plan.send_if_modified(|p| {
                     let new = Plan { targets, window };
                     let changed = *p != new;
@@ -269,44 +272,32 @@ async fn follow_instructions(
                 });
             }
             Instruction::Grant(grant) => {
-                let Ok(peer) = NodeName::parse("peer", grant.peer.as_str()) else {
-                    tracing::warn!(grant = grant.grant_id, peer = %grant.peer, "throughput grant for a bad node name; skipped");
-                    continue;
-                };
-                let Ok(ip) = grant.peer_address.parse::<IpAddr>() else {
-                    tracing::warn!(grant = grant.grant_id, address = %grant.peer_address, "throughput grant with a bad address; skipped");
-                    continue;
-                };
-                let Ok(port) = u16::try_from(grant.peer_port) else {
-                    tracing::warn!(
-                        grant = grant.grant_id,
-                        port = grant.peer_port,
-                        "throughput grant with a bad port; skipped"
-                    );
+                let Some(ip) = grant.peer_address else {
+                    tracing::warn!(grant = grant.id, peer = %grant.peer, "throughput grant without the peer's address; skipped");
                     continue;
                 };
                 let test = tcp::Test {
-                    peer: SocketAddr::new(ip, port),
+                    peer: SocketAddr::new(ip, grant.peer_port),
                     warmup: Duration::from_millis(grant.warmup_ms.into()),
                     duration: Duration::from_millis(grant.duration_ms.into()),
                     streams: grant.streams.clamp(1, 16),
                 };
                 let source = ours.iter().copied().find(|o| o.is_ipv4() == ip.is_ipv4());
-                let wait = Duration::from_millis(
-                    (grant.start_unix_ms - unix_ms()).clamp(0, 60_000) as u64,
-                );
+                let wait =
+                    Duration::from_millis(grant.start.since(UnixMs(unix_ms())).min(60_000) as u64);
+                let (id, peer) = (grant.id, grant.peer);
                 let (results, metrics) = (results.clone(), metrics.clone());
                 bulk.spawn(async move {
                     tokio::time::sleep(wait).await;
                     match tcp::measure(&test, source, buffer).await {
                         Ok(t) => {
                             metrics.throughput_ok.inc();
-                            tracing::info!(grant = grant.grant_id, %peer, bps = t.rate.get(), "throughput measured");
+                            tracing::info!(grant = id, %peer, bps = t.rate.get(), "throughput measured");
                             let _ = results.send((peer, t));
                         }
                         Err(e) => {
                             metrics.throughput_failed.inc();
-                            tracing::warn!(grant = grant.grant_id, %peer, "throughput test failed: {e}");
+                            tracing::warn!(grant = id, %peer, "throughput test failed: {e}");
                         }
                     }
                 });

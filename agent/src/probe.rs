@@ -14,8 +14,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use zonemesh_domain::{NodeName, UnixMs};
-use zonemesh_proto::v1;
+use zonemesh_domain::{NodeName, ProbeTarget, UnixMs};
 
 use crate::stats::WindowStats;
 
@@ -41,43 +40,26 @@ pub struct Target {
 }
 
 impl Target {
-    /// The target of a plan entry, probing the first address of a family this node has.
-    pub fn from_wire(wire: &v1::ProbeTarget, ours: &[IpAddr]) -> Result<Self, crate::Error> {
-        let bad = |reason: String| crate::Error::Target {
-            node: wire.node.clone(),
-            reason,
-        };
-        let node = NodeName::parse("node", wire.node.as_str()).map_err(|e| bad(e.to_string()))?;
-        let mut parsed = Vec::new();
-        for a in &wire.addresses {
-            parsed.push(
-                a.parse::<IpAddr>()
-                    .map_err(|_| bad(format!("address {a:?} is not an IP address")))?,
-            );
-        }
-        let address = parsed
+    /// The target of a plan entry, probing its first address of a family this node has.
+    pub fn from_plan(entry: &ProbeTarget, ours: &[IpAddr]) -> Result<Self, crate::Error> {
+        let address = entry
+            .addresses
             .iter()
             .copied()
             .find(|a| ours.iter().any(|o| o.is_ipv4() == a.is_ipv4()))
-            .ok_or_else(|| bad(format!("no address of a family this node has ({parsed:?})")))?;
-        let port = u16::try_from(wire.probe_port)
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| bad(format!("probe_port {} is invalid", wire.probe_port)))?;
-        if wire.interval_ms == 0 || wire.train_size == 0 || wire.timeout_ms == 0 {
-            return Err(bad(
-                "interval_ms, train_size and timeout_ms must be above 0".into(),
-            ));
-        }
+            .ok_or_else(|| crate::Error::TargetFamily {
+                node: entry.node.clone(),
+                addresses: entry.addresses.clone(),
+            })?;
         Ok(Self {
-            node,
-            zone: wire.zone.clone(),
+            node: entry.node.clone(),
+            zone: entry.zone.as_str().to_owned(),
             address,
-            port,
-            interval: Duration::from_millis(wire.interval_ms.into()),
-            train_size: wire.train_size,
-            train_gap: Duration::from_millis(wire.train_gap_ms.into()),
-            timeout: Duration::from_millis(wire.timeout_ms.into()),
+            port: entry.probe_port,
+            interval: Duration::from_millis(entry.interval_ms.into()),
+            train_size: entry.train_size,
+            train_gap: Duration::from_millis(entry.train_gap_ms.into()),
+            timeout: Duration::from_millis(entry.timeout_ms.into()),
         })
     }
 }
@@ -368,6 +350,42 @@ mod tests {
         // Keep the sender alive for the test's duration: a closed plan keeps the last one.
         std::mem::forget(tx);
         rx
+    }
+
+    #[test]
+    fn a_plan_entry_is_probed_on_its_first_address_of_our_family() {
+        let entry = ProbeTarget {
+            node: name("b"),
+            zone: zonemesh_domain::ZoneName::parse("zone", "zone-b").unwrap(),
+            addresses: vec!["fd00::2".parse().unwrap(), "10.0.0.2".parse().unwrap()],
+            probe_port: 7402,
+            interval_ms: 1000,
+            train_size: 5,
+            train_gap_ms: 10,
+            timeout_ms: 200,
+        };
+        let v4: [IpAddr; 1] = ["10.0.0.1".parse().unwrap()];
+        let t = Target::from_plan(&entry, &v4).unwrap();
+        assert_eq!(
+            t,
+            Target {
+                zone: "zone-b".into(),
+                address: "10.0.0.2".parse().unwrap(),
+                ..target("b")
+            }
+        );
+        let dual: [IpAddr; 2] = ["fd00::1".parse().unwrap(), "10.0.0.1".parse().unwrap()];
+        assert_eq!(
+            Target::from_plan(&entry, &dual).unwrap().address,
+            entry.addresses[0],
+            "best first"
+        );
+        let v6_only = ProbeTarget {
+            addresses: vec!["fd00::2".parse().unwrap()],
+            ..entry
+        };
+        let err = Target::from_plan(&v6_only, &v4).unwrap_err();
+        assert!(matches!(err, crate::Error::TargetFamily { .. }), "{err}");
     }
 
     #[test]

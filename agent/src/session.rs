@@ -2,8 +2,9 @@
 //! plans and throughput grants back. Reconnects with jittered exponential backoff; the last plan
 //! keeps running meanwhile.
 //!
-//! This is the agent's wire edge outwards: the `Hello` and the reports are domain values up to
-//! here, converted to `zonemesh.v1` messages as they are sent.
+//! This is the agent's wire edge, both ways: the `Hello` and the reports are domain values up to
+//! here, converted to `zonemesh.v1` messages as they are sent; plans and grants are converted to
+//! domain values as they arrive, and what does not convert is logged with its field and skipped.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,7 +12,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
-use zonemesh_domain::Hello;
+use zonemesh_domain::{Hello, ProbePlan, ThroughputGrant};
+use zonemesh_proto::convert::probe_plan;
 use zonemesh_proto::v1::{self, agent_message, aggregator_message};
 
 use crate::Error;
@@ -51,10 +53,10 @@ impl Shared {
 /// What the aggregator asks of the agent besides acknowledgements.
 #[derive(Debug)]
 pub enum Instruction {
-    /// A new probe plan.
-    Plan(v1::ProbePlan),
+    /// A new probe plan, with the targets that converted.
+    Plan(ProbePlan),
     /// A throughput test to run.
-    Grant(v1::ThroughputGrant),
+    Grant(ThroughputGrant),
 }
 
 /// Connection settings.
@@ -208,11 +210,31 @@ fn handle(
             shared.counted(removed, true);
             shared.update_depth(&outbox);
         }
-        Some(aggregator_message::Kind::Plan(plan)) => {
+        Some(aggregator_message::Kind::Plan(wire)) => {
+            let (plan, refused) = probe_plan(wire);
+            for e in refused {
+                tracing::warn!(
+                    version = plan.version,
+                    field = e.field(),
+                    "probe plan: {e}; not probed"
+                );
+            }
             let _ = instructions.send(Instruction::Plan(plan));
         }
-        Some(aggregator_message::Kind::Grant(grant)) => {
-            let _ = instructions.send(Instruction::Grant(grant));
+        Some(aggregator_message::Kind::Grant(wire)) => {
+            let id = wire.grant_id;
+            match ThroughputGrant::try_from(wire) {
+                Ok(grant) => {
+                    let _ = instructions.send(Instruction::Grant(grant));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        grant = id,
+                        field = e.field(),
+                        "throughput grant: {e}; skipped"
+                    );
+                }
+            }
         }
         Some(aggregator_message::Kind::Error(e)) => {
             tracing::error!(code = e.code, field = %e.field, sequence = e.sequence, "aggregator refused: {}", e.message);
@@ -243,5 +265,76 @@ mod tests {
         }
         let spread: std::collections::BTreeSet<_> = (0..20).map(|_| backoff(bounds, 5)).collect();
         assert!(spread.len() > 10, "jitter spreads reconnects");
+    }
+
+    fn target(node: &str, address: &str) -> v1::ProbeTarget {
+        v1::ProbeTarget {
+            node: node.into(),
+            addresses: vec![address.into()],
+            probe_port: 7402,
+            interval_ms: 1000,
+            train_size: 5,
+            train_gap_ms: 20,
+            timeout_ms: 1000,
+            zone: "zone-b".into(),
+        }
+    }
+
+    fn grant(peer: &str) -> v1::ThroughputGrant {
+        v1::ThroughputGrant {
+            grant_id: 3,
+            peer: peer.into(),
+            peer_address: "10.0.0.2".into(),
+            peer_port: 7402,
+            start_unix_ms: 1_700_000_000_000,
+            duration_ms: 1000,
+            warmup_ms: 0,
+            streams: 1,
+        }
+    }
+
+    #[test]
+    fn plans_and_grants_arrive_as_domain_values_without_what_does_not_convert() {
+        let shared = Shared {
+            outbox: Arc::new(Mutex::new(Outbox::new(4))),
+            queued: Arc::new(Notify::new()),
+            metrics: Arc::new(Metrics::new("a", "zone-a", zonemesh_domain::IcmpMode::Raw)),
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let message = |kind| v1::AggregatorMessage { kind: Some(kind) };
+
+        let plan = v1::ProbePlan {
+            version: 7,
+            window_ms: 10_000,
+            targets: vec![
+                target("b", "10.0.0.2"),
+                target("c", "10.0.0"),
+                target("d", "10.0.0.4"),
+            ],
+        };
+        handle(message(aggregator_message::Kind::Plan(plan)), &shared, &tx);
+        let Ok(Instruction::Plan(plan)) = rx.try_recv() else {
+            panic!("a plan, with the targets that convert");
+        };
+        assert_eq!((plan.version, plan.window_ms), (7, 10_000));
+        let nodes: Vec<&str> = plan.targets.iter().map(|t| t.node.as_str()).collect();
+        assert_eq!(nodes, ["b", "d"], "c's address is no address: c is skipped");
+
+        handle(
+            message(aggregator_message::Kind::Grant(grant("Node_B"))),
+            &shared,
+            &tx,
+        );
+        assert!(rx.try_recv().is_err(), "a grant for a bad name is skipped");
+        handle(
+            message(aggregator_message::Kind::Grant(grant("b"))),
+            &shared,
+            &tx,
+        );
+        let Ok(Instruction::Grant(g)) = rx.try_recv() else {
+            panic!("a grant");
+        };
+        assert_eq!((g.id, g.peer.as_str()), (3, "b"));
+        assert_eq!(g.peer_address, Some("10.0.0.2".parse().unwrap()));
     }
 }

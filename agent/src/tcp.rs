@@ -335,12 +335,6 @@ mod tests {
         assert!(t.bytes > 0);
         // Counted from the warm-up mark to the last byte: about the test's duration.
         assert!((250_000..2_000_000).contains(&t.duration_us), "{t:?}");
-        let wire = zonemesh_proto::v1::Throughput::from(t);
-        assert_eq!(
-            ThroughputSample::try_from(wire),
-            Ok(t),
-            "the same figures on the wire"
-        );
     }
 
     #[tokio::test]

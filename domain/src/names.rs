@@ -80,8 +80,10 @@ macro_rules! name_type {
         }
 
         impl From<$name> for String {
+            // A copy of the text (an `Arc<str>` cannot give its buffer away), without the
+            // formatting machinery that `to_string` goes through.
             fn from(value: $name) -> String {
-                value.0.to_string()
+                String::from(&*value.0)
             }
         }
 

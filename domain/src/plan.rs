@@ -2,9 +2,9 @@
 
 use std::net::IpAddr;
 
-use crate::{NodeName, UnixMs, ZoneName};
+use crate::{FieldError, NodeName, UnixMs, ZoneName};
 
-/// One peer to probe.
+/// One peer to probe. [`checked`](Self::checked) says whether it can be probed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeTarget {
     /// The peer.
@@ -23,6 +23,28 @@ pub struct ProbeTarget {
     pub train_gap_ms: u32,
     /// A probe without a reply after this long is lost, ms.
     pub timeout_ms: u32,
+}
+
+impl ProbeTarget {
+    /// Checks that the target can be probed: it has an address, and its trains have an interval,
+    /// a probe and a timeout. The error names the field as the wire spells it.
+    pub fn checked(self) -> Result<Self, FieldError> {
+        if self.addresses.is_empty() {
+            return Err(FieldError::new(
+                "addresses",
+                "at least one address is needed",
+            ));
+        }
+        let at_least_one = [
+            ("interval_ms", self.interval_ms),
+            ("train_size", self.train_size),
+            ("timeout_ms", self.timeout_ms),
+        ];
+        if let Some((field, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return Err(FieldError::new(*field, "must be at least 1"));
+        }
+        Ok(self)
+    }
 }
 
 /// One agent's probe plan.

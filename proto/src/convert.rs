@@ -33,6 +33,31 @@ pub fn icmp_mode(field: &str, value: i32) -> Result<IcmpMode, FieldError> {
     }
 }
 
+/// Checks a wire IP address; `field` names it in the error.
+fn address(field: &str, value: &str) -> Result<IpAddr, FieldError> {
+    value
+        .parse()
+        .map_err(|_| FieldError::new(field, format!("{value:?} is not an IP address")))
+}
+
+/// Checks a list of wire IP addresses; `field` names the list (`addresses` gives
+/// `addresses[1]`).
+fn addresses(field: &str, values: &[String]) -> Result<Vec<IpAddr>, FieldError> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, a)| address(&format!("{field}[{i}]"), a))
+        .collect()
+}
+
+/// Checks a wire TCP port (a `uint32`): 1 to 65535.
+fn tcp_port(field: &str, value: u32) -> Result<u16, FieldError> {
+    u16::try_from(value)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| FieldError::new(field, format!("{value} is not a TCP port")))
+}
+
 impl TryFrom<v1::Hello> for Hello {
     type Error = FieldError;
 
@@ -55,19 +80,7 @@ impl TryFrom<v1::Hello> for Hello {
                 ),
             ));
         }
-        let addresses = wire
-            .addresses
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                a.parse::<IpAddr>().map_err(|_| {
-                    FieldError::new(
-                        format!("addresses[{i}]"),
-                        format!("{a:?} is not an IP address"),
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let addresses = addresses("addresses", &wire.addresses)?;
         if wire.agent_version.len() > MAX_VERSION_BYTES {
             return Err(FieldError::new(
                 "agent_version",
@@ -75,15 +88,7 @@ impl TryFrom<v1::Hello> for Hello {
             ));
         }
         let icmp_mode = icmp_mode("icmp_mode", wire.icmp_mode)?;
-        let probe_port = u16::try_from(wire.probe_port)
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| {
-                FieldError::new(
-                    "probe_port",
-                    format!("{} is not a TCP port", wire.probe_port),
-                )
-            })?;
+        let probe_port = tcp_port("probe_port", wire.probe_port)?;
         Ok(Self {
             node,
             zone,
@@ -835,6 +840,80 @@ impl From<ThroughputGrant> for v1::ThroughputGrant {
             warmup_ms: g.warmup_ms,
             streams: g.streams,
         }
+    }
+}
+
+impl TryFrom<v1::ProbeTarget> for ProbeTarget {
+    type Error = FieldError;
+
+    fn try_from(wire: v1::ProbeTarget) -> Result<Self, FieldError> {
+        Self {
+            node: NodeName::parse("node", wire.node)?,
+            zone: ZoneName::parse("zone", wire.zone)?,
+            addresses: addresses("addresses", &wire.addresses)?,
+            probe_port: tcp_port("probe_port", wire.probe_port)?,
+            interval_ms: wire.interval_ms,
+            train_size: wire.train_size,
+            train_gap_ms: wire.train_gap_ms,
+            timeout_ms: wire.timeout_ms,
+        }
+        .checked()
+    }
+}
+
+/// Reads a plan target by target: the plan of the targets that convert, and the refusals of the
+/// others, each naming its field within the plan (`targets[3].addresses[0]`). An agent probes
+/// the peers of a plan it can probe rather than none of them.
+pub fn probe_plan(wire: v1::ProbePlan) -> (ProbePlan, Vec<FieldError>) {
+    let mut targets = Vec::with_capacity(wire.targets.len());
+    let mut refused = Vec::new();
+    for (i, t) in wire.targets.into_iter().enumerate() {
+        match ProbeTarget::try_from(t) {
+            Ok(t) => targets.push(t),
+            Err(e) => refused.push(e.within(&format!("targets[{i}]"))),
+        }
+    }
+    let plan = ProbePlan {
+        version: wire.version,
+        window_ms: wire.window_ms,
+        targets,
+    };
+    (plan, refused)
+}
+
+impl TryFrom<v1::ProbePlan> for ProbePlan {
+    type Error = FieldError;
+
+    /// Every target must convert ([`probe_plan`] keeps those that do).
+    fn try_from(wire: v1::ProbePlan) -> Result<Self, FieldError> {
+        let (plan, refused) = probe_plan(wire);
+        match refused.into_iter().next() {
+            Some(first) => Err(first),
+            None => Ok(plan),
+        }
+    }
+}
+
+impl TryFrom<v1::ThroughputGrant> for ThroughputGrant {
+    type Error = FieldError;
+
+    /// An empty `peer_address` is none (the peer advertised none).
+    fn try_from(wire: v1::ThroughputGrant) -> Result<Self, FieldError> {
+        let peer = NodeName::parse("peer", wire.peer)?;
+        let peer_address = match wire.peer_address.as_str() {
+            "" => None,
+            a => Some(address("peer_address", a)?),
+        };
+        Ok(Self {
+            id: wire.grant_id,
+            peer,
+            peer_address,
+            peer_port: tcp_port("peer_port", wire.peer_port)?,
+            start: UnixMs::parse("start_unix_ms", wire.start_unix_ms)?,
+            duration_ms: wire.duration_ms,
+            warmup_ms: wire.warmup_ms,
+            streams: wire.streams,
+        })
     }
 }
 

@@ -2,7 +2,10 @@
 //! and bad wire values stop at the edge with the field's name.
 
 use prost::Message;
-use zonemesh_domain::{Hello, NodeName, PathSample, Report, Weights, ZoneName};
+use zonemesh_domain::{
+    Hello, NodeName, PathSample, ProbePlan, ProbeTarget, Report, ThroughputGrant, UnixMs, Weights,
+    ZoneName,
+};
 use zonemesh_proto::v1;
 
 fn rtt() -> v1::RttStats {
@@ -283,6 +286,144 @@ fn checked_types_round_trip_through_the_wire() {
 
     let hello_checked = Hello::try_from(hello()).expect("valid hello");
     assert_eq!(v1::Hello::from(hello_checked), hello());
+}
+
+fn probe_target(node: &str, zone: &str, addresses: &[&str]) -> ProbeTarget {
+    ProbeTarget {
+        node: NodeName::parse("node", node).unwrap(),
+        zone: ZoneName::parse("zone", zone).unwrap(),
+        addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
+        probe_port: 7402,
+        interval_ms: 1000,
+        train_size: 5,
+        train_gap_ms: 20,
+        timeout_ms: 1000,
+    }
+}
+
+fn grant(peer_address: Option<&str>) -> ThroughputGrant {
+    ThroughputGrant {
+        id: 9,
+        peer: NodeName::parse("peer", "node-b").unwrap(),
+        peer_address: peer_address.map(|a| a.parse().unwrap()),
+        peer_port: 7402,
+        start: UnixMs(1_700_000_000_000),
+        duration_ms: 3000,
+        warmup_ms: 1000,
+        streams: 4,
+    }
+}
+
+#[test]
+fn plans_and_grants_round_trip_through_the_wire() {
+    let plans = [
+        ProbePlan {
+            version: 0,
+            window_ms: 0,
+            targets: vec![],
+        },
+        ProbePlan {
+            version: 3,
+            window_ms: 10_000,
+            targets: vec![
+                probe_target("node-b", "zone-a", &["10.1.0.2"]),
+                probe_target("node-c", "Zone_B", &["fd00::3", "10.1.0.3"]),
+            ],
+        },
+        ProbePlan {
+            version: u64::MAX,
+            window_ms: u32::MAX,
+            targets: vec![ProbeTarget {
+                probe_port: u16::MAX,
+                interval_ms: u32::MAX,
+                train_size: 1,
+                train_gap_ms: 0,
+                timeout_ms: 1,
+                ..probe_target("c", "z", &["::1"])
+            }],
+        },
+    ];
+    for plan in plans {
+        let wire = v1::ProbePlan::from(plan.clone());
+        round_trip(wire.clone());
+        assert_eq!(ProbePlan::try_from(wire), Ok(plan));
+    }
+    let grants = [
+        grant(Some("10.1.0.2")),
+        grant(Some("fd00::2")),
+        grant(None),
+        ThroughputGrant {
+            start: UnixMs(0),
+            duration_ms: 0,
+            warmup_ms: 0,
+            streams: 0,
+            ..grant(Some("10.1.0.2"))
+        },
+    ];
+    for g in grants {
+        let wire = v1::ThroughputGrant::from(g.clone());
+        round_trip(wire.clone());
+        assert_eq!(ThroughputGrant::try_from(wire), Ok(g));
+    }
+}
+
+/// One bad value per case, in the second of two targets: the whole plan is refused naming the
+/// field, and `probe_plan` keeps the first target.
+#[test]
+fn bad_plan_targets_are_refused_with_the_field_name() {
+    type Edit = fn(&mut v1::ProbeTarget);
+    let cases: &[(&str, Edit)] = &[
+        ("targets[1].node", |t| t.node.clear()),
+        ("targets[1].node", |t| t.node = "Node_C".into()),
+        ("targets[1].zone", |t| t.zone.clear()),
+        ("targets[1].zone", |t| t.zone = "zone one".into()),
+        ("targets[1].addresses", |t| t.addresses.clear()),
+        ("targets[1].addresses[1]", |t| {
+            t.addresses[1] = "10.1.0".into()
+        }),
+        ("targets[1].probe_port", |t| t.probe_port = 0),
+        ("targets[1].probe_port", |t| t.probe_port = 70_000),
+        ("targets[1].interval_ms", |t| t.interval_ms = 0),
+        ("targets[1].train_size", |t| t.train_size = 0),
+        ("targets[1].timeout_ms", |t| t.timeout_ms = 0),
+    ];
+    let good = probe_target("node-b", "zone-a", &["10.1.0.2"]);
+    for (field, edit) in cases {
+        let mut bad = v1::ProbeTarget::from(probe_target("node-c", "zone-a", &["10.1.0.3", "::3"]));
+        edit(&mut bad);
+        let wire = v1::ProbePlan {
+            version: 4,
+            window_ms: 10_000,
+            targets: vec![good.clone().into(), bad],
+        };
+        let err = ProbePlan::try_from(wire.clone()).expect_err(field);
+        assert_eq!(err.field(), *field, "case {field}: {err}");
+
+        let (plan, refused) = zonemesh_proto::convert::probe_plan(wire);
+        assert_eq!((plan.version, plan.window_ms), (4, 10_000));
+        assert_eq!(plan.targets, std::slice::from_ref(&good), "case {field}");
+        let refused: Vec<&str> = refused.iter().map(|e| e.field()).collect();
+        assert_eq!(refused, [*field]);
+    }
+}
+
+#[test]
+fn bad_grants_are_refused_with_the_field_name() {
+    type Edit = fn(&mut v1::ThroughputGrant);
+    let cases: &[(&str, Edit)] = &[
+        ("peer", |g| g.peer.clear()),
+        ("peer", |g| g.peer = "Node_B".into()),
+        ("peer_address", |g| g.peer_address = "node-b".into()),
+        ("peer_port", |g| g.peer_port = 0),
+        ("peer_port", |g| g.peer_port = 65_536),
+        ("start_unix_ms", |g| g.start_unix_ms = -1),
+    ];
+    for (field, edit) in cases {
+        let mut bad = v1::ThroughputGrant::from(grant(Some("10.1.0.2")));
+        edit(&mut bad);
+        let err = ThroughputGrant::try_from(bad).expect_err(field);
+        assert_eq!(err.field(), *field, "case {field}: {err}");
+    }
 }
 
 #[test]
