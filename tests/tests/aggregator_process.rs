@@ -401,13 +401,14 @@ fn shell_words(line: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn the_readmes_grpcurl_commands_work() -> Result<()> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))?;
-    let block = readme
-        .split("### Querying with grpcurl")
+async fn the_documented_grpcurl_commands_work() -> Result<()> {
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/querying.md"))?;
+    let block = guide
+        .split("## Querying with grpcurl")
         .nth(1)
         .and_then(|s| s.split("```").nth(1))
-        .context("the README's grpcurl block")?;
+        .context("the grpcurl block of docs/querying.md")?;
     let commands: Vec<Vec<String>> = block
         .lines()
         .filter(|l| l.starts_with("grpcurl "))
@@ -420,12 +421,13 @@ async fn the_readmes_grpcurl_commands_work() -> Result<()> {
         "GetMatrix",
         "RankNodes",
         "Place",
+        "GetTiers",
     ] {
         assert!(
             commands
                 .iter()
                 .any(|c| c.last().is_some_and(|m| m.ends_with(rpc))),
-            "the README shows no grpcurl command for {rpc}"
+            "docs/querying.md shows no grpcurl command for {rpc}"
         );
     }
     let dir = tempfile::tempdir()?;
