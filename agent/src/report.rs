@@ -25,20 +25,10 @@
 
 use std::collections::BTreeMap;
 
-use zonemesh_domain::{IcmpMode, NodeName, PathSample, Rtt, ThroughputSample, UnixMs};
+use zonemesh_domain::{IcmpMode, NodeName, PathSample, ThroughputSample, UnixMs};
 
 use crate::probe::WindowReport;
-
-/// What one window measured towards one peer.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Probes {
-    /// Probes resolved in the window (answered or timed out).
-    pub sent: u64,
-    /// Replies; at most `sent`.
-    pub received: u64,
-    /// RTT statistics of the replies; present exactly when `received > 0`.
-    pub rtt: Option<Rtt>,
-}
+pub use crate::stats::Probes;
 
 /// The samples `node` reports for the window `(start, end)`, measured with `mode`: one per peer
 /// of `probed` (in its order) with a resolved probe, then one per `throughput` result left (in
@@ -108,6 +98,7 @@ mod tests {
     use super::*;
     use crate::probe::PeerWindow;
     use crate::stats::WindowStats;
+    use zonemesh_domain::Rtt;
 
     fn name(n: &str) -> NodeName {
         NodeName::parse("node", n).unwrap()
@@ -247,5 +238,25 @@ mod tests {
             peers: BTreeMap::new(),
         };
         assert!(of_window(&name("a"), IcmpMode::Tcp, &window, BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn the_summary_passes_the_aggregators_checks() {
+        let mut w = WindowStats::new();
+        for us in [37, 41, 39, 2_000, 40] {
+            w.reply(Duration::from_micros(us));
+        }
+        w.lost();
+        let name = |n: &str| zonemesh_domain::NodeName::parse("node", n).unwrap();
+        let samples = window_samples(
+            &name("a"),
+            zonemesh_domain::IcmpMode::Raw,
+            (zonemesh_domain::UnixMs(1), zonemesh_domain::UnixMs(2)),
+            [(name("b"), w.probes())],
+            Default::default(),
+        );
+        let wire = zonemesh_proto::v1::PathSummary::from(samples[0].clone());
+        let back = zonemesh_domain::PathSample::try_from(wire).expect("valid summary");
+        assert_eq!(back, samples[0]);
     }
 }

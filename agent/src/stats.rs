@@ -10,7 +10,16 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use zonemesh_domain::{Micros, Rtt};
 
-use crate::report::Probes;
+/// What one window measured towards one peer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probes {
+    /// Probes resolved in the window (answered or timed out).
+    pub sent: u64,
+    /// Replies; at most `sent`.
+    pub received: u64,
+    /// RTT statistics of the replies; present exactly when `received > 0`.
+    pub rtt: Option<Rtt>,
+}
 
 /// Largest RTT the histogram records; longer replies are clamped (a probe times out far sooner).
 const MAX_RTT_NS: u64 = 60_000_000_000;
@@ -165,25 +174,5 @@ mod tests {
         assert_eq!(r.min.get(), 0.001);
         assert!((r.max.get() - 60e6).abs() < 0.001 * 60e6, "{r:?}");
         assert_eq!(r.checked(), Ok(r));
-    }
-
-    #[test]
-    fn the_summary_passes_the_aggregators_checks() {
-        let mut w = WindowStats::new();
-        for us in [37, 41, 39, 2_000, 40] {
-            w.reply(Duration::from_micros(us));
-        }
-        w.lost();
-        let name = |n: &str| zonemesh_domain::NodeName::parse("node", n).unwrap();
-        let samples = crate::report::window_samples(
-            &name("a"),
-            zonemesh_domain::IcmpMode::Raw,
-            (zonemesh_domain::UnixMs(1), zonemesh_domain::UnixMs(2)),
-            [(name("b"), w.probes())],
-            Default::default(),
-        );
-        let wire = zonemesh_proto::v1::PathSummary::from(samples[0].clone());
-        let back = zonemesh_domain::PathSample::try_from(wire).expect("valid summary");
-        assert_eq!(back, samples[0]);
     }
 }
