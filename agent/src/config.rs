@@ -120,9 +120,16 @@ pub struct Cli {
     /// Address peers probe this node on (IPv4 or IPv6), best first; repeat or separate by commas.
     #[arg(long, env = env::ADDRESS, value_delimiter = ',', required = true)]
     pub address: Vec<String>,
-    /// URL of the aggregator's gRPC endpoint.
-    #[arg(long, env = env::AGGREGATOR, default_value = "http://zonemesh-aggregator:7400")]
-    pub aggregator: String,
+    /// URL of the aggregator's gRPC endpoint. Replicas: several, comma-separated, or a name that
+    /// resolves to several (a headless Service); when a stream fails the agent says hello to the
+    /// next and sends again what was not acknowledged.
+    #[arg(
+        long,
+        env = env::AGGREGATOR,
+        default_value = "http://zonemesh-aggregator:7400",
+        value_delimiter = ','
+    )]
+    pub aggregator: Vec<String>,
     /// TLS to the aggregator: the agent presents a certificate naming its node.
     #[command(flatten)]
     pub tls: zonemesh_tls::TlsArgs,
@@ -205,8 +212,8 @@ pub struct Config {
     pub region: Option<ZoneName>,
     /// Advertised addresses, best first.
     pub addresses: Vec<IpAddr>,
-    /// Aggregator URL.
-    pub aggregator: String,
+    /// Aggregator URLs (replicas), in order.
+    pub aggregator: Vec<String>,
     /// TLS to the aggregator.
     pub tls: zonemesh_tls::ClientTls,
     /// Responder port.
@@ -264,26 +271,32 @@ impl Cli {
         if addresses.is_empty() {
             return Err(flag("--address", "at least one address is needed"));
         }
-        let url = &self.aggregator;
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))
-            .ok_or_else(|| {
-                flag(
-                    "--aggregator",
-                    format!("{url:?} must start with http:// or https://"),
-                )
-            })?;
-        let authority = rest.trim_end_matches('/');
-        if authority.is_empty() || authority.contains('/') {
-            return Err(flag(
-                "--aggregator",
-                format!("{url:?} must be scheme://host:port without a path"),
-            ));
+        if self.aggregator.is_empty() {
+            return Err(flag("--aggregator", "no URL given"));
         }
-        tonic::transport::Endpoint::from_shared(url.clone())
-            .map_err(|e| flag("--aggregator", format!("{url:?}: {e}")))?;
-        let tls = self.tls.client_tls(url)?;
+        let mut tls = None;
+        for url in &self.aggregator {
+            let rest = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"))
+                .ok_or_else(|| {
+                    flag(
+                        "--aggregator",
+                        format!("{url:?} must start with http:// or https://"),
+                    )
+                })?;
+            let authority = rest.trim_end_matches('/');
+            if authority.is_empty() || authority.contains('/') {
+                return Err(flag(
+                    "--aggregator",
+                    format!("{url:?} must be scheme://host:port without a path"),
+                ));
+            }
+            tonic::transport::Endpoint::from_shared(url.clone())
+                .map_err(|e| flag("--aggregator", format!("{url:?}: {e}")))?;
+            tls = Some(self.tls.client_tls(url)?);
+        }
+        let tls = tls.expect("one URL at least");
         if self.probe_port == 0 {
             return Err(flag("--probe-port", "0 is not a port peers can reach"));
         }
@@ -336,7 +349,7 @@ impl Cli {
             zone,
             region,
             addresses,
-            aggregator: url.clone(),
+            aggregator: self.aggregator.clone(),
             tls,
             probe_port: self.probe_port,
             metrics_listen: self.metrics_listen,

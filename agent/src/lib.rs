@@ -148,7 +148,7 @@ pub async fn run(
     let (flush_tx, flush_rx) = watch::channel(false);
     let session = tokio::spawn(session::run(
         SessionConfig {
-            url: config.aggregator.clone(),
+            urls: config.aggregator.clone(),
             tls: config.tls.clone(),
             hello: hello(&config, mode),
             backoff: config.reconnect,

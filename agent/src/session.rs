@@ -62,8 +62,8 @@ pub enum Instruction {
 /// Connection settings.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
-    /// Aggregator URL.
-    pub url: String,
+    /// Aggregator URLs (replicas), in order.
+    pub urls: Vec<String>,
     /// TLS; its files are read at every connect, so rotated certificates are used.
     pub tls: zonemesh_tls::ClientTls,
     /// The `Hello` of every stream.
@@ -81,18 +81,41 @@ pub async fn run(
     mut flush: watch::Receiver<bool>,
 ) {
     let mut attempt = 0u32;
+    // Agents start at a random replica, so that they spread over them.
+    let mut at = rand::random::<u32>() as usize;
+    let mut failed_in_a_row = 0usize;
     loop {
-        match connection(&config, &shared, &instructions, &mut flush, &mut attempt).await {
-            Ok(()) => return,
-            Err(e) => {
-                shared.metrics.connected.set(0);
-                shared.metrics.reconnects.inc();
-                let delay = backoff(config.backoff, attempt);
-                attempt = attempt.saturating_add(1);
-                tracing::warn!(error = %e, retry_in = ?delay, "aggregator stream lost");
-                tokio::time::sleep(delay).await;
-            }
+        let targets = zonemesh_tls::targets(&config.urls).await;
+        let target = &targets[at % targets.len()];
+        let mut answered = false;
+        let result = connection(
+            &config,
+            target,
+            &shared,
+            &instructions,
+            &mut flush,
+            &mut answered,
+        )
+        .await;
+        let Err(e) = result else { return };
+        shared.metrics.connected.set(0);
+        shared.metrics.reconnects.inc();
+        if answered {
+            // It was connected: a new round of the replicas, from the next one.
+            (attempt, failed_in_a_row) = (0, 0);
         }
+        // The next replica at once, until every one has failed in a row; then back off.
+        at = at.wrapping_add(1);
+        failed_in_a_row += 1;
+        let delay = if failed_in_a_row.is_multiple_of(targets.len()) {
+            let delay = backoff(config.backoff, attempt);
+            attempt = attempt.saturating_add(1);
+            delay
+        } else {
+            config.backoff.0
+        };
+        tracing::warn!(error = %e, url = %target.url, retry_in = ?delay, "aggregator stream lost");
+        tokio::time::sleep(delay).await;
     }
 }
 
@@ -106,12 +129,14 @@ pub fn backoff((min, max): (Duration, Duration), attempt: u32) -> Duration {
 
 async fn connection(
     config: &SessionConfig,
+    target: &zonemesh_tls::Target,
     shared: &Shared,
     instructions: &mpsc::UnboundedSender<Instruction>,
     flush: &mut watch::Receiver<bool>,
-    attempt: &mut u32,
+    answered: &mut bool,
 ) -> Result<(), Error> {
-    let channel = zonemesh_tls::connect(&config.url, &config.tls, Duration::from_secs(5)).await?;
+    let tls = target.tls(&config.tls);
+    let channel = zonemesh_tls::connect(&target.url, &tls, Duration::from_secs(5)).await?;
     let mut client = v1::ingest_client::IngestClient::new(channel);
     let (tx, rx) = mpsc::channel::<v1::AgentMessage>(MAX_IN_FLIGHT + 2);
     let send = |tx: &mpsc::Sender<v1::AgentMessage>, kind| {
@@ -157,9 +182,9 @@ async fn connection(
         shared.counted(removed, true);
         shared.update_depth(&outbox);
     }
-    *attempt = 0;
+    *answered = true;
     shared.metrics.connected.set(1);
-    tracing::info!(url = %config.url, applied, "connected to the aggregator");
+    tracing::info!(url = %target.url, applied, "connected to the aggregator");
 
     loop {
         // Send what is due, at most MAX_IN_FLIGHT unacknowledged.

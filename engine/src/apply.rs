@@ -123,6 +123,24 @@ impl Topology {
         }
     }
 
+    /// The throughput tests each node takes part in, as [`Topology::note_throughput_test`]
+    /// noted them (recent ones only): what a replica's checkpoint keeps.
+    pub fn throughput_tests(&self) -> impl Iterator<Item = (NodeId, &[(UnixMs, UnixMs)])> {
+        self.loaded
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(i, t)| (NodeId(i as u32), t.as_slice()))
+    }
+
+    /// Puts back the throughput tests of `node` a checkpoint kept.
+    pub fn restore_throughput_tests(&mut self, node: NodeId, tests: &[(UnixMs, UnixMs)]) {
+        if let Some(t) = self.loaded.get_mut(node.0 as usize) {
+            t.clear();
+            t.extend_from_slice(tests);
+        }
+    }
+
     /// Latency windows left out because a throughput test loaded their path.
     pub fn windows_under_load(&self) -> u64 {
         self.windows_under_load

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
+pub mod nats;
 pub mod pki;
 pub mod webdriver;
 pub use zonemesh_lab::process::{

@@ -85,9 +85,10 @@ mod env {
     pub const CLUSTER_CREDS: &str = "ZONEMESH_CLUSTER_CREDS";
     pub const CLUSTER_REPLICAS: &str = "ZONEMESH_CLUSTER_REPLICAS";
     pub const CLUSTER_RETENTION: &str = "ZONEMESH_CLUSTER_RETENTION";
-    pub const CLUSTER_MAX_BYTES: &str = "ZONEMESH_CLUSTER_MAX_BYTES";
+    pub const CLUSTER_MAX_MIB: &str = "ZONEMESH_CLUSTER_MAX_MIB";
     pub const REPLICA_NAME: &str = "ZONEMESH_REPLICA_NAME";
     pub const WRITER: &str = "ZONEMESH_WRITER";
+    pub const WRITER_REPLICA: &str = "ZONEMESH_WRITER_REPLICA";
     pub const MAX_LAG: &str = "ZONEMESH_MAX_LAG";
     pub const SNAPSHOT_INTERVAL: &str = "ZONEMESH_SNAPSHOT_INTERVAL";
 }
@@ -270,15 +271,19 @@ struct Cli {
     #[arg(long, env = env::CLUSTER_RETENTION, default_value = "6h", value_parser = parse_duration)]
     cluster_retention: Duration,
     /// The log keeps at most this many MiB, oldest entries dropped first.
-    #[arg(long, env = env::CLUSTER_MAX_BYTES, default_value_t = 65_536)]
+    #[arg(long, env = env::CLUSTER_MAX_MIB, default_value_t = 65_536)]
     cluster_max_mib: u64,
     /// This replica's name, unique among the replicas (default: the host name).
     #[arg(long, env = env::REPLICA_NAME, requires = "cluster")]
     replica_name: Option<String>,
     /// This replica grants throughput tests and publishes to Kubernetes (exactly one replica
     /// should; the others' agents go without throughput tests meanwhile).
-    #[arg(long, env = env::WRITER, requires = "cluster")]
+    #[arg(long, env = env::WRITER, requires = "cluster", conflicts_with = "writer_replica")]
     writer: bool,
+    /// The writer is the replica of this name (the same flag for every replica: a StatefulSet
+    /// names its replica 0).
+    #[arg(long, env = env::WRITER_REPLICA, requires = "cluster")]
+    writer_replica: Option<String>,
     /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
     /// readiness.
     #[arg(long, env = env::MAX_LAG, default_value_t = 10_000)]
@@ -610,7 +615,8 @@ impl Cli {
             zonemesh_aggregator::cluster::ClusterConfig::new(self.cluster.clone(), replica);
         config.tls_ca = self.cluster_tls_ca.clone();
         config.creds = self.cluster_creds.clone();
-        config.writer = self.writer;
+        config.writer =
+            self.writer || self.writer_replica.as_deref() == Some(config.replica.as_str());
         config.max_lag = self.max_lag;
         config.snapshot_every = self.snapshot_interval;
         config.stream = zonemesh_aggregator::cluster::StreamSettings {

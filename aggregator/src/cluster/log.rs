@@ -113,7 +113,8 @@ impl Log {
             num_replicas: settings.replicas,
             max_age: settings.max_age,
             max_bytes: settings.max_bytes,
-            duplicate_window: Duration::from_secs(120),
+            // JetStream refuses a window longer than the retention.
+            duplicate_window: Duration::from_secs(120).min(settings.max_age),
             ..Default::default()
         };
         match self.js.get_stream(STREAM).await {

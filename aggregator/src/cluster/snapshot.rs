@@ -75,8 +75,8 @@ pub async fn write(log: &Log, applied: u64, blob: Vec<u8>) -> Result<(), Error> 
     Ok(())
 }
 
-/// The newest snapshot in the bucket (the highest entry held), with that entry, if any holds at
-/// least `at_least`.
+/// The newest snapshot in the bucket (the highest entry held; of equals, the largest), with that
+/// entry, if any holds at least `at_least`.
 pub async fn newest(log: &Log, at_least: u64) -> Result<Option<(u64, Vec<u8>)>, Error> {
     use tokio_stream::StreamExt;
     let bucket = log.snapshots().await?;
@@ -84,7 +84,7 @@ pub async fn newest(log: &Log, at_least: u64) -> Result<Option<(u64, Vec<u8>)>, 
         .list()
         .await
         .map_err(|e| Error::Cluster(format!("listing the snapshots: {e}")))?;
-    let mut best: Option<(u64, String)> = None;
+    let mut best: Option<((u64, usize), String)> = None;
     while let Some(info) = list.next().await {
         let info = info.map_err(|e| Error::Cluster(format!("listing the snapshots: {e}")))?;
         let Some(applied) = info
@@ -94,11 +94,12 @@ pub async fn newest(log: &Log, at_least: u64) -> Result<Option<(u64, Vec<u8>)>, 
         else {
             continue;
         };
-        if applied >= at_least && best.as_ref().is_none_or(|(b, _)| applied > *b) {
-            best = Some((applied, info.name));
+        let rank = (applied, info.size);
+        if applied >= at_least && best.as_ref().is_none_or(|(b, _)| rank > *b) {
+            best = Some((rank, info.name));
         }
     }
-    let Some((applied, name)) = best else {
+    let Some(((applied, _), name)) = best else {
         return Ok(None);
     };
     let mut object = bucket

@@ -54,7 +54,17 @@ impl Replica {
             tracing::info!(applied, last, "starting from the checkpoint");
             return Ok(contents);
         }
-        match snapshot::newest(&self.log, applied + 1).await? {
+        // A new replica takes any snapshot (the first replica of a migrated store writes one that
+        // holds no entry yet); one passed by needs one that holds more than it has.
+        let at_least = if applied == 0 { 0 } else { applied + 1 };
+        match snapshot::newest(&self.log, at_least).await? {
+            Some((held, _)) if held == 0 && !contents.nodes.is_empty() => {
+                tracing::info!(
+                    nodes = contents.nodes.len(),
+                    "starting from the store as it is (it holds more than an empty snapshot)"
+                );
+                Ok(contents)
+            }
             Some((held, blob)) => {
                 let records = snapshot::decode(&blob)?;
                 tracing::info!(
@@ -98,6 +108,7 @@ impl Replica {
             applied: place.applied_seq,
             clock: place.clock,
             sessions: place.sessions.unwrap_or_default(),
+            tests: place.tests.unwrap_or_default(),
             writer: config.writer,
             snapshot_every: config.snapshot_every,
             progress: self.progress.clone(),

@@ -27,6 +27,9 @@ pub const CLUSTER_KEY: &[u8] = b"c/log";
 pub const NODE_ORDER_KEY: &[u8] = b"c/nodes";
 /// Key of the cluster's open sessions (only with `--cluster`; written when one opens or ends).
 pub const SESSIONS_KEY: &[u8] = b"c/sessions";
+/// Key of the throughput tests nodes take part in (only with `--cluster`; written when one is
+/// noted).
+pub const TESTS_KEY: &[u8] = b"c/tests";
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeRecord {
@@ -151,6 +154,21 @@ struct NodeOrderRecord {
 }
 
 #[derive(Clone, PartialEq, Message)]
+struct NodeTestsRecord {
+    #[prost(string, tag = "1")]
+    node: String,
+    /// Start and end of each test, Unix ms, in pairs.
+    #[prost(int64, repeated, tag = "2")]
+    from_until_unix_ms: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TestsRecord {
+    #[prost(message, repeated, tag = "1")]
+    nodes: Vec<NodeTestsRecord>,
+}
+
+#[derive(Clone, PartialEq, Message)]
 struct SessionsRecord {
     #[prost(message, repeated, tag = "1")]
     sessions: Vec<SessionRecord>,
@@ -205,6 +223,24 @@ fn decode_cluster_into(
             .map(|(i, n)| NodeName::parse(&format!("nodes[{i}]"), n))
             .collect::<Result<_, _>>()?;
         meta.node_order = Some(order);
+    } else if key == TESTS_KEY {
+        let r = TestsRecord::decode(value)?;
+        let mut tests = Vec::with_capacity(r.nodes.len());
+        for (i, n) in r.nodes.into_iter().enumerate() {
+            let node = NodeName::parse(&format!("nodes[{i}].node"), n.node)?;
+            if n.from_until_unix_ms.len() % 2 != 0 {
+                return Err(CodecError::Invalid(format!(
+                    "nodes[{i}].from_until_unix_ms: an odd count, not pairs"
+                )));
+            }
+            let pairs = n
+                .from_until_unix_ms
+                .chunks(2)
+                .map(|p| (UnixMs(p[0]), UnixMs(p[1])))
+                .collect();
+            tests.push((node, pairs));
+        }
+        meta.tests = Some(tests);
     } else {
         let r = SessionsRecord::decode(value)?;
         let sessions = r
@@ -590,7 +626,7 @@ pub fn decode_into(
         snapshot.nodes.push(decode_node(value)?);
     } else if key == TIERS_KEY {
         snapshot.tiers = Some(decode_tiers(value)?);
-    } else if key == CLUSTER_KEY || key == NODE_ORDER_KEY || key == SESSIONS_KEY {
+    } else if [CLUSTER_KEY, NODE_ORDER_KEY, SESSIONS_KEY, TESTS_KEY].contains(&key) {
         decode_cluster_into(snapshot.cluster.get_or_insert_default(), key, value)?;
     } else if let Some(src) = key.strip_prefix(ROW_PREFIX) {
         let src = std::str::from_utf8(src).map_err(|_| CodecError::KeyNotUtf8)?;

@@ -53,7 +53,13 @@ pub struct ClusterMeta {
     pub node_order: Option<Vec<NodeName>>,
     /// The session each connected node has, by the log.
     pub sessions: Option<Vec<(NodeName, u64)>>,
+    /// The throughput tests each node takes part in (from the writer's entries), which keep the
+    /// windows they load out of the figures.
+    pub tests: Option<Vec<NodeTests>>,
 }
+
+/// The throughput tests one node takes part in: (start, end) of each.
+pub type NodeTests = (NodeName, Vec<(UnixMs, UnixMs)>);
 
 /// Every outgoing path of one node: the unit the store writes. A report only ever changes its
 /// own node's outgoing paths, so one report costs one row, not one record per path.

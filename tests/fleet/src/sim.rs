@@ -283,8 +283,10 @@ fn rtt_around(p50_us: f64, samples: u64) -> Result<Rtt> {
     Ok(rtt.checked()?)
 }
 
-/// Runs one agent per node of `fleet` against the aggregator behind `channels`
-/// (agent `i` uses channel `i % channels.len()`) until `control.stop` is set. Returns when every
+/// Runs one agent per node of `fleet` against the aggregator behind `channels` (agent `i` starts
+/// on channel `i % channels.len()` and moves to the next one each time it connects again: with
+/// channels to several replicas, agents of a replica that fails move to the others) until
+/// `control.stop` is set. Returns when every
 /// agent has stopped; an agent stops only once what it sent is acknowledged (or after 30 s).
 pub async fn run(
     fleet: Arc<Fleet>,
@@ -301,6 +303,7 @@ pub async fn run(
         .map(|n| NodeName::parse("node", n.name.as_str()))
         .collect::<Result<Arc<[NodeName]>, _>>()
         .context("the fleet's node names")?;
+    let channels: Arc<[Channel]> = channels.into();
     let mut tasks = tokio::task::JoinSet::new();
     for me in 0..fleet.nodes.len() {
         let agent = SimAgent {
@@ -313,11 +316,10 @@ pub async fn run(
             grants: Vec::new(),
             rng: StdRng::seed_from_u64(fleet.spec.seed ^ (me as u64).wrapping_mul(0x9e37_79b9)),
         };
-        let channel = channels[me % channels.len()].clone();
-        let (control, counters) = (control.clone(), counters.clone());
+        let (channels, control, counters) = (channels.clone(), control.clone(), counters.clone());
         tasks.spawn(async move {
             let name = agent.fleet.nodes[me].name.clone();
-            run_agent(agent, channel, control, counters)
+            run_agent(agent, channels, control, counters)
                 .await
                 .with_context(|| format!("simulated agent {name}"))
         });
@@ -333,17 +335,20 @@ pub async fn run(
 
 async fn run_agent(
     mut agent: SimAgent,
-    channel: Channel,
+    channels: Arc<[Channel]>,
     control: Arc<Control>,
     counters: Arc<Counters>,
 ) -> Result<()> {
-    let mut client = v1::ingest_client::IngestClient::new(channel)
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20);
     // Spread the first reports over a window, as agents that started at different times do.
     let mut first = true;
     let mut changes = control.changes.subscribe();
+    let mut at = agent.me;
     loop {
+        let mut client =
+            v1::ingest_client::IngestClient::new(channels[at % channels.len()].clone())
+                .max_decoding_message_size(64 << 20)
+                .max_encoding_message_size(64 << 20);
+        at = at.wrapping_add(1);
         let (tx, rx) = mpsc::channel(FLOOD_IN_FLIGHT + 16);
         tx.send(agent.hello()).await?;
         let mut stream = match client.connect(ReceiverStream::new(rx)).await {

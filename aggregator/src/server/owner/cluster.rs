@@ -17,7 +17,7 @@ use crate::Error;
 use crate::cluster::Progress;
 use crate::cluster::entry::Entry;
 use crate::server::metrics::Metrics;
-use crate::store::{Batch, ClusterMeta};
+use crate::store::{Batch, ClusterMeta, NodeTests};
 
 /// A hello of this replica's stream waiting for its entry to be applied.
 struct PendingHello {
@@ -37,6 +37,8 @@ pub(super) struct ClusterState {
     sessions_changed: bool,
     /// Nodes in the last checkpoint's node order.
     nodes_checkpointed: usize,
+    /// A throughput test was noted since the last checkpoint.
+    tests_changed: bool,
     /// Acknowledgements waiting for the entries that hold their reports.
     awaiting: BTreeMap<u64, Vec<PendingAck>>,
     /// Acknowledgements to send once what was applied is published.
@@ -61,6 +63,8 @@ pub struct ClusterStart {
     pub clock: UnixMs,
     /// The sessions the log had open then.
     pub sessions: Vec<(NodeName, u64)>,
+    /// The throughput tests noted then.
+    pub tests: Vec<NodeTests>,
     /// Whether this replica grants throughput tests.
     pub writer: bool,
     /// How often to write a snapshot to the bucket.
@@ -81,6 +85,11 @@ impl ClusterState {
                 log_sessions.insert(id, *session);
             }
         }
+        for (node, tests) in &start.tests {
+            if let Some(id) = topology.id(node) {
+                topology.restore_throughput_tests(id, tests);
+            }
+        }
         start.progress.applied_to(start.applied);
         Self {
             applied: start.applied,
@@ -88,6 +97,7 @@ impl ClusterState {
             log_sessions,
             sessions_changed: false,
             nodes_checkpointed: topology.view().nodes().len(),
+            tests_changed: false,
             awaiting: BTreeMap::new(),
             ready: Vec::new(),
             hellos: HashMap::new(),
@@ -258,6 +268,7 @@ impl ClusterState {
             } => {
                 if let (Some(s), Some(d)) = (topology.id(&src), topology.id(&dst)) {
                     topology.note_throughput_test(s, d, from, until);
+                    self.tests_changed = true;
                 }
             }
         }
@@ -293,11 +304,13 @@ impl ClusterState {
                 .collect()
         });
         let sessions = std::mem::take(&mut self.sessions_changed).then(|| self.sessions(topology));
+        let tests = std::mem::take(&mut self.tests_changed).then(|| tests(topology));
         ClusterMeta {
             applied_seq: self.applied,
             clock: self.clock,
             node_order,
             sessions,
+            tests,
         }
     }
 
@@ -327,6 +340,7 @@ impl ClusterState {
             clock: self.clock,
             node_order: Some(snapshot.nodes().map(|(_, n)| n.name.clone()).collect()),
             sessions: Some(self.sessions(topology)),
+            tests: Some(tests(topology)),
         };
         let out = self.out.clone();
         tokio::task::spawn_blocking(move || {
@@ -337,4 +351,12 @@ impl ClusterState {
             let _ = out.send(ToLog::Snapshot { applied, blob });
         });
     }
+}
+
+/// The throughput tests every node takes part in, by name.
+fn tests(topology: &Topology) -> Vec<NodeTests> {
+    topology
+        .throughput_tests()
+        .map(|(id, t)| (topology.node(id).name.clone(), t.to_vec()))
+        .collect()
 }

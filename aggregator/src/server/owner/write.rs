@@ -273,12 +273,13 @@ impl Writes {
             if let (Some(new), Some(old)) = (&mut cluster, failed.cluster) {
                 new.node_order = new.node_order.take().or(old.node_order);
                 new.sessions = new.sessions.take().or(old.sessions);
+                new.tests = new.tests.take().or(old.tests);
             }
         }
         self.inflight_acks.append(&mut self.waiting);
         let place_changed = cluster
             .as_ref()
-            .is_some_and(|c| c.node_order.is_some() || c.sessions.is_some());
+            .is_some_and(|c| c.node_order.is_some() || c.sessions.is_some() || c.tests.is_some());
         if dirty.is_empty() && tiers.is_none() && !place_changed {
             // Everything before is durable already: waiting acks can go.
             self.acknowledge();

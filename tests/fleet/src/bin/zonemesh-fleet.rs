@@ -38,9 +38,10 @@ struct Cli {
 enum Cmd {
     /// Run a fleet against a running aggregator and print its counters every second.
     Run {
-        /// The aggregator's gRPC URL.
-        #[arg(long, default_value = "http://127.0.0.1:7400")]
-        aggregator: String,
+        /// The aggregator's gRPC URL; replicas: several, comma-separated (agents are spread over
+        /// them and move to the next when theirs fails).
+        #[arg(long, default_value = "http://127.0.0.1:7400", value_delimiter = ',')]
+        aggregator: Vec<String>,
         /// Nodes to simulate.
         #[arg(long, default_value_t = 1000)]
         nodes: usize,
@@ -164,7 +165,7 @@ fn main() {
 }
 
 async fn run(
-    url: &str,
+    urls: &[String],
     spec: FleetSpec,
     churn_per_mille: u64,
     flood: bool,
@@ -173,7 +174,13 @@ async fn run(
 ) -> Result<()> {
     let fleet = Arc::new(Fleet::new(spec));
     let mut channels = Vec::new();
-    for _ in 0..fleet.nodes.len().div_ceil(STREAMS_PER_CONNECTION) {
+    let connections = fleet
+        .nodes
+        .len()
+        .div_ceil(STREAMS_PER_CONNECTION)
+        .max(urls.len());
+    for k in 0..connections {
+        let url = &urls[k % urls.len()];
         channels.push(
             Channel::from_shared(url.to_owned())
                 .with_context(|| format!("--aggregator {url}"))?
@@ -182,6 +189,7 @@ async fn run(
                 .with_context(|| format!("connect to {url}"))?,
         );
     }
+    let url = &urls[0];
     let control = Arc::new(Control::new());
     control.set_flood(flood);
     control

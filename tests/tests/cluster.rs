@@ -1,0 +1,750 @@
+//! Replicas on NATS JetStream (`zonemesh-aggregator --cluster`) with real servers: three
+//! nats-server processes on loopback and three aggregator replicas, fed by test agents that
+//! reconnect to another replica when theirs fails and send again what was not acknowledged, as
+//! the real agent does. Every test checks the promise that matters: what was acknowledged is
+//! applied exactly once on every replica, whatever process is SIGKILLed.
+//!
+//! Each report of a test agent carries one path with 100 probes, of which `seq % 7` are lost, so
+//! that a replica's lifetime totals of that path tell whether every report was applied exactly
+//! once (a report applied twice or not at all changes them).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tokio::sync::mpsc;
+use zonemesh_proto::v1;
+use zonemesh_tests::nats::{INSTALL, NatsCluster};
+use zonemesh_tests::{Aggregator, start_aggregator, tool_available, wait_for};
+
+/// The stream the replicas share.
+const STREAM: &str = "ZONEMESH";
+
+fn nats_available() -> bool {
+    tool_available("nats-server", &["--version"], INSTALL)
+}
+
+/// The servers, the replicas, and their directories.
+struct Setup {
+    nats: NatsCluster,
+    replicas: Vec<Option<Aggregator>>,
+    data: Vec<PathBuf>,
+    extra: Vec<String>,
+    logs: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    /// Three NATS servers and `replicas` replicas (the first is the writer), each started with
+    /// `extra` flags.
+    fn start(replicas: usize, extra: &[&str]) -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let nats = NatsCluster::start(3, dir.path(), &logs)?;
+        let mut setup = Self {
+            nats,
+            replicas: Vec::new(),
+            data: Vec::new(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            logs,
+            _dir: dir,
+        };
+        for i in 0..replicas {
+            setup.data.push(setup._dir.path().join(format!("r{i}")));
+            setup.replicas.push(None);
+            setup.start_replica(i)?;
+        }
+        Ok(setup)
+    }
+
+    /// Starts replica `i` (again) on its data directory.
+    fn start_replica(&mut self, i: usize) -> Result<()> {
+        let name = format!("r{i}");
+        let data = self.data[i].display().to_string();
+        let urls = self.nats.urls();
+        let mut args = vec![
+            "--cluster",
+            &urls,
+            "--cluster-max-mib",
+            "128",
+            "--replica-name",
+            &name,
+            "--data-dir",
+            &data,
+            "--snapshot-interval",
+            "2s",
+        ];
+        if i == 0 {
+            args.push("--writer");
+        }
+        args.extend(self.extra.iter().map(String::as_str));
+        self.replicas[i] = Some(start_aggregator(&args, &self.logs)?);
+        Ok(())
+    }
+
+    fn replica(&self, i: usize) -> &Aggregator {
+        self.replicas[i].as_ref().expect("running")
+    }
+
+    /// The gRPC addresses of the running replicas.
+    fn addresses(&self) -> Vec<SocketAddr> {
+        self.replicas.iter().flatten().map(|a| a.grpc).collect()
+    }
+
+    /// SIGKILLs replica `i`.
+    fn kill_replica(&mut self, i: usize) {
+        if let Some(r) = self.replicas[i].take() {
+            r.kill();
+        }
+    }
+
+    /// Waits until every running replica has applied the whole log and is ready.
+    async fn wait_caught_up(&self, timeout: Duration) -> Result<()> {
+        for r in self.replicas.iter().flatten() {
+            let http = r.http;
+            wait_for("a replica applied the whole log", timeout, || async move {
+                let body = zonemesh_tests::http_get(http, "/healthz").ok()?;
+                let ready = zonemesh_tests::http_get(http, "/readyz").is_ok();
+                (ready && body.contains(" 0 entries behind")).then_some(())
+            })
+            .await
+            .with_context(|| format!("replica at {http}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A test agent: reports one path per report, one report at a time, each until acknowledged;
+/// when its replica fails it says hello to the next one and sends again what was not
+/// acknowledged, with the same sequence numbers.
+struct TestAgent {
+    node: String,
+    zone: String,
+    replicas: Vec<SocketAddr>,
+    at: usize,
+    stream: Option<(
+        mpsc::Sender<v1::AgentMessage>,
+        tonic::Streaming<v1::AggregatorMessage>,
+    )>,
+    /// The highest sequence acknowledged.
+    acked: u64,
+    reconnects: u32,
+}
+
+impl TestAgent {
+    fn new(node: &str, zone: &str, replicas: Vec<SocketAddr>, first: usize) -> Self {
+        Self {
+            node: node.into(),
+            zone: zone.into(),
+            at: first % replicas.len(),
+            replicas,
+            stream: None,
+            acked: 0,
+            reconnects: 0,
+        }
+    }
+
+    /// Says hello to the replica at `self.at`, or the next ones in turn.
+    async fn connect(&mut self) -> Result<()> {
+        for _ in 0..(3 * self.replicas.len()) {
+            let address = self.replicas[self.at];
+            match self.hello(address).await {
+                Ok(applied) => {
+                    self.acked = self.acked.max(applied);
+                    return Ok(());
+                }
+                Err(_) => {
+                    self.at = (self.at + 1) % self.replicas.len();
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }
+        }
+        bail!("{}: no replica took its hello", self.node)
+    }
+
+    async fn hello(&mut self, address: SocketAddr) -> Result<u64> {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{address}"))?
+            .connect_timeout(Duration::from_secs(2))
+            .connect()
+            .await?;
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(v1::AgentMessage {
+            kind: Some(v1::agent_message::Kind::Hello(v1::Hello {
+                node_name: self.node.clone(),
+                zone: self.zone.clone(),
+                addresses: vec!["192.0.2.1".into()],
+                agent_version: "test".into(),
+                icmp_mode: v1::IcmpMode::Raw as i32,
+                probe_port: 7402,
+                ..Default::default()
+            })),
+        })
+        .await?;
+        let mut client = v1::ingest_client::IngestClient::new(channel);
+        let mut rx = tokio::time::timeout(
+            Duration::from_secs(40),
+            client.connect(tokio_stream::wrappers::ReceiverStream::new(rx)),
+        )
+        .await??
+        .into_inner();
+        let applied = match tokio::time::timeout(Duration::from_secs(40), rx.message()).await?? {
+            Some(v1::AggregatorMessage {
+                kind: Some(v1::aggregator_message::Kind::Ack(a)),
+            }) => a.sequence,
+            other => bail!("the answer to the hello was {other:?}"),
+        };
+        self.stream = Some((tx, rx));
+        Ok(applied)
+    }
+
+    /// The report of sequence `seq`.
+    fn report(&self, seq: u64) -> v1::AgentMessage {
+        let t = zonemesh_common::time::unix_ms();
+        let lost = lost(seq);
+        v1::AgentMessage {
+            kind: Some(v1::agent_message::Kind::Report(v1::Report {
+                sequence: seq,
+                paths: vec![v1::PathSummary {
+                    src: self.node.clone(),
+                    dst: peer(&self.node),
+                    window_start_unix_ms: t - 1_000,
+                    window_end_unix_ms: t,
+                    probes_sent: 100,
+                    probes_received: 100 - lost,
+                    rtt: Some(v1::RttStats {
+                        samples: 100 - lost,
+                        min_us: 100.0,
+                        p50_us: 100.0,
+                        p90_us: 100.0,
+                        p99_us: 100.0,
+                        max_us: 100.0,
+                        mean_us: 100.0,
+                        jitter_us: 0.0,
+                    }),
+                    ..Default::default()
+                }],
+            })),
+        }
+    }
+
+    /// Sends `seq` until it is acknowledged (reconnecting elsewhere as needed), or `limit` runs
+    /// out.
+    async fn deliver(&mut self, seq: u64, limit: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.acked < seq {
+            if tokio::time::Instant::now() > deadline {
+                bail!("{}: report {seq} not acknowledged in {limit:?}", self.node);
+            }
+            if self.stream.is_none() {
+                self.connect().await?;
+                self.reconnects += 1;
+                continue;
+            }
+            if self.try_send(seq).await.is_err() {
+                self.stream = None;
+                self.at = (self.at + 1) % self.replicas.len();
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `seq` on the stream and waits (at most 45 s) for an acknowledgement of it.
+    async fn try_send(&mut self, seq: u64) -> Result<()> {
+        let report = self.report(seq);
+        let (tx, rx) = self.stream.as_mut().expect("connected");
+        tx.send(report).await?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
+        loop {
+            let message = tokio::time::timeout_at(deadline, rx.message()).await??;
+            match message.and_then(|m| m.kind) {
+                Some(v1::aggregator_message::Kind::Ack(a)) => {
+                    self.acked = self.acked.max(a.sequence);
+                    if a.sequence >= seq {
+                        return Ok(());
+                    }
+                }
+                Some(v1::aggregator_message::Kind::Error(e)) => bail!("refused: {}", e.message),
+                Some(_) => {}
+                None => bail!("the stream ended"),
+            }
+        }
+    }
+}
+
+/// Probes lost in report `seq` (of 100).
+fn lost(seq: u64) -> u64 {
+    seq % 7
+}
+
+/// The one peer a test agent reports.
+fn peer(node: &str) -> String {
+    format!("{node}-peer")
+}
+
+/// What a replica holds of the path of test agent `node` after its reports 1..=`n`: the probes
+/// sent and received over its life.
+async fn totals(replica: &Aggregator, node: &str) -> Result<(u64, u64)> {
+    let mut client = v1::topology_client::TopologyClient::new(replica.channel().await?);
+    let answer = client
+        .get_path(v1::GetPathRequest {
+            src: node.into(),
+            dst: peer(node),
+        })
+        .await?
+        .into_inner();
+    let f = answer.figures.context("figures")?;
+    Ok((f.probes_sent_total, f.probes_received_total))
+}
+
+/// The totals reports 1..=`n` make when each is applied exactly once.
+fn expected(n: u64) -> (u64, u64) {
+    (100 * n, (1..=n).map(|s| 100 - lost(s)).sum())
+}
+
+/// Checks that every running replica applied each agent's reports 1..=`n` exactly once.
+async fn every_replica_applied_once(setup: &Setup, agents: &[String], n: u64) -> Result<()> {
+    for (i, r) in setup.replicas.iter().enumerate() {
+        let Some(r) = r else { continue };
+        for node in agents {
+            let got = totals(r, node).await?;
+            assert_eq!(
+                got,
+                expected(n),
+                "replica r{i}: {node}'s reports 1..={n} applied exactly once (sent, received)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Reads the whole stream and counts the reports it holds by node and sequence: each must be
+/// there exactly once.
+async fn stream_holds_each_report_once(setup: &Setup, agents: &[String], n: u64) -> Result<()> {
+    use tokio_stream::StreamExt;
+    let client = nats_client(&setup.nats).await?;
+    let js = async_nats::jetstream::new(client);
+    let stream = js.get_stream(STREAM).await?;
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let mut seen: BTreeMap<(String, u64), u32> = BTreeMap::new();
+    loop {
+        let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(3), messages.next()).await
+        else {
+            break;
+        };
+        let message = message?;
+        if let Ok(zonemesh_aggregator::cluster::entry::Entry::Report { node, report }) =
+            zonemesh_aggregator::cluster::entry::Entry::decode(&message.payload)
+        {
+            *seen.entry((node.to_string(), report.sequence)).or_default() += 1;
+        }
+        if message.info().map_err(|e| anyhow::anyhow!("{e}"))?.pending == 0 {
+            break;
+        }
+    }
+    for node in agents {
+        for seq in 1..=n {
+            assert_eq!(
+                seen.get(&(node.clone(), seq)).copied().unwrap_or(0),
+                1,
+                "the stream holds {node}'s report {seq} exactly once"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A NATS client of the test's own (to read the stream, or to write what no replica would).
+async fn nats_client(nats: &NatsCluster) -> Result<async_nats::Client> {
+    let servers: Vec<async_nats::ServerAddr> = nats
+        .url_list()
+        .iter()
+        .map(|u| u.parse())
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(async_nats::connect(servers).await?)
+}
+
+/// Agents `a0`…, spread over the replicas.
+fn agents(setup: &Setup, count: usize) -> Vec<TestAgent> {
+    let replicas = setup.addresses();
+    (0..count)
+        .map(|i| {
+            TestAgent::new(
+                &format!("a{i}"),
+                &format!("zone-{}", i % 2),
+                replicas.clone(),
+                i,
+            )
+        })
+        .collect()
+}
+
+/// Each agent delivers its reports `from..=to`, all at once.
+async fn deliver_all(agents: &mut [TestAgent], from: u64, to: u64) -> Result<()> {
+    let runs = agents.iter_mut().map(|a| async move {
+        for seq in from..=to {
+            a.deliver(seq, Duration::from_secs(90)).await?;
+        }
+        anyhow::Ok(())
+    });
+    for result in futures_util::future::join_all(runs).await {
+        result?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_reports_survive_sigkill_of_the_log_leader_and_land_once() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(3, &[])?;
+    let mut agents = agents(&setup, 6);
+    let names: Vec<String> = agents.iter().map(|a| a.node.clone()).collect();
+    deliver_all(&mut agents, 1, 10).await?;
+    let leader = setup
+        .nats
+        .leader_of(STREAM)
+        .context("the stream has a leader")?;
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        setup.nats.kill(leader);
+        let started = zonemesh_common::time::Stopwatch::start();
+        (leader, started)
+    };
+    let (deliver, (killed, started)) = tokio::join!(deliver_all(&mut agents, 11, 200), kill);
+    deliver?;
+    println!(
+        "log leader n{killed} SIGKILLed during ingest: every report acknowledged {:.1} s later; reconnects {}",
+        started.elapsed().as_secs_f64(),
+        agents.iter().map(|a| a.reconnects).sum::<u32>()
+    );
+    setup.nats.restart(killed)?;
+    setup.wait_caught_up(Duration::from_secs(60)).await?;
+    every_replica_applied_once(&setup, &names, 200).await?;
+    stream_holds_each_report_once(&setup, &names, 200).await?;
+    Ok(())
+}
+
+/// Once ingest is quiet, every running replica lists the same nodes in the same states, and
+/// every path's RTT and loss (measured, or the model's estimate) agree within 1 % — each
+/// replica fits its model on its own schedule, so this is waited for (at most 30 s).
+async fn replicas_agree(setup: &Setup) -> Result<()> {
+    let mut last = String::new();
+    for _ in 0..60 {
+        match disagreement(setup).await? {
+            None => return Ok(()),
+            Some(why) => last = why,
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    bail!("the replicas did not converge in 30 s: {last}")
+}
+
+/// What two replicas disagree on, if anything.
+async fn disagreement(setup: &Setup) -> Result<Option<String>> {
+    let mut views = Vec::new();
+    for r in setup.replicas.iter().flatten() {
+        let mut client = v1::topology_client::TopologyClient::new(r.channel().await?);
+        let mut nodes: Vec<(String, i32)> = client
+            .list_nodes(v1::ListNodesRequest::default())
+            .await?
+            .into_inner()
+            .nodes
+            .into_iter()
+            .map(|n| (n.name, n.state))
+            .collect();
+        nodes.sort();
+        let mut cells = Vec::new();
+        for metric in [v1::Metric::RttP50Us, v1::Metric::LossRatio] {
+            let m = client
+                .get_matrix(v1::GetMatrixRequest {
+                    metric: metric as i32,
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            cells.push((
+                m.nodes,
+                m.cells.into_iter().map(|c| c.value).collect::<Vec<_>>(),
+            ));
+        }
+        views.push((r.grpc, nodes, cells));
+    }
+    let (first, rest) = views.split_first().context("a replica runs")?;
+    for (at, nodes, cells) in rest {
+        if nodes != &first.1 {
+            return Ok(Some(format!(
+                "replica {at} lists {nodes:?}, {} {:?}",
+                first.0, first.1
+            )));
+        }
+        for ((names, values), (names0, values0)) in cells.iter().zip(&first.2) {
+            if names != names0 {
+                return Ok(Some(format!(
+                    "replica {at}: the matrix's nodes {names:?} against {names0:?}"
+                )));
+            }
+            for (k, (v, v0)) in values.iter().zip(values0).enumerate() {
+                if (v - v0).abs() > 0.01 * v0.abs().max(v.abs()) + 1e-12 {
+                    let n = names.len();
+                    return Ok(Some(format!(
+                        "replica {at}: path {} -> {}: {v} against {v0} at {}",
+                        names[k / n],
+                        names[k % n],
+                        first.0
+                    )));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_sigkilled_during_ingest_hands_its_agents_over_and_catches_up() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(3, &[])?;
+    let mut agents = agents(&setup, 6);
+    let names: Vec<String> = agents.iter().map(|a| a.node.clone()).collect();
+    deliver_all(&mut agents, 1, 10).await?;
+    let before: u32 = agents.iter().map(|a| a.reconnects).sum();
+    let victim = setup.replica(1).pid();
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::process::Command::new("kill")
+            .args(["-KILL", &victim.to_string()])
+            .status()
+    };
+    let (deliver, killed) = tokio::join!(deliver_all(&mut agents, 11, 200), kill);
+    killed?;
+    deliver?;
+    setup.kill_replica(1); // reaps it
+    let moved = agents.iter().map(|a| a.reconnects).sum::<u32>() - before;
+    assert!(
+        moved >= 2,
+        "the agents of the killed replica said hello elsewhere ({moved})"
+    );
+    setup.start_replica(1)?;
+    setup.wait_caught_up(Duration::from_secs(60)).await?;
+    assert!(
+        setup
+            .replica(1)
+            .log()
+            .contains("starting from the checkpoint"),
+        "the restarted replica starts from its checkpoint: {}",
+        setup.replica(1).log()
+    );
+    every_replica_applied_once(&setup, &names, 200).await?;
+    stream_holds_each_report_once(&setup, &names, 200).await?;
+    replicas_agree(&setup).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_replica_after_the_retention_passed_starts_from_a_snapshot() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    // The log keeps 4 s; snapshots every 2 s.
+    let mut setup = Setup::start(2, &["--cluster-retention", "4s"])?;
+    let mut agents = agents(&setup, 4);
+    let names: Vec<String> = agents.iter().map(|a| a.node.clone()).collect();
+    deliver_all(&mut agents, 1, 12).await?;
+    // Quiet until the retention has dropped every entry, and a snapshot holds them all.
+    let nats = &setup.nats;
+    let state = wait_for(
+        "the retention dropped the first entries",
+        Duration::from_secs(30),
+        || async {
+            (0..nats.len())
+                .find_map(|i| nats.stream(i, STREAM))
+                .filter(|s| s.first > 1)
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    setup.data.push(setup._dir.path().join("r2"));
+    setup.replicas.push(None);
+    setup.start_replica(2)?;
+    setup.wait_caught_up(Duration::from_secs(60)).await?;
+    let log = setup.replica(2).log();
+    assert!(
+        log.contains("starting from the newest snapshot"),
+        "the log held entries from {} only; the new replica starts from a snapshot: {log}",
+        state.first
+    );
+    every_replica_applied_once(&setup, &names, 12).await?;
+    replicas_agree(&setup).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_acknowledged_is_lost_when_every_log_server_is_sigkilled_at_once() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(3, &[])?;
+    let mut agents = agents(&setup, 4);
+    let names: Vec<String> = agents.iter().map(|a| a.node.clone()).collect();
+    deliver_all(&mut agents, 1, 10).await?;
+    let nats = &mut setup.nats;
+    let outage = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for i in 0..nats.len() {
+            nats.kill(i);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for i in 0..nats.len() {
+            nats.restart(i)?;
+        }
+        for i in 0..nats.len() {
+            nats.wait_healthy(i)?;
+        }
+        anyhow::Ok(())
+    };
+    let (deliver, outage) = tokio::join!(deliver_all(&mut agents, 11, 200), outage);
+    outage?;
+    deliver?;
+    setup.wait_caught_up(Duration::from_secs(60)).await?;
+    every_replica_applied_once(&setup, &names, 200).await?;
+    stream_holds_each_report_once(&setup, &names, 200).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_asked_again_elsewhere_are_answered_while_a_replica_dies() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(3, &[])?;
+    let mut agents = agents(&setup, 4);
+    deliver_all(&mut agents, 1, 5).await?;
+    setup.wait_caught_up(Duration::from_secs(30)).await?;
+    let replicas = setup.addresses();
+    let victim = setup.replica(1).pid();
+    const QUERIES: usize = 2_000;
+    let (mut answered, mut retried) = (0usize, 0usize);
+    for q in 0..QUERIES {
+        if q == QUERIES / 4 {
+            std::process::Command::new("kill")
+                .args(["-KILL", &victim.to_string()])
+                .status()?;
+        }
+        // A client that asks the next replica when one fails (as `zonemesh` does).
+        for attempt in 0..replicas.len() {
+            let address = replicas[(q + attempt) % replicas.len()];
+            let asked = async {
+                let channel = tonic::transport::Channel::from_shared(format!("http://{address}"))?
+                    .connect_timeout(Duration::from_millis(500))
+                    .connect()
+                    .await?;
+                let mut client = v1::topology_client::TopologyClient::new(channel);
+                let mut request = tonic::Request::new(v1::RankNodesRequest {
+                    limit: 10,
+                    ..Default::default()
+                });
+                request.set_timeout(Duration::from_secs(2));
+                client.rank_nodes(request).await?;
+                anyhow::Ok(())
+            };
+            if asked.await.is_ok() {
+                answered += 1;
+                break;
+            }
+            retried += 1;
+        }
+    }
+    setup.kill_replica(1);
+    let share = answered as f64 / QUERIES as f64;
+    println!(
+        "queries answered while a replica was SIGKILLed: {answered} of {QUERIES} ({:.2} %), {retried} asked again elsewhere",
+        100.0 * share
+    );
+    assert!(
+        share >= 0.999,
+        "at least 99.9 % answered: {answered} of {QUERIES}"
+    );
+    assert!(retried > 0, "the dead replica's share was asked elsewhere");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_cluster_flag_fails_at_start_and_an_unreadable_entry_is_skipped_alike() -> Result<()>
+{
+    if !nats_available() {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let aggregator = zonemesh_tests::binary("zonemesh-aggregator");
+    // Not a NATS URL: a usage error (64) naming the flag, before anything opens.
+    let out = std::process::Command::new(&aggregator)
+        .args(["--in-memory", "--cluster", "http://127.0.0.1:4222"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("--cluster"), "{stderr}");
+    // Nobody listens there: a clear error at start naming the flag, exit status 1.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let started = zonemesh_common::time::Stopwatch::start();
+    let out = std::process::Command::new(&aggregator)
+        .args([
+            "--in-memory",
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--cluster", &format!("nats://127.0.0.1:{closed}")])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--cluster"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "it says so soon"
+    );
+    drop(dir);
+
+    // An entry that does not decode: every replica logs, counts and skips it, and goes on.
+    let setup = Setup::start(2, &[])?;
+    let mut agents = agents(&setup, 2);
+    let names: Vec<String> = agents.iter().map(|a| a.node.clone()).collect();
+    deliver_all(&mut agents, 1, 3).await?;
+    let client = nats_client(&setup.nats).await?;
+    let js = async_nats::jetstream::new(client);
+    js.publish(
+        "zonemesh.log.zone-0.report",
+        b"\xff\xfe not an entry".to_vec().into(),
+    )
+    .await?
+    .await?;
+    deliver_all(&mut agents, 4, 6).await?;
+    setup.wait_caught_up(Duration::from_secs(30)).await?;
+    every_replica_applied_once(&setup, &names, 6).await?;
+    for r in setup.replicas.iter().flatten() {
+        let metrics = zonemesh_tests::http_get(r.http, "/metrics")?;
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l == "zonemesh_cluster_unreadable_entries_total 1"),
+            "counted once on every replica: {}",
+            metrics
+                .lines()
+                .filter(|l| l.contains("cluster"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        assert!(r.log().contains("does not decode"), "logged");
+    }
+    Ok(())
+}
