@@ -748,3 +748,106 @@ async fn a_bad_cluster_flag_fails_at_start_and_an_unreadable_entry_is_skipped_al
     }
     Ok(())
 }
+
+/// The NATS configuration `deploy/cluster/nats.yaml` ships, run for real (one server, on
+/// loopback ports): a replica with the aggregators' user and password creates the stream and
+/// the bucket, appends, reads and snapshots, and becomes ready; a client without them is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_nats_configuration_lets_aggregators_in_and_no_one_else() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cluster/nats.yaml"),
+    )?;
+    // The ConfigMap's nats.conf, as it is, with loopback ports, a store of the test's, and
+    // without the routes to the other pods.
+    let conf: String = manifest
+        .split("nats.conf: |\n")
+        .nth(1)
+        .context("nats.conf in the ConfigMap")?
+        .lines()
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", &l[4..]))
+        .collect();
+    let dir = tempfile::tempdir()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let http = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let start = conf.find("cluster {").context("a cluster block")?;
+    let end = start + conf[start..].find("\n}\n").context("its end")? + 3;
+    let conf = format!("{}{}", &conf[..start], &conf[end..])
+        .replace("0.0.0.0:4222", &format!("127.0.0.1:{port}"))
+        .replace("0.0.0.0:8222", &format!("127.0.0.1:{http}"))
+        .replace(
+            "store_dir: /data",
+            &format!("store_dir: {}", dir.path().join("js").display()),
+        )
+        .replace("max_file_store: 64GB", "max_file_store: 1GB");
+    let path = dir.path().join("nats.conf");
+    std::fs::write(&path, &conf)?;
+    let mut command = std::process::Command::new("nats-server");
+    command
+        .arg("-c")
+        .arg(&path)
+        .env("POD_NAME", "nats-test")
+        .env("AGGREGATOR_PASSWORD", "s3cret-test");
+    let _server = zonemesh_tests::Process::spawn(command, "nats-shipped", dir.path())?;
+    let url = format!("nats://127.0.0.1:{port}");
+    wait_for("the server listens", Duration::from_secs(10), || async {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .map(|_| ())
+    })
+    .await?;
+    // No user: refused.
+    let anonymous = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(2))
+        .connect(url.as_str())
+        .await;
+    assert!(
+        anonymous.is_err(),
+        "a client without the aggregators' user is refused"
+    );
+    // The aggregators' user: a replica works end to end.
+    let cluster = format!("nats://aggregator:s3cret-test@127.0.0.1:{port}");
+    let data = dir.path().join("r0").display().to_string();
+    let replica = start_aggregator(
+        &[
+            "--cluster",
+            &cluster,
+            "--cluster-replicas",
+            "1",
+            "--cluster-max-mib",
+            "64",
+            "--replica-name",
+            "r0",
+            "--writer",
+            "--data-dir",
+            &data,
+            "--snapshot-interval",
+            "1s",
+        ],
+        dir.path(),
+    )?;
+    let mut agent = TestAgent::new("a0", "zone-0", vec![replica.grpc], 0);
+    for seq in 1..=3 {
+        agent.deliver(seq, Duration::from_secs(30)).await?;
+    }
+    let http_addr = replica.http;
+    wait_for(
+        "a snapshot written under the shipped permissions",
+        Duration::from_secs(20),
+        || {
+            let log = replica.log();
+            async move { log.contains("snapshot written").then_some(()) }
+        },
+    )
+    .await?;
+    assert!(zonemesh_tests::http_get(http_addr, "/readyz")?.contains("ready"));
+    assert_eq!(totals(&replica, "a0").await?, expected(3));
+    Ok(())
+}

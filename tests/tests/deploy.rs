@@ -93,6 +93,8 @@ fn the_manifests_set_only_variables_the_binaries_read() -> Result<()> {
         ("tls/agent.yaml", "zonemesh-agent"),
         ("tls/aggregator.yaml", "zonemesh-aggregator"),
         ("tls/aggregator-tokens.yaml", "zonemesh-aggregator"),
+        ("cluster/aggregator.yaml", "zonemesh-aggregator"),
+        ("cluster/agent.yaml", "zonemesh-agent"),
     ] {
         let known = env_names(program)?;
         ensure!(known.len() > 10, "{program} --help lists {known:?}");
@@ -404,5 +406,74 @@ fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_us
     let policy = std::fs::read_to_string(deploy().join("publish/kueue/admission.yaml"))?;
     ensure!(policy.contains("system:serviceaccount:zonemesh:zonemesh-aggregator"));
     ensure!(policy.matches("startsWith('zonemesh.io/')").count() == 2);
+    Ok(())
+}
+
+/// The replicated deployment: `deploy/cluster/` (docs/replicated.md).
+#[test]
+fn the_cluster_component_validates_and_wires_replicas_log_and_extender() -> Result<()> {
+    let dir = deploy().join("cluster");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name));
+    let kustomization = read("kustomization.yaml")?;
+    ensure!(kustomization.contains("kind: Component"), "{kustomization}");
+    for entry in std::fs::read_dir(&dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name != "kustomization.yaml" {
+            ensure!(
+                kustomization.contains(&name),
+                "kustomization.yaml misses {name}"
+            );
+        }
+    }
+    if available("kubernetes-validate") {
+        let out = Command::new("kubernetes-validate")
+            .args(["--strict", "-k", KUBERNETES])
+            .arg(dir.join("nats.yaml"))
+            .arg(dir.join("extender.yaml"))
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.success() && !text.contains("ERROR"), "{text}");
+    }
+    let nats = read("nats.yaml")?;
+    ensure!(
+        nats.contains("sync_interval: always"),
+        "every write synced before its ack"
+    );
+    ensure!(nats.contains("replicas: 3") && nats.contains("kind: PodDisruptionBudget"));
+    // The replicas: three, ready on /readyz, on the three NATS servers' client port.
+    let aggregator = read("aggregator.yaml")?;
+    ensure!(aggregator.contains("replicas: 3"), "{aggregator}");
+    ensure!(
+        aggregator.contains("path: /readyz"),
+        "readiness is the replica's"
+    );
+    for i in 0..3 {
+        let server = format!("zonemesh-nats-{i}.zonemesh-nats.zonemesh.svc:4222");
+        ensure!(aggregator.contains(&server), "--cluster names {server}");
+        ensure!(nats.contains(&format!(
+            "nats-route://zonemesh-nats-{i}.zonemesh-nats.zonemesh.svc:6222"
+        )));
+    }
+    ensure!(nats.contains("containerPort: 4222") && nats.contains("port: 4222"));
+    // The writer is replica 0, and the extender's Service selects exactly that pod.
+    let writer = "zonemesh-aggregator-0";
+    ensure!(
+        aggregator.contains(&format!("value: {writer}")),
+        "{aggregator}"
+    );
+    let extender = read("extender.yaml")?;
+    ensure!(
+        extender.contains(&format!("statefulset.kubernetes.io/pod-name: {writer}")),
+        "{extender}"
+    );
+    let scheduler = read("scheduler.yaml")?;
+    ensure!(
+        scheduler.contains("urlPrefix: http://zonemesh-extender.zonemesh.svc:7401/extender"),
+        "{scheduler}"
+    );
+    ensure!(extender.contains("port: 7401"));
+    // Agents reach every replica through the headless Service.
+    ensure!(read("agent.yaml")?.contains("zonemesh-aggregator-headless.zonemesh.svc:7400"));
     Ok(())
 }

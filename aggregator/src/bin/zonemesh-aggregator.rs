@@ -559,10 +559,16 @@ impl Cli {
     fn cluster_config(
         &self,
     ) -> Result<Option<zonemesh_aggregator::cluster::ClusterConfig>, String> {
-        if self.cluster.is_empty() {
+        let servers: Vec<String> = self
+            .cluster
+            .iter()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if servers.is_empty() {
             return Ok(None);
         }
-        for server in &self.cluster {
+        for server in &servers {
             let ok = ["nats://", "tls://"].iter().any(|scheme| {
                 server
                     .strip_prefix(scheme)

@@ -37,7 +37,15 @@ impl Log {
                 })
             })
             .collect::<Result<_, _>>()?;
-        let mut options = async_nats::ConnectOptions::new()
+        let mut options = async_nats::ConnectOptions::new();
+        // A user and password in the URLs (`nats://user:pass@host:port`, the deployment's
+        // Secret): the client does not take them from there by itself.
+        if let Some(server) = servers.iter().find(|s| s.username().is_some()) {
+            let user = server.username().unwrap_or_default().to_owned();
+            let pass = server.password().unwrap_or_default().to_owned();
+            options = options.user_and_password(user, pass);
+        }
+        let mut options = options
             .name(format!("zonemesh-aggregator {}", config.replica))
             .connection_timeout(timeout)
             // Reconnect forever: the log's servers may all restart; reports wait meanwhile.
