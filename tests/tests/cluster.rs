@@ -851,3 +851,84 @@ async fn the_shipped_nats_configuration_lets_aggregators_in_and_no_one_else() ->
     assert_eq!(totals(&replica, "a0").await?, expected(3));
     Ok(())
 }
+
+/// Real agents given every replica (`--aggregator a,b`): each connects to one; when that one is
+/// SIGKILLed it says hello to the other and its reports go on being acknowledged there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_agents_move_to_another_replica_when_theirs_dies() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(
+        2,
+        &[
+            "--window",
+            "1s",
+            "--probe-interval",
+            "500ms",
+            "--probe-timeout",
+            "300ms",
+        ],
+    )?;
+    let urls: Vec<String> = setup
+        .addresses()
+        .iter()
+        .map(|a| format!("http://{a}"))
+        .collect();
+    let aggregator = urls.join(",");
+    let net = zonemesh_tests::loopback_net();
+    let mut agents = Vec::new();
+    for (node, host) in [("n1", 11), ("n2", 12)] {
+        let address = format!("{net}{host}");
+        agents.push(zonemesh_tests::start_agent(
+            node,
+            &[
+                "--zone",
+                "zone-a",
+                "--address",
+                &address,
+                "--aggregator",
+                &aggregator,
+                "--metrics-listen",
+                &format!("{address}:0"),
+                "--reconnect-min",
+                "100ms",
+                "--reconnect-max",
+                "1s",
+            ],
+            &setup.logs,
+        )?);
+    }
+    let acked = |a: &zonemesh_tests::Agent| a.metric("zonemesh_agent_reports_acknowledged_total");
+    let connected_to = |a: &zonemesh_tests::Agent| -> Option<String> {
+        a.log()
+            .lines()
+            .rev()
+            .find(|l| l.contains("connected to the aggregator"))
+            .and_then(|l| urls.iter().find(|u| l.contains(u.as_str())).cloned())
+    };
+    let first = wait_for("n1 connected and acknowledged", Duration::from_secs(30), || {
+        let (n, url) = (acked(&agents[0]).unwrap_or(0.0), connected_to(&agents[0]));
+        async move { (n >= 1.0).then_some(url).flatten() }
+    })
+    .await?;
+    let victim = urls.iter().position(|u| *u == first).expect("one of them");
+    let before = acked(&agents[0])?;
+    setup.kill_replica(victim);
+    let moved = wait_for("n1 said hello to the other replica", Duration::from_secs(30), || {
+        let url = connected_to(&agents[0]).filter(|u| *u != first);
+        async move { url }
+    })
+    .await?;
+    wait_for(
+        "n1's reports acknowledged by the other replica",
+        Duration::from_secs(30),
+        || {
+            let n = acked(&agents[0]).unwrap_or(0.0);
+            async move { (n > before + 1.0).then_some(()) }
+        },
+    )
+    .await?;
+    println!("n1 moved from {first} to {moved} when its replica was SIGKILLed");
+    Ok(())
+}
