@@ -32,6 +32,7 @@ pub mod demo_cluster;
 pub mod emulator;
 pub mod fill;
 mod lab;
+pub mod nats;
 pub mod netns;
 pub mod process;
 pub mod spec;

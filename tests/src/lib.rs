@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-pub mod nats;
 pub mod pki;
 pub mod webdriver;
+pub use zonemesh_lab::nats;
 pub use zonemesh_lab::process::{
     Agent, AgentTotals, Aggregator, Process, field, http_get, http_get_with, http_post, sample,
     unique,

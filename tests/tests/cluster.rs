@@ -907,18 +907,26 @@ async fn real_agents_move_to_another_replica_when_theirs_dies() -> Result<()> {
             .find(|l| l.contains("connected to the aggregator"))
             .and_then(|l| urls.iter().find(|u| l.contains(u.as_str())).cloned())
     };
-    let first = wait_for("n1 connected and acknowledged", Duration::from_secs(30), || {
-        let (n, url) = (acked(&agents[0]).unwrap_or(0.0), connected_to(&agents[0]));
-        async move { (n >= 1.0).then_some(url).flatten() }
-    })
+    let first = wait_for(
+        "n1 connected and acknowledged",
+        Duration::from_secs(30),
+        || {
+            let (n, url) = (acked(&agents[0]).unwrap_or(0.0), connected_to(&agents[0]));
+            async move { (n >= 1.0).then_some(url).flatten() }
+        },
+    )
     .await?;
     let victim = urls.iter().position(|u| *u == first).expect("one of them");
     let before = acked(&agents[0])?;
     setup.kill_replica(victim);
-    let moved = wait_for("n1 said hello to the other replica", Duration::from_secs(30), || {
-        let url = connected_to(&agents[0]).filter(|u| *u != first);
-        async move { url }
-    })
+    let moved = wait_for(
+        "n1 said hello to the other replica",
+        Duration::from_secs(30),
+        || {
+            let url = connected_to(&agents[0]).filter(|u| *u != first);
+            async move { url }
+        },
+    )
     .await?;
     wait_for(
         "n1's reports acknowledged by the other replica",

@@ -55,6 +55,17 @@ pub struct Latency {
     pub calls: u64,
 }
 
+impl Latency {
+    /// The p50 and p99 of `h`, and how many it holds.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        Self {
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            calls: h.len(),
+        }
+    }
+}
+
 /// Everything one size measured.
 #[derive(Debug, Clone)]
 pub struct ScaleFigures {
@@ -276,17 +287,8 @@ async fn measure_phase(
     stop.store(true, Ordering::Relaxed);
     let histograms = queries.await??;
     let latencies = histograms
-        .into_iter()
-        .map(|(k, h)| {
-            (
-                k,
-                Latency {
-                    p50_us: h.value_at_quantile(0.5),
-                    p99_us: h.value_at_quantile(0.99),
-                    calls: h.len(),
-                },
-            )
-        })
+        .iter()
+        .map(|(k, h)| (*k, Latency::of(h)))
         .collect();
     Ok((rate, latencies, cpu))
 }
@@ -409,7 +411,9 @@ pub fn dir_bytes(dir: &Path) -> Result<u64> {
 
 /// The nodes the aggregator lists, every page followed (a page holds at most
 /// `MAX_NODES_PAGE` nodes).
-async fn count_nodes(topology: &mut v1::topology_client::TopologyClient<Channel>) -> Result<usize> {
+pub(crate) async fn count_nodes(
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+) -> Result<usize> {
     let mut count = 0;
     let mut page_token = String::new();
     loop {

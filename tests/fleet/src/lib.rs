@@ -6,7 +6,10 @@
 //! - [`sim`] — the agents: one `Ingest.Connect` stream each, many streams per connection.
 //! - [`bench`] — one size measured: registration, plans, ingest at the plan's pace and flooding,
 //!   query latencies meanwhile, memory, store size and restart time.
+//! - [`replicated`] — the same with replicas on a NATS JetStream log (`bench --cluster`): ingest
+//!   through the log, acknowledgement latency, failovers, and what fsyncing every write costs.
 
 pub mod bench;
+pub mod replicated;
 pub mod sim;
 pub mod topo;

