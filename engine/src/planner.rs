@@ -239,6 +239,18 @@ pub struct ThroughputScheduler {
     cursor: usize,
 }
 
+/// How long a test takes (warm-up and measured part), and how long its nodes rest after it so
+/// that tests take at most `share` of a node's time, ms.
+fn test_and_rest_ms(c: &ThroughputConfig) -> (i64, i64) {
+    let test_ms = i64::from(c.warmup_ms) + i64::from(c.duration_ms);
+    let rest_ms = if c.share > 0.0 && c.share < 1.0 {
+        (test_ms as f64 * (1.0 / c.share - 1.0)) as i64
+    } else {
+        0
+    };
+    (test_ms, rest_ms)
+}
+
 /// Time between a grant and the start it names, so that the grant reaches the agent first.
 const GRANT_LEAD_MS: i64 = 200;
 /// Time after a test's end before its nodes are free: the report takes a moment to arrive.
@@ -268,12 +280,7 @@ impl ThroughputScheduler {
         if sources.is_empty() {
             return grants;
         }
-        let test_ms = i64::from(c.warmup_ms) + i64::from(c.duration_ms);
-        let rest_ms = if c.share > 0.0 && c.share < 1.0 {
-            (test_ms as f64 * (1.0 / c.share - 1.0)) as i64
-        } else {
-            0
-        };
+        let (test_ms, rest_ms) = test_and_rest_ms(&c);
         for step in 0..sources.len() {
             if active >= c.max_concurrent {
                 break;
@@ -319,6 +326,27 @@ impl ThroughputScheduler {
         }
         self.cursor = (self.cursor + 1) % sources.len();
         grants
+    }
+
+    /// Keeps the bookkeeping of a grant another scheduler made (the leader's, read from a
+    /// replicated log), so that this one, should it decide next, never overlaps it. Recording a
+    /// grant this scheduler made itself changes nothing.
+    pub fn record(&mut self, topology: &Snapshot, grant: &Grant) {
+        let c = topology.config().throughput;
+        let (_, rest_ms) = test_and_rest_ms(&c);
+        for n in [grant.src, grant.dst] {
+            let busy = self.busy_until.entry(n).or_insert(grant.until);
+            *busy = (*busy).max(grant.until);
+            let rested = self
+                .rested_at
+                .entry(n)
+                .or_insert(UnixMs(grant.until.0 + rest_ms));
+            *rested = (*rested).max(UnixMs(grant.until.0 + rest_ms));
+        }
+        let issued = UnixMs(grant.start.0 - GRANT_LEAD_MS);
+        let granted = self.granted.entry((grant.src, grant.dst)).or_insert(issued);
+        *granted = (*granted).max(issued);
+        self.next_id = self.next_id.max(grant.id);
     }
 
     /// A grant as its agent gets it.

@@ -27,13 +27,16 @@ pub fn backoff(interval: Duration, failures: u32) -> Duration {
 }
 
 /// Runs until `tiers` closes: a round when the tiers' objects changed (or every
-/// [`RESYNC_INTERVALS`] intervals), never two within `interval`.
+/// [`RESYNC_INTERVALS`] intervals), never two within `interval`, and only while `may_publish`
+/// says so (a replica publishes only while it holds the lease; once it may again, it publishes
+/// afresh).
 pub async fn run(
     mut writer: Writer,
     settings: Settings,
     mut tiers: watch::Receiver<Option<Arc<Tiers>>>,
     interval: Duration,
     clock: impl Fn() -> UnixMs,
+    may_publish: impl Fn() -> bool,
     metrics: Arc<crate::PublishMetrics>,
 ) {
     let mut last: Option<Desired> = None;
@@ -41,7 +44,9 @@ pub async fn run(
     let mut failures = 0u32;
     loop {
         let current = tiers.borrow_and_update().clone();
-        if let Some(t) = current {
+        if !may_publish() {
+            last = None;
+        } else if let Some(t) = current {
             let want = desired(&t, &settings);
             let unchanged = last.as_ref() == Some(&want);
             if unchanged && rounds_since_check + 1 < RESYNC_INTERVALS {

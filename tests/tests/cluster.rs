@@ -77,9 +77,6 @@ impl Setup {
             "--snapshot-interval",
             "2s",
         ];
-        if i == 0 {
-            args.push("--writer");
-        }
         args.extend(self.extra.iter().map(String::as_str));
         self.replicas[i] = Some(start_aggregator(&args, &self.logs)?);
         Ok(())
@@ -825,7 +822,6 @@ async fn the_shipped_nats_configuration_lets_aggregators_in_and_no_one_else() ->
             "64",
             "--replica-name",
             "r0",
-            "--writer",
             "--data-dir",
             &data,
             "--snapshot-interval",
@@ -849,6 +845,13 @@ async fn the_shipped_nats_configuration_lets_aggregators_in_and_no_one_else() ->
     .await?;
     assert!(zonemesh_tests::http_get(http_addr, "/readyz")?.contains("ready"));
     assert_eq!(totals(&replica, "a0").await?, expected(3));
+    // The lease's bucket is within the permissions too: the one replica takes it.
+    wait_for(
+        "the replica holds the lease",
+        Duration::from_secs(20),
+        || async move { (leader_gauge(http_addr) == Some(1.0)).then_some(()) },
+    )
+    .await?;
     Ok(())
 }
 
@@ -939,4 +942,185 @@ async fn real_agents_move_to_another_replica_when_theirs_dies() -> Result<()> {
     .await?;
     println!("n1 moved from {first} to {moved} when its replica was SIGKILLed");
     Ok(())
+}
+
+/// A replica's `zonemesh_leader` gauge (`None`: it does not answer).
+fn leader_gauge(http: SocketAddr) -> Option<f64> {
+    let text = zonemesh_tests::http_get(http, "/metrics").ok()?;
+    zonemesh_tests::sample(&text, "zonemesh_leader")
+}
+
+/// The replicas that say they lead, by index.
+fn leaders(setup: &Setup) -> Vec<usize> {
+    setup
+        .replicas
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.as_ref().and_then(|r| leader_gauge(r.http)) == Some(1.0))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Waits until exactly one running replica leads; returns it.
+async fn one_leader(setup: &Setup, timeout: Duration) -> Result<usize> {
+    wait_for("exactly one replica leads", timeout, || {
+        let l = leaders(setup);
+        async move { (l.len() == 1).then(|| l[0]) }
+    })
+    .await
+}
+
+/// The leader's decisions in the stream, in order: (sequence, epoch, a takeover?).
+async fn decisions(setup: &Setup) -> Result<Vec<(u64, u64, bool)>> {
+    use tokio_stream::StreamExt;
+    use zonemesh_aggregator::cluster::entry::{Entry, decision_subject};
+    let js = async_nats::jetstream::new(nats_client(&setup.nats).await?);
+    let stream = js.get_stream(STREAM).await?;
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+            filter_subject: decision_subject(),
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let mut out = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_secs(3), messages.next()).await
+    {
+        let message = message?;
+        let seq = message
+            .info()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .stream_sequence;
+        match Entry::decode(&message.payload) {
+            Ok(Entry::Takeover { epoch, .. }) => out.push((seq, epoch, true)),
+            Ok(Entry::Test { epoch, .. }) => out.push((seq, epoch, false)),
+            other => bail!("not a decision on the decision subject: {other:?}"),
+        }
+        if message.info().map_err(|e| anyhow::anyhow!("{e}"))?.pending == 0 {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// No decision in the log is of an epoch older than a takeover before it: whatever a deposed
+/// leader tried to decide was refused by JetStream itself.
+fn fenced(decisions: &[(u64, u64, bool)]) -> Result<()> {
+    let mut epoch = 0;
+    for &(seq, e, takeover) in decisions {
+        if takeover {
+            anyhow::ensure!(
+                e > epoch,
+                "takeover at {seq} of epoch {e} after epoch {epoch}"
+            );
+            epoch = e;
+        } else {
+            anyhow::ensure!(
+                e == epoch,
+                "decision at {seq} of epoch {e} while epoch {epoch} leads"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Agents that report on every replica, so that the leader has throughput tests to grant.
+async fn keep_reporting(
+    mut agents: Vec<TestAgent>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Vec<TestAgent>> {
+    let mut seq = 1;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        deliver_all(&mut agents, seq, seq).await?;
+        seq += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(agents)
+}
+
+/// The lease: exactly one replica leads; SIGKILLed, another leads within the TTL and 5 s, with
+/// a takeover in the log, and every decision in the log is of the epoch that led when it was
+/// written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_replica_leads_within_the_ttl_when_the_leader_is_sigkilled() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(
+        3,
+        &["--lease-ttl", "3s", "--throughput-max-concurrent", "2"],
+    )?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reporting = tokio::spawn(keep_reporting(agents(&setup, 6), stop.clone()));
+    let first = one_leader(&setup, Duration::from_secs(30)).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    setup.kill_replica(first);
+    let killed = zonemesh_common::time::Stopwatch::start();
+    let next = one_leader(&setup, Duration::from_secs(3 + 5)).await?;
+    let takeover = killed.elapsed();
+    println!(
+        "the leader r{first} SIGKILLed: r{next} leads {:.2} s later (lease TTL 3 s)",
+        takeover.as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reporting.await??;
+    let log = decisions(&setup).await?;
+    let takeovers = log.iter().filter(|d| d.2).count();
+    let tests = log.len() - takeovers;
+    println!("decisions in the log: {takeovers} takeovers, {tests} throughput tests");
+    anyhow::ensure!(takeovers >= 2, "{log:?}");
+    fenced(&log)
+}
+
+/// A leader SIGSTOPped past its TTL, then SIGCONTed: another replica has taken over meanwhile;
+/// the old one learns that it lost the lease, and none of its late decisions is in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_paused_past_its_ttl_learns_it_lost_the_lease_and_decides_nothing() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let setup = Setup::start(
+        3,
+        &["--lease-ttl", "2s", "--throughput-max-concurrent", "2"],
+    )?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reporting = tokio::spawn(keep_reporting(agents(&setup, 6), stop.clone()));
+    let first = one_leader(&setup, Duration::from_secs(30)).await?;
+    let paused = setup.replica(first);
+    let pid = paused.pid().to_string();
+    let http = paused.http;
+    std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()?;
+    // While it sleeps another replica takes over (its own gauge still says 1: it is frozen).
+    let next = wait_for("another replica leads", Duration::from_secs(15), || {
+        let l: Vec<usize> = leaders(&setup)
+            .into_iter()
+            .filter(|i| *i != first)
+            .collect();
+        async move { (l.len() == 1).then(|| l[0]) }
+    })
+    .await;
+    std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()?;
+    let next = next?;
+    wait_for(
+        "the paused leader steps down",
+        Duration::from_secs(10),
+        || async move { (leader_gauge(http) == Some(0.0)).then_some(()) },
+    )
+    .await?;
+    println!("r{first} paused past its TTL: r{next} took over; r{first} stepped down once resumed");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    anyhow::ensure!(
+        leaders(&setup) == vec![next],
+        "leaders: {:?}",
+        leaders(&setup)
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reporting.await??;
+    fenced(&decisions(&setup).await?)
 }

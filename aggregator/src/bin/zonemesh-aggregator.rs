@@ -87,8 +87,7 @@ mod env {
     pub const CLUSTER_RETENTION: &str = "ZONEMESH_CLUSTER_RETENTION";
     pub const CLUSTER_MAX_MIB: &str = "ZONEMESH_CLUSTER_MAX_MIB";
     pub const REPLICA_NAME: &str = "ZONEMESH_REPLICA_NAME";
-    pub const WRITER: &str = "ZONEMESH_WRITER";
-    pub const WRITER_REPLICA: &str = "ZONEMESH_WRITER_REPLICA";
+    pub const LEASE_TTL: &str = "ZONEMESH_LEASE_TTL";
     pub const MAX_LAG: &str = "ZONEMESH_MAX_LAG";
     pub const SNAPSHOT_INTERVAL: &str = "ZONEMESH_SNAPSHOT_INTERVAL";
 }
@@ -276,14 +275,10 @@ struct Cli {
     /// This replica's name, unique among the replicas (default: the host name).
     #[arg(long, env = env::REPLICA_NAME, requires = "cluster")]
     replica_name: Option<String>,
-    /// This replica grants throughput tests and publishes to Kubernetes (exactly one replica
-    /// should; the others' agents go without throughput tests meanwhile).
-    #[arg(long, env = env::WRITER, requires = "cluster", conflicts_with = "writer_replica")]
-    writer: bool,
-    /// The writer is the replica of this name (the same flag for every replica: a StatefulSet
-    /// names its replica 0).
-    #[arg(long, env = env::WRITER_REPLICA, requires = "cluster")]
-    writer_replica: Option<String>,
+    /// How long the leader's lease lasts unless renewed (renewed every third of it): a leader
+    /// that dies is replaced within about this long.
+    #[arg(long, env = env::LEASE_TTL, default_value = "5s", value_parser = parse_duration)]
+    lease_ttl: Duration,
     /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
     /// readiness.
     #[arg(long, env = env::MAX_LAG, default_value_t = 10_000)]
@@ -621,8 +616,13 @@ impl Cli {
             zonemesh_aggregator::cluster::ClusterConfig::new(self.cluster.clone(), replica);
         config.tls_ca = self.cluster_tls_ca.clone();
         config.creds = self.cluster_creds.clone();
-        config.writer =
-            self.writer || self.writer_replica.as_deref() == Some(config.replica.as_str());
+        if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&self.lease_ttl) {
+            return Err(format!(
+                "--lease-ttl: {:?} is not between 1 s and 60 s",
+                self.lease_ttl
+            ));
+        }
+        config.lease_ttl = self.lease_ttl;
         config.max_lag = self.max_lag;
         config.snapshot_every = self.snapshot_interval;
         config.stream = zonemesh_aggregator::cluster::StreamSettings {

@@ -1,5 +1,5 @@
-//! What the replicated log holds: one entry per hello, report, departure and throughput test,
-//! as protobuf (prost) records. A report travels as the agent's own wire message, checked again
+//! What the replicated log holds: one entry per hello, report, departure, and the leader's
+//! decisions (a takeover, a throughput test), as protobuf (prost) records. A report travels as the agent's own wire message, checked again
 //! when it is read back, so that every replica applies exactly what the receiving replica
 //! checked. An entry that does not decode is an [`EntryError`]: every replica logs, counts and
 //! skips it alike.
@@ -10,12 +10,12 @@ use zonemesh_proto::v1;
 
 /// Subject prefix of agents' entries: `zonemesh.log.<zone>.<kind>`.
 pub const LOG_SUBJECTS: &str = "zonemesh.log";
-/// Subject prefix of the writer's entries: `zonemesh.writer.<kind>`.
+/// Subject prefix of the leader's entries: `zonemesh.writer.<kind>`.
 pub const WRITER_SUBJECTS: &str = "zonemesh.writer";
 
 #[derive(Clone, PartialEq, Message)]
 struct EntryRecord {
-    #[prost(oneof = "Kind", tags = "1, 2, 3, 4")]
+    #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5")]
     kind: Option<Kind>,
 }
 
@@ -29,6 +29,8 @@ enum Kind {
     Goodbye(GoodbyeRecord),
     #[prost(message, tag = "4")]
     Test(TestRecord),
+    #[prost(message, tag = "5")]
+    Takeover(TakeoverRecord),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -67,6 +69,18 @@ struct TestRecord {
     from_unix_ms: i64,
     #[prost(int64, tag = "4")]
     until_unix_ms: i64,
+    #[prost(uint64, tag = "5")]
+    epoch: u64,
+    #[prost(uint64, tag = "6")]
+    id: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TakeoverRecord {
+    #[prost(uint64, tag = "1")]
+    epoch: u64,
+    #[prost(string, tag = "2")]
+    replica: String,
 }
 
 /// One entry of the log.
@@ -95,8 +109,9 @@ pub enum Entry {
         /// The session that ended.
         session: u64,
     },
-    /// `src` and `dst` take part in a throughput test from `from` to `until` (the writer's
-    /// grant), so that every replica keeps the windows it loads out of the figures.
+    /// The leader of `epoch` granted `src` a throughput test towards `dst` from `from` to
+    /// `until`: the replica that holds `src`'s stream relays the grant, and every replica keeps
+    /// the windows the test loads out of the figures and its nodes busy in its scheduler.
     Test {
         /// The sender.
         src: NodeName,
@@ -106,6 +121,18 @@ pub enum Entry {
         from: UnixMs,
         /// End.
         until: UnixMs,
+        /// The lease epoch of the leader that granted it.
+        epoch: u64,
+        /// The grant's id.
+        id: u64,
+    },
+    /// `replica` holds the lease at `epoch` and decides from here on; decisions of older epochs
+    /// are dropped.
+    Takeover {
+        /// The lease's revision when it was acquired.
+        epoch: u64,
+        /// The new leader.
+        replica: String,
     },
 }
 
@@ -149,11 +176,19 @@ impl Entry {
                 dst,
                 from,
                 until,
+                epoch,
+                id,
             } => Kind::Test(TestRecord {
                 src: src.to_string(),
                 dst: dst.to_string(),
                 from_unix_ms: from.0,
                 until_unix_ms: until.0,
+                epoch: *epoch,
+                id: *id,
+            }),
+            Entry::Takeover { epoch, replica } => Kind::Takeover(TakeoverRecord {
+                epoch: *epoch,
+                replica: replica.clone(),
             }),
         };
         EntryRecord { kind: Some(kind) }.encode_to_vec()
@@ -202,6 +237,12 @@ impl Entry {
                 dst: NodeName::parse("dst", t.dst)?,
                 from: UnixMs(t.from_unix_ms),
                 until: UnixMs(t.until_unix_ms),
+                epoch: t.epoch,
+                id: t.id,
+            },
+            Kind::Takeover(t) => Entry::Takeover {
+                epoch: t.epoch,
+                replica: t.replica,
             },
         })
     }
@@ -220,7 +261,13 @@ pub fn agent_subject(zone: &str, kind: &str) -> String {
     format!("{LOG_SUBJECTS}.{}.{kind}", zone.replace('.', "~"))
 }
 
-/// The subject of the writer's entries of `kind`.
+/// The one subject of the leader's decisions (fenced: each is written with the subject's
+/// expected last sequence).
+pub fn decision_subject() -> String {
+    writer_subject("decision")
+}
+
+/// The subject of the leader's entries of `kind`.
 pub fn writer_subject(kind: &str) -> String {
     format!("{WRITER_SUBJECTS}.{kind}")
 }
@@ -257,6 +304,12 @@ mod tests {
                 dst: name("b"),
                 from: UnixMs(1_000),
                 until: UnixMs(6_000),
+                epoch: 4,
+                id: 17,
+            },
+            Entry::Takeover {
+                epoch: 4,
+                replica: "r1".into(),
             },
         ];
         for entry in entries {
@@ -307,7 +360,7 @@ mod tests {
             agent_subject("eu.west-1", "report"),
             "zonemesh.log.eu~west-1.report"
         );
-        assert_eq!(writer_subject("test"), "zonemesh.writer.test");
+        assert_eq!(decision_subject(), "zonemesh.writer.decision");
         assert_eq!(message_id("r", &name("a"), 9), "r/a/9");
     }
 }

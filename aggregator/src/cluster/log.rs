@@ -2,9 +2,12 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, message::PublishMessage, object_store, stream};
+use async_nats::jetstream::{
+    self, context::PublishErrorKind, kv, message::PublishMessage, object_store, stream,
+};
 
-use super::{ClusterConfig, SNAPSHOTS, STREAM};
+use super::entry::{Entry, decision_subject};
+use super::{ClusterConfig, LEASE, SNAPSHOTS, STREAM};
 use crate::Error;
 
 /// Waits between two tries of an append: from 50 ms, doubling, at most 2 s.
@@ -16,6 +19,15 @@ const RETRY_MOST: Duration = Duration::from_secs(2);
 pub struct Log {
     js: jetstream::Context,
     config: ClusterConfig,
+}
+
+/// Why a decision was not appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Another leader wrote a decision since this one's view: this replica no longer leads.
+    Fenced,
+    /// The log did not store it in time.
+    Failed(String),
 }
 
 /// An error of the cluster, naming the flag a user can fix where there is one.
@@ -174,6 +186,89 @@ impl Log {
                 })
                 .await
                 .map_err(|e| cluster_error("--cluster", format!("bucket {SNAPSHOTS}: {e}"))),
+        }
+    }
+
+    /// The lease's bucket (created when missing): one key, one revision kept, gone after the
+    /// TTL unless renewed.
+    pub async fn lease(&self) -> Result<kv::Store, Error> {
+        match self.js.get_key_value(LEASE).await {
+            Ok(store) => Ok(store),
+            Err(_) => self
+                .js
+                .create_key_value(kv::Config {
+                    bucket: LEASE.into(),
+                    description: "the zonemesh leader's lease".into(),
+                    history: 1,
+                    max_age: self.config.lease_ttl,
+                    storage: stream::StorageType::File,
+                    num_replicas: self.config.stream.replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| cluster_error("--cluster", format!("bucket {LEASE}: {e}"))),
+        }
+    }
+
+    /// Appends a decision of the leader, only if the decision subject's last entry is still
+    /// `expected` (`Nats-Expected-Last-Subject-Sequence`): JetStream itself refuses a decision
+    /// made on a stale view, after another leader wrote. Returns the decision's sequence. Tried
+    /// again (with the same id) within `deadline` through a leader election of the stream.
+    pub async fn append_decision(
+        &self,
+        entry: &Entry,
+        id: &str,
+        expected: u64,
+        deadline: Duration,
+    ) -> Result<u64, Decision> {
+        let payload = bytes::Bytes::from(entry.encode());
+        let started = zonemesh_common::time::Stopwatch::start();
+        let mut wait = RETRY_FIRST;
+        loop {
+            let message = PublishMessage::build()
+                .message_id(id)
+                .expected_last_subject_sequence(expected)
+                .payload(payload.clone());
+            let sent = self.js.send_publish(decision_subject(), message).await;
+            let acked = match sent {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            };
+            match acked {
+                Ok(ack) => return Ok(ack.sequence),
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                    return Err(Decision::Fenced);
+                }
+                Err(e) => {
+                    if started.elapsed() + wait > deadline {
+                        return Err(Decision::Failed(e.to_string()));
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(RETRY_MOST);
+                }
+            }
+        }
+    }
+
+    /// The sequence of the last decision in the stream (0: none yet).
+    pub async fn last_decision(&self) -> Result<u64, Error> {
+        let stream = self
+            .js
+            .get_stream(STREAM)
+            .await
+            .map_err(|e| Error::Cluster(format!("stream {STREAM}: {e}")))?;
+        match stream
+            .get_last_raw_message_by_subject(&decision_subject())
+            .await
+        {
+            Ok(m) => Ok(m.sequence),
+            Err(e)
+                if e.kind()
+                    == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(Error::Cluster(format!("stream {STREAM}: {e}"))),
         }
     }
 

@@ -17,6 +17,7 @@
 
 pub mod applier;
 pub mod entry;
+pub mod lease;
 pub mod log;
 pub mod progress;
 pub mod snapshot;
@@ -29,6 +30,8 @@ pub use progress::Progress;
 
 /// The stream's name.
 pub const STREAM: &str = "ZONEMESH";
+/// The bucket of the leader's lease.
+pub const LEASE: &str = "zonemesh-lease";
 /// The bucket of the replicas' snapshots.
 pub const SNAPSHOTS: &str = "zonemesh-snapshots";
 
@@ -43,9 +46,8 @@ pub struct ClusterConfig {
     pub creds: Option<PathBuf>,
     /// This replica's name, unique in the cluster (`--replica-name`; default the host name).
     pub replica: String,
-    /// Whether this replica runs the duties that need one owner: throughput grants, publishing
-    /// to Kubernetes (`--writer`).
-    pub writer: bool,
+    /// How long the leader's lease lasts unless renewed (`--lease-ttl`).
+    pub lease_ttl: Duration,
     /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
     /// readiness (`--max-lag`).
     pub max_lag: u64,
@@ -87,7 +89,7 @@ impl ClusterConfig {
             tls_ca: None,
             creds: None,
             replica: replica.into(),
-            writer: false,
+            lease_ttl: Duration::from_secs(5),
             max_lag: 10_000,
             stream: StreamSettings::default(),
             snapshot_every: Duration::from_secs(180),

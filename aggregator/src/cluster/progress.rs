@@ -1,6 +1,7 @@
-//! How far a replica is: the last entry it applied, the log's head as last seen, and whether it
-//! has caught up since it started. The owner writes `applied`; the applier and the head poller
-//! write `head`; readiness, the query gate and the metrics read them.
+//! How far a replica is: the last entry it applied, the log's head as last seen, whether it has
+//! caught up since it started, and whether it leads (the lease's epoch while it does). The owner
+//! writes `applied`; the applier and the head poller write `head`; the lease task writes the
+//! epoch; readiness, the query gate, the owner's grants, the publisher and the metrics read them.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
@@ -16,8 +17,13 @@ pub struct Progress {
     checkpoint_at: AtomicI64,
     /// Entries that did not decode, skipped.
     unreadable: AtomicU64,
-    /// Throughput tests this replica's agents went without (it is not the writer).
-    withheld: AtomicU64,
+    /// The lease's epoch while this replica leads; 0 while it does not.
+    leading: AtomicU64,
+    /// The newest epoch this replica acquired the lease at (0: never).
+    lease_epoch: AtomicU64,
+    /// Grants this replica did not relay: started too long ago, or of an older epoch.
+    skipped_late: AtomicU64,
+    skipped_stale: AtomicU64,
     /// Its `--max-lag`.
     max_lag: AtomicU64,
 }
@@ -92,14 +98,41 @@ impl Progress {
         self.unreadable.load(Ordering::SeqCst)
     }
 
-    /// `agents` of this replica's agents went without a throughput test this round.
-    pub fn withheld(&self, agents: u64) {
-        self.withheld.fetch_add(agents, Ordering::SeqCst);
+    /// The lease's epoch while this replica leads (decides grants, publishes).
+    pub fn leading(&self) -> Option<u64> {
+        Some(self.leading.load(Ordering::SeqCst)).filter(|e| *e > 0)
     }
 
-    /// Throughput tests withheld since the start.
-    pub fn withheld_count(&self) -> u64 {
-        self.withheld.load(Ordering::SeqCst)
+    /// This replica leads at `epoch` (`None`: it stepped down).
+    pub fn lead(&self, epoch: Option<u64>) {
+        if let Some(e) = epoch {
+            self.lease_epoch.fetch_max(e, Ordering::SeqCst);
+        }
+        self.leading.store(epoch.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// The newest epoch this replica led at (0: never).
+    pub fn lease_epoch(&self) -> u64 {
+        self.lease_epoch.load(Ordering::SeqCst)
+    }
+
+    /// A grant was not relayed: `late` (its start had passed by more than the slack) or of an
+    /// older epoch than one already applied.
+    pub fn skipped(&self, late: bool) {
+        let counter = if late {
+            &self.skipped_late
+        } else {
+            &self.skipped_stale
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Grants not relayed since the start: (late, stale epoch).
+    pub fn skipped_counts(&self) -> (u64, u64) {
+        (
+            self.skipped_late.load(Ordering::SeqCst),
+            self.skipped_stale.load(Ordering::SeqCst),
+        )
     }
 
     /// Sets the replica's `--max-lag`.

@@ -196,6 +196,12 @@ struct PairLabels {
     dst_zone: String,
 }
 
+/// Why a replica did not relay a throughput grant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SkipLabels {
+    reason: &'static str,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PairPercentileLabels {
     src_zone: String,
@@ -724,6 +730,16 @@ fn encode_cluster(encoder: &mut DescriptorEncoder, p: &Progress) -> Result<(), f
             "1 while this replica answers queries (caught up, within --max-lag), else 0.",
             u64::from(p.why_unready().is_none()),
         ),
+        (
+            "zonemesh_leader",
+            "1 while this replica holds the lease (grants throughput tests, publishes), else 0.",
+            u64::from(p.leading().is_some()),
+        ),
+        (
+            "zonemesh_lease_epoch",
+            "The lease's revision when this replica last took it (0: never): decisions carry it.",
+            p.lease_epoch(),
+        ),
     ] {
         gauge(value).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
     }
@@ -737,20 +753,22 @@ fn encode_cluster(encoder: &mut DescriptorEncoder, p: &Progress) -> Result<(), f
         )?;
         ConstGauge::new(age).encode(metric)?;
     }
-    for (name, help, value) in [
-        (
-            "zonemesh_cluster_unreadable_entries",
-            "Entries of the replicated log that did not decode, skipped.",
-            p.unreadable_count(),
-        ),
-        (
-            "zonemesh_cluster_grants_withheld",
-            "Throughput tests this replica's agents went without (only the --writer replica grants them).",
-            p.withheld_count(),
-        ),
-    ] {
-        let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-        ConstCounter::new(value).encode(metric)?;
+    let metric = encoder.encode_descriptor(
+        "zonemesh_cluster_unreadable_entries",
+        "Entries of the replicated log that did not decode, skipped.",
+        None,
+        MetricType::Counter,
+    )?;
+    ConstCounter::new(p.unreadable_count()).encode(metric)?;
+    let (late, stale) = p.skipped_counts();
+    let mut family = encoder.encode_descriptor(
+        "zonemesh_grants_skipped",
+        "Throughput grants of the leader this replica did not relay to its agent: late (its start had passed by more than the slack) or stale_epoch (decided by an older leader).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (reason, value) in [("late", late), ("stale_epoch", stale)] {
+        ConstCounter::new(value).encode(family.encode_family(&SkipLabels { reason })?)?;
     }
     Ok(())
 }

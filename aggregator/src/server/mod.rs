@@ -175,11 +175,17 @@ pub async fn serve(
     let gate = replica.as_ref().map(|r| r.progress.clone());
     let store_health = ingest::follow_store_health(owner.store_health().watch(), health);
     let (tiers_watch, tiers_task) = tiers::spawn(owner.clone(), config.tiers, restored_tiers);
-    // One writer, fed by tier snapshots; it never runs on the owner (nor on a replica that is
-    // not the writer).
-    let publisher = kube_client
-        .filter(|_| config.cluster.as_ref().is_none_or(|c| c.writer))
-        .and_then(|client| start_publisher(&config, client, tiers_watch.clone(), metrics.clone()));
+    // One writer, fed by tier snapshots; it never runs on the owner, and on a replica only while
+    // the replica holds the lease.
+    let publisher = kube_client.and_then(|client| {
+        start_publisher(
+            &config,
+            client,
+            tiers_watch.clone(),
+            gate.clone(),
+            metrics.clone(),
+        )
+    });
     let (stop_tx, stop_rx) = watch::channel(false);
     let ingest_runtime = IngestRuntime::start()?;
     let queries = query::Queries::new(
@@ -404,6 +410,7 @@ fn start_publisher(
     config: &Config,
     client: kube::Client,
     tiers: tiers::TiersWatch,
+    lease: Option<Arc<crate::cluster::Progress>>,
     metrics: Arc<Metrics>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let p = config.publish.as_ref()?;
@@ -420,6 +427,7 @@ fn start_publisher(
         tiers,
         p.interval,
         move || clock.now(),
+        move || lease.as_ref().is_none_or(|p| p.leading().is_some()),
         metrics.publish.clone(),
     )))
 }

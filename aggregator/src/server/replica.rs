@@ -9,7 +9,6 @@ use tokio::task::JoinHandle;
 
 use super::owner::{ClusterStart, Owner, ToLog};
 use crate::Error;
-use crate::cluster::entry::writer_subject;
 use crate::cluster::{ClusterConfig, Log, Progress, snapshot};
 use crate::store::{Contents, Store};
 
@@ -109,15 +108,14 @@ impl Replica {
             clock: place.clock,
             sessions: place.sessions.unwrap_or_default(),
             tests: place.tests.unwrap_or_default(),
-            writer: config.writer,
             snapshot_every: config.snapshot_every,
             progress: self.progress.clone(),
             out: self.to_log.clone(),
         }
     }
 
-    /// Starts reading the log into `owner` (after `applied`) and the task that writes what the
-    /// owner hands out: the writer's entries and the replica's snapshots.
+    /// Starts reading the log into `owner` (after `applied`), the lease (through which the
+    /// leader's decisions go to the log), and the task that writes the replica's snapshots.
     pub fn run(&mut self, owner: Owner, applied: u64) -> Vec<JoinHandle<()>> {
         let applier = tokio::spawn(crate::cluster::applier::run(
             self.log.clone(),
@@ -127,26 +125,18 @@ impl Replica {
         ));
         let mut from_owner = self.from_owner.take().expect("run once");
         let log = self.log.clone();
+        let (decisions, decided) = mpsc::unbounded_channel();
+        let lease = tokio::spawn(crate::cluster::lease::run(
+            self.log.clone(),
+            self.log.config().clone(),
+            self.progress.clone(),
+            decided,
+        ));
         let outbox = tokio::spawn(async move {
             while let Some(item) = from_owner.recv().await {
                 match item {
                     ToLog::Append(entry) => {
-                        let log = log.clone();
-                        tokio::spawn(async move {
-                            let id = format!("t/{}", zonemesh_common::time::unix_ms());
-                            let id = match &entry {
-                                crate::cluster::entry::Entry::Test { src, dst, from, .. } => {
-                                    format!("t/{src}/{dst}/{}", from.0)
-                                }
-                                _ => id,
-                            };
-                            if let Err(e) = log
-                                .append(writer_subject("test"), &id, entry.encode())
-                                .await
-                            {
-                                tracing::warn!(error = %e, "a throughput test did not reach the log");
-                            }
-                        });
+                        let _ = decisions.send(entry);
                     }
                     ToLog::Snapshot { applied, blob } => {
                         let bytes = blob.len();
@@ -158,6 +148,6 @@ impl Replica {
                 }
             }
         });
-        vec![applier, outbox]
+        vec![applier, lease, outbox]
     }
 }

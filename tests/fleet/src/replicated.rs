@@ -39,7 +39,7 @@ pub struct ClusterRun {
     pub phase: Duration,
     /// The aggregator binary.
     pub aggregator: PathBuf,
-    /// Replicas (the first is the `--writer`).
+    /// Replicas.
     pub replicas: usize,
     /// Log servers.
     pub servers: usize,
@@ -149,7 +149,7 @@ impl Replicated {
         let urls = self.nats.urls();
         let name = format!("r{i}");
         let data = self.data.join(&name).display().to_string();
-        let mut args = vec![
+        let args = vec![
             "--cluster",
             &urls,
             "--replica-name",
@@ -165,9 +165,6 @@ impl Replicated {
             "--max-report-rate",
             "0",
         ];
-        if i == 0 {
-            args.push("--writer");
-        }
         let replica = Aggregator::start(&self.aggregator, &args, &self.logs)
             .with_context(|| format!("replica {name} (logs in {})", self.logs.display()))?;
         self.replicas[i] = Some(replica);

@@ -1,6 +1,8 @@
 //! The owner's part of a replica (`--cluster`): it applies the log in order, with the stream's
 //! timestamps as its clock (kept monotonic), keeps the sessions the log opened and closed, and
-//! acknowledges a report to its agent once the entry that holds it is applied.
+//! acknowledges a report to its agent once the entry that holds it is applied. The leader's
+//! decisions are applied here too: a takeover raises the epoch, a throughput test of an older
+//! epoch is dropped, and one of the current epoch is handed back to the owner to relay.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -8,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use zonemesh_domain::{Hello, NodeName, UnixMs};
+use zonemesh_engine::planner::Grant;
 use zonemesh_engine::{Applied, NodeId, Topology};
 
 use super::messages::{LogItem, Logged, OutboundTx, ToLog};
@@ -46,8 +49,10 @@ pub(super) struct ClusterState {
     /// This replica's hellos waiting for their entries, by node and session.
     hellos: HashMap<(NodeName, u64), PendingHello>,
     progress: Arc<Progress>,
-    /// Whether this replica grants throughput tests.
-    pub writer: bool,
+    /// The newest leader's epoch applied (a takeover's, or a decision's).
+    epoch: u64,
+    /// Throughput tests of the current epoch applied since the owner last took them.
+    decided: Vec<Grant>,
     /// Entries and snapshots for the replica's cluster task.
     out: mpsc::UnboundedSender<ToLog>,
     snapshot_every: Duration,
@@ -65,8 +70,6 @@ pub struct ClusterStart {
     pub sessions: Vec<(NodeName, u64)>,
     /// The throughput tests noted then.
     pub tests: Vec<NodeTests>,
-    /// Whether this replica grants throughput tests.
-    pub writer: bool,
     /// How often to write a snapshot to the bucket.
     pub snapshot_every: Duration,
     /// How far it is.
@@ -102,7 +105,8 @@ impl ClusterState {
             ready: Vec::new(),
             hellos: HashMap::new(),
             progress: start.progress,
-            writer: start.writer,
+            epoch: 0,
+            decided: Vec::new(),
             out: start.out,
             snapshot_every: start.snapshot_every,
             last_snapshot: None,
@@ -265,13 +269,55 @@ impl ClusterState {
                 dst,
                 from,
                 until,
+                epoch,
+                id,
             } => {
+                if epoch < self.epoch {
+                    tracing::warn!(epoch, newest = self.epoch, %src, %dst, "a decision of an older leader dropped");
+                    self.progress.skipped(false);
+                    return;
+                }
+                self.epoch = epoch;
                 if let (Some(s), Some(d)) = (topology.id(&src), topology.id(&dst)) {
                     topology.note_throughput_test(s, d, from, until);
                     self.tests_changed = true;
+                    self.decided.push(Grant {
+                        id,
+                        src: s,
+                        dst: d,
+                        start: from,
+                        until,
+                    });
+                }
+            }
+            Entry::Takeover { epoch, replica } => {
+                if epoch > self.epoch {
+                    tracing::info!(epoch, %replica, "a new leader took over");
+                    self.epoch = epoch;
                 }
             }
         }
+    }
+
+    /// The throughput tests of the current leader applied since the last call: the owner
+    /// relays those of its own agents and keeps the scheduler's bookkeeping.
+    pub fn take_decided(&mut self) -> Vec<Grant> {
+        std::mem::take(&mut self.decided)
+    }
+
+    /// Whether `node` has a session on some replica, by the log.
+    pub fn connected(&self, node: NodeId) -> bool {
+        self.log_sessions.contains_key(&node)
+    }
+
+    /// The lease's epoch while this replica leads.
+    pub fn leading(&self) -> Option<u64> {
+        self.progress.leading()
+    }
+
+    /// A grant was not relayed: `late`, or of an older epoch.
+    pub fn skipped(&self, late: bool) {
+        self.progress.skipped(late);
     }
 
     /// Sends the acknowledgements whose entries are applied (after their effect is published).
@@ -281,12 +327,8 @@ impl ClusterState {
         }
     }
 
-    /// This replica is not the writer: its `agents` go without a throughput test this round.
-    pub fn withhold(&self, agents: usize) {
-        self.progress.withheld(agents as u64);
-    }
-
-    /// A throughput test the writer granted: every replica learns it from the log.
+    /// A throughput test the leader granted: it goes to the log (fenced), and every replica
+    /// learns it from there.
     pub fn note_test(&self, entry: Entry) {
         let _ = self.out.send(ToLog::Append(entry));
     }

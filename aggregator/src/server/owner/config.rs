@@ -22,6 +22,11 @@ pub const STORE_STALL: Duration = Duration::from_secs(10);
 /// ([`OwnerConfig::store_hang`]).
 pub const STORE_HANG: Duration = Duration::from_secs(60);
 
+/// How long after its start a replica still relays a throughput grant of the leader's: an agent
+/// that starts later would still be sending when its nodes' next test may start (the scheduler
+/// keeps nodes busy 2 s past a test's end).
+pub const RELAY_SLACK_MS: i64 = 1_000;
+
 /// Paths up to which the owner fits the model itself (about 1.3 ms of work at 10,000 paths).
 pub const MODEL_ON_OWNER_PATHS: usize = 10_000;
 

@@ -148,7 +148,7 @@ pub struct LogItem {
 /// What the owner hands the replica's cluster task (with `--cluster`).
 #[derive(Debug)]
 pub enum ToLog {
-    /// An entry for the log (the writer's throughput tests).
+    /// A decision of the leader for the log (a throughput test), written through the lease.
     Append(Entry),
     /// The replica's snapshot, holding the log up to `applied`, for the snapshots' bucket.
     Snapshot {

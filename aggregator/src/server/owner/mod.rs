@@ -33,7 +33,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use zonemesh_domain::{Hello, Report, UnixMs};
 use zonemesh_engine::model::Model;
-use zonemesh_engine::planner::{Plans, ThroughputScheduler};
+use zonemesh_engine::planner::{Grant, Plans, ThroughputScheduler};
 use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
 
 pub use cluster::ClusterStart;
@@ -53,6 +53,7 @@ use crate::Error;
 use crate::cluster::entry::Entry;
 use crate::store::Store;
 use cluster::ClusterState;
+use config::RELAY_SLACK_MS;
 use sessions::{Session, Sessions};
 use write::{PendingAck, Writes};
 
@@ -361,6 +362,7 @@ impl State {
                 if let Some(cluster) = &mut self.cluster {
                     cluster.apply(items, &mut self.topology, &mut self.sessions, &self.metrics);
                 }
+                self.relay_decided();
             }
             Command::AckAfter {
                 log_seq,
@@ -514,45 +516,83 @@ impl State {
         tokio::task::spawn_blocking(move || metrics.observe_topology(&snapshot, now));
     }
 
-    /// Grants the throughput tests due now to connected agents. A replica that is not the
-    /// writer grants none (its agents' tests pause, counted); the writer grants to its own
-    /// agents and puts every test in the log, so that every replica keeps the windows it loads
-    /// out of the figures.
+    /// Grants the throughput tests due now to connected agents. A single aggregator grants to
+    /// its own agents at once. In a cluster only the leader decides, over every agent connected
+    /// to any replica; its decisions go to the log (fenced by its epoch) and reach agents when
+    /// the replica that holds each agent's stream applies them ([`State::relay_decided`]).
     fn grant_throughput_tests(&mut self, now: UnixMs) {
-        if let Some(cluster) = &self.cluster
-            && !cluster.writer
-        {
-            cluster.withhold(self.sessions.len());
+        let Some(cluster) = &self.cluster else {
+            let sessions = &self.sessions;
+            let grants = self.scheduler.schedule(
+                self.topology.view(),
+                &self.plans,
+                &|n| sessions.contains_key(&n),
+                now,
+            );
+            for grant in grants {
+                self.topology
+                    .note_throughput_test(grant.src, grant.dst, grant.start, grant.until);
+                self.send_grant(&grant);
+            }
             return;
-        }
-        let sessions = &self.sessions;
+        };
+        let Some(epoch) = cluster.leading() else {
+            return;
+        };
         let grants = self.scheduler.schedule(
             self.topology.view(),
             &self.plans,
-            &|n| sessions.contains_key(&n),
+            &|n| cluster.connected(n),
             now,
         );
         for grant in grants {
-            match &self.cluster {
-                Some(cluster) => cluster.note_test(Entry::Test {
-                    src: self.topology.node(grant.src).name.clone(),
-                    dst: self.topology.node(grant.dst).name.clone(),
-                    from: grant.start,
-                    until: grant.until,
-                }),
-                None => self.topology.note_throughput_test(
-                    grant.src,
-                    grant.dst,
-                    grant.start,
-                    grant.until,
-                ),
+            cluster.note_test(Entry::Test {
+                src: self.topology.node(grant.src).name.clone(),
+                dst: self.topology.node(grant.dst).name.clone(),
+                from: grant.start,
+                until: grant.until,
+                epoch,
+                id: grant.id,
+            });
+        }
+    }
+
+    /// Relays the leader's throughput tests just applied to the agents whose streams this
+    /// replica holds (unless the start passed more than [`RELAY_SLACK_MS`] ago: the agent would
+    /// start late and overlap the next test), and keeps the scheduler's bookkeeping of all of
+    /// them, so that this replica, should it lead next, never overlaps them.
+    fn relay_decided(&mut self) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let decided = cluster.take_decided();
+        if decided.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        for grant in decided {
+            self.scheduler.record(self.topology.view(), &grant);
+            if !self.sessions.contains_key(&grant.src) {
+                continue;
             }
-            let described = ThroughputScheduler::describe(self.topology.view(), &grant);
-            if let Some(s) = self.sessions.get(&grant.src) {
-                tracing::debug!(src = %self.topology.node(grant.src).name, dst = %described.peer, id = grant.id, "throughput grant");
-                self.metrics.grants.inc();
-                let _ = s.outbound.try_send(Outbound::Grant(described));
+            if now.0 > grant.start.0 + RELAY_SLACK_MS {
+                tracing::warn!(node = %self.topology.node(grant.src).name, late_ms = now.0 - grant.start.0, "a throughput grant arrived too late to relay; skipped");
+                if let Some(cluster) = &self.cluster {
+                    cluster.skipped(true);
+                }
+                continue;
             }
+            self.send_grant(&grant);
+        }
+    }
+
+    /// Sends `grant` to its sender's agent, if this process holds its stream.
+    fn send_grant(&self, grant: &Grant) {
+        let described = ThroughputScheduler::describe(self.topology.view(), grant);
+        if let Some(s) = self.sessions.get(&grant.src) {
+            tracing::debug!(src = %self.topology.node(grant.src).name, dst = %described.peer, id = grant.id, "throughput grant");
+            self.metrics.grants.inc();
+            let _ = s.outbound.try_send(Outbound::Grant(described));
         }
     }
 
