@@ -5,7 +5,9 @@
 //!   with its ConfigMap (pure: the same tiers give the same objects);
 //! - [`writer`] puts them into a cluster with kube-rs, touching only what zonemesh owns;
 //! - [`run`] is the aggregator's one writer task (`--publish volcano,kueue,diktyo`);
-//! - [`yaml`] prints them for `zonemesh publish --dry-run -o yaml`.
+//! - [`yaml`] prints them for `zonemesh publish --dry-run -o yaml`;
+//! - [`slurm`] writes the same tiers as Slurm's `topology.conf` (tree or block) or
+//!   `topology.yaml`, checked against slurmctld's rules (`zonemesh publish --slurm`).
 //!
 //! ```
 //! use zonemesh_domain::{NodeName, TierGroup, TierZone, Tiers, ZoneName};
@@ -48,6 +50,7 @@ pub mod metrics;
 pub mod names;
 pub mod objects;
 pub mod run;
+pub mod slurm;
 pub mod writer;
 pub mod yaml;
 
