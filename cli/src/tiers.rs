@@ -1,6 +1,7 @@
 //! `zonemesh tiers` (the tree with the figures behind every cut) and `zonemesh publish` (the
 //! objects the aggregator's publisher writes: `--dry-run` prints them, `--delete` removes
-//! everything zonemesh owns from the cluster of the current kubeconfig).
+//! everything zonemesh owns from the cluster of the current kubeconfig; `--slurm` writes Slurm's
+//! topology file instead, see [`crate::slurm`]).
 
 use std::fmt::Write as _;
 
@@ -166,6 +167,9 @@ pub struct Publish {
     /// As the aggregator's --publish-kueue-version.
     #[arg(long, value_enum, default_value = "v1beta2")]
     pub kueue_version: Version,
+    /// `--slurm` and its flags: Slurm's topology file instead of Kubernetes objects.
+    #[command(flatten)]
+    pub slurm: crate::slurm::SlurmArgs,
 }
 
 /// Kueue's API version.
