@@ -11,6 +11,25 @@ use zonemesh_publish::slurm::{self, Form, SlurmOptions, YamlDefault, hostlist};
 
 use crate::failure::{Failure, exit};
 
+/// Environment variables of the `--slurm` flags, one constant per name (deploy/systemd's
+/// `zonemesh-slurm-topology.env` sets them).
+pub mod env {
+    /// `--slurm`.
+    pub const SLURM: &str = "ZONEMESH_SLURM";
+    /// `--file`; also handed to the `--on-change` command.
+    pub const SLURM_FILE: &str = "ZONEMESH_SLURM_FILE";
+    /// `--slurm-nodes`.
+    pub const SLURM_NODES: &str = "ZONEMESH_SLURM_NODES";
+    /// `--exclude-faulty`.
+    pub const SLURM_EXCLUDE_FAULTY: &str = "ZONEMESH_SLURM_EXCLUDE_FAULTY";
+    /// `--slurm-block-base`.
+    pub const SLURM_BLOCK_BASE: &str = "ZONEMESH_SLURM_BLOCK_BASE";
+    /// `--slurm-yaml-default`.
+    pub const SLURM_YAML_DEFAULT: &str = "ZONEMESH_SLURM_YAML_DEFAULT";
+    /// `--on-change`.
+    pub const SLURM_ON_CHANGE: &str = "ZONEMESH_SLURM_ON_CHANGE";
+}
+
 /// `--slurm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SlurmForm {
@@ -39,34 +58,34 @@ pub enum DefaultArg {
 pub struct SlurmArgs {
     /// Write the tiers as Slurm's network topology: tree, block or yaml (instead of printing
     /// Kubernetes objects).
-    #[arg(long, value_enum, conflicts_with = "delete")]
+    #[arg(long, env = env::SLURM, value_enum, conflicts_with = "delete")]
     pub slurm: Option<SlurmForm>,
     /// The file to write (topology.conf, or topology.yaml for --slurm yaml, beside slurm.conf);
     /// written atomically, and only when its content changes. Without it the text goes to
     /// standard output.
-    #[arg(long, requires = "slurm")]
+    #[arg(long, env = env::SLURM_FILE, requires = "slurm")]
     pub file: Option<PathBuf>,
     /// The nodes Slurm knows: a file of hostlists (one or more a line, `#` comments; for example
     /// `sinfo -h -N -o %N`), or a hostlist itself (`node[01-64],login1`). Nodes zonemesh does
     /// not measure go into a leaf of their own under the root; measured nodes not in it are
     /// left out.
-    #[arg(long, requires = "slurm", value_name = "FILE|HOSTLIST")]
+    #[arg(long, env = env::SLURM_NODES, requires = "slurm", value_name = "FILE|HOSTLIST")]
     pub slurm_nodes: Option<String>,
     /// Move the nodes zonemesh finds unreachable (DOWN) out of their zone: into a leaf of their
     /// own under the root (tree), out of every block (block).
-    #[arg(long, requires = "slurm")]
+    #[arg(long, env = env::SLURM_EXCLUDE_FAULTY, requires = "slurm")]
     pub exclude_faulty: bool,
     /// The base block size of --slurm block (default: the smallest zone's node count). Zones
     /// with fewer nodes are in no block, and named.
-    #[arg(long, requires = "slurm")]
+    #[arg(long, env = env::SLURM_BLOCK_BASE, requires = "slurm")]
     pub slurm_block_base: Option<usize>,
     /// The cluster default of --slurm yaml.
-    #[arg(long, requires = "slurm", value_enum, default_value = "tree")]
+    #[arg(long, env = env::SLURM_YAML_DEFAULT, requires = "slurm", value_enum, default_value = "tree")]
     pub slurm_yaml_default: DefaultArg,
     /// A command to run (by /bin/sh) after the file changed, for example `scontrol
     /// reconfigure`; its exit status is logged, and a failure is an error (the file stays
     /// written). It gets the file's path in ZONEMESH_SLURM_FILE.
-    #[arg(long, requires = "file")]
+    #[arg(long, env = env::SLURM_ON_CHANGE, requires = "file")]
     pub on_change: Option<String>,
 }
 
@@ -224,7 +243,7 @@ fn run_on_change(command: &str, file: &Path) -> Result<std::process::ExitStatus,
     std::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(command)
-        .env("ZONEMESH_SLURM_FILE", file)
+        .env(env::SLURM_FILE, file)
         .stdin(std::process::Stdio::null())
         .status()
 }
