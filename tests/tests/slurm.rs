@@ -61,6 +61,9 @@ fn free_port() -> Result<u16> {
 /// Lines of the controller's log that a fresh state directory explains (no state saved yet).
 const FRESH_STATE: [&str; 2] = ["state file", "NOTE: Trying backup state save file"];
 
+/// A switch as `scontrol show topology` shows it: level, nodes, child switches.
+type Shown = (u32, BTreeSet<String>, Vec<String>);
+
 /// A slurmctld in the foreground (`-D`) on its own port and directory, killed when dropped (also
 /// when the test fails).
 struct Slurmctld {
@@ -163,7 +166,7 @@ impl Slurmctld {
 
     /// `scontrol show topology` as switch name -> (level, nodes, child switches), the hostlists
     /// expanded by Slurm itself.
-    fn topology(&self) -> Result<BTreeMap<String, (u32, BTreeSet<String>, Vec<String>)>> {
+    fn topology(&self) -> Result<BTreeMap<String, Shown>> {
         let out = self.run("scontrol", &["show", "topology"])?;
         ensure!(out.status.success(), "scontrol show topology: {out:?}");
         let mut switches = BTreeMap::new();
