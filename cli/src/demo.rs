@@ -268,7 +268,37 @@ async fn show_results(topology: &mut Topology) -> Result<()> {
         },
     )
     .await;
+
+    println!(
+        "\nThe Slurm topology.conf zonemesh writes for this cluster (zonemesh publish --slurm tree):"
+    );
+    let tiers = topology
+        .get_tiers(v1::GetTiersRequest {})
+        .await?
+        .into_inner();
+    print!("{}", slurm_tree(tiers));
     Ok(())
+}
+
+/// The tree `zonemesh publish --slurm tree` writes for `tiers`, indented, or why there is none.
+fn slurm_tree(tiers: v1::GetTiersResponse) -> String {
+    use zonemesh_publish::slurm::{Form, SlurmOptions, file};
+    let text = match zonemesh_domain::Tiers::try_from(tiers) {
+        Ok(t) => match file(&t, Form::Tree, &SlurmOptions::default()) {
+            Ok(f) => f.text,
+            Err(e) => format!("no file: {e}\n"),
+        },
+        Err(e) => format!("no file: the tiers are invalid: {e}\n"),
+    };
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_owned()
+            } else {
+                format!("  {l}\n")
+            }
+        })
+        .collect()
 }
 
 /// What `Place` answers to `request`, or why it placed nothing.

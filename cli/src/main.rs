@@ -5,7 +5,8 @@
 //! waits until the matrix is full, prints the zone-to-zone matrix, a ranking and a placement, and
 //! keeps serving the query API until Ctrl-C. `zonemesh nodes|zones|path|matrix|rank|place|tiers`
 //! query any aggregator (see [`query`]); `zonemesh publish` shows (`--dry-run`) or removes
-//! (`--delete`) what the aggregator's publisher writes to Kubernetes (see [`tiers`]). The demo
+//! (`--delete`) what the aggregator's publisher writes to Kubernetes (see [`tiers`]), or writes
+//! the tiers as Slurm's topology file (`--slurm`, see [`slurm`]). The demo
 //! is the `demo` feature (on by default); a build without it has no lab in it.
 
 #[cfg(feature = "demo")]
@@ -13,6 +14,7 @@ mod demo;
 mod failure;
 mod query;
 mod render;
+mod slurm;
 mod tiers;
 
 #[cfg(feature = "demo")]

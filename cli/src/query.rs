@@ -160,7 +160,8 @@ pub enum Query {
     /// every cut.
     Tiers,
     /// What the aggregator's publisher writes to Kubernetes: --dry-run prints it, --delete
-    /// removes everything zonemesh owns.
+    /// removes everything zonemesh owns; or, with --slurm tree|block|yaml, the tiers as Slurm's
+    /// topology file (--file, written only when it changes).
     Publish(crate::tiers::Publish),
 }
 
@@ -397,11 +398,19 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
         }
         _ => {}
     }
+    let mut slurm = None;
     let publish = match &query {
-        Query::Publish(p) => match publish_settings(p).await? {
-            Some(settings) => Some(settings),
-            None => return Ok(()),
-        },
+        Query::Publish(p) => {
+            slurm = crate::slurm::plan(&p.slurm, p.dry_run)?;
+            if slurm.is_some() {
+                None
+            } else {
+                match publish_settings(p).await? {
+                    Some(settings) => Some(settings),
+                    None => return Ok(()),
+                }
+            }
+        }
         _ => None,
     };
     // Checked before anything is resolved or connected.
@@ -410,7 +419,15 @@ pub async fn run(connection: &Connection, query: Query) -> Result<(), Failure> {
     let targets = zonemesh_tls::targets(&connection.aggregator).await;
     let mut failure = None;
     for (i, target) in targets.iter().enumerate() {
-        match run_at(connection, target, query.clone(), publish.as_ref()).await {
+        match run_at(
+            connection,
+            target,
+            query.clone(),
+            publish.as_ref(),
+            slurm.as_ref(),
+        )
+        .await
+        {
             Err(f) if f.status == exit::UNAVAILABLE && i + 1 < targets.len() => {
                 eprintln!("zonemesh: {}; asking {}", f.message, targets[i + 1].url);
                 failure = Some(f);
@@ -427,6 +444,7 @@ async fn run_at(
     target: &zonemesh_tls::Target,
     query: Query,
     publish: Option<&zonemesh_publish::Settings>,
+    slurm: Option<&crate::slurm::Plan>,
 ) -> Result<(), Failure> {
     let mut client = connection.client(target).await?;
     let timeout = connection.timeout;
@@ -552,6 +570,26 @@ async fn run_at(
                 get_tiers,
                 v1::GetTiersRequest {}
             );
+            if let Some(plan) = slurm {
+                let tiers = zonemesh_domain::Tiers::try_from(answer).map_err(|e| {
+                    Failure::new(
+                        exit::FAILURE,
+                        format!("GetTiers answered invalid tiers: {e}"),
+                    )
+                })?;
+                let mut unreachable = std::collections::BTreeSet::new();
+                if plan.needs_node_states() {
+                    let nodes = all_nodes(&mut client, timeout, String::new()).await?;
+                    unreachable.extend(
+                        nodes
+                            .nodes
+                            .into_iter()
+                            .filter(|n| n.state == v1::NodeState::Down as i32)
+                            .map(|n| n.name),
+                    );
+                }
+                return crate::slurm::publish(plan, &tiers, unreachable);
+            }
             let settings = publish.expect("set for publish");
             print_dry_run(connection, answer, settings)?;
         }

@@ -1,6 +1,7 @@
 //! `zonemesh tiers` (the tree with the figures behind every cut) and `zonemesh publish` (the
 //! objects the aggregator's publisher writes: `--dry-run` prints them, `--delete` removes
-//! everything zonemesh owns from the cluster of the current kubeconfig).
+//! everything zonemesh owns from the cluster of the current kubeconfig; `--slurm` writes Slurm's
+//! topology file instead, see [`crate::slurm`]).
 
 use std::fmt::Write as _;
 
@@ -166,15 +167,29 @@ pub struct Publish {
     /// As the aggregator's --publish-kueue-version.
     #[arg(long, value_enum, default_value = "v1beta2")]
     pub kueue_version: Version,
+    /// As the aggregator's --publish-tier-names.
+    #[arg(
+        long,
+        default_value = "zonemesh-zone,zonemesh-zone-group,zonemesh-cluster"
+    )]
+    pub tier_names: String,
+    /// As the aggregator's --publish-diktyo-configmap.
+    #[arg(long)]
+    pub diktyo_configmap: bool,
+    /// `--slurm` and its flags: Slurm's topology file instead of Kubernetes objects.
+    #[command(flatten)]
+    pub slurm: crate::slurm::SlurmArgs,
 }
 
 /// Kueue's API version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Version {
-    /// kueue.x-k8s.io/v1beta2.
+    /// kueue.x-k8s.io/v1beta2 (Kueue 0.15 and later).
     V1beta2,
-    /// kueue.x-k8s.io/v1beta1.
+    /// kueue.x-k8s.io/v1beta1 (Kueue 0.14).
     V1beta1,
+    /// kueue.x-k8s.io/v1alpha1 (Kueue before 0.14).
+    V1alpha1,
 }
 
 impl Publish {
@@ -199,7 +214,11 @@ impl Publish {
             kueue_version: match self.kueue_version {
                 Version::V1beta2 => KueueVersion::V1beta2,
                 Version::V1beta1 => KueueVersion::V1beta1,
+                Version::V1alpha1 => KueueVersion::V1alpha1,
             },
+            tier_names: zonemesh_publish::objects::tier_names(&self.tier_names)
+                .map_err(|e| usage(e.to_string().replace("--publish-", "--")))?,
+            diktyo_configmap: self.diktyo_configmap,
         }
         .checked()
         .map_err(|e| usage(e.to_string().replace("--publish-", "--")))

@@ -2,10 +2,12 @@
 //!
 //! - [`objects`] builds, from a [`Tiers`](zonemesh_domain::Tiers) answer alone, the Volcano
 //!   HyperNodes, the Kueue Topology and node labels, and the scheduler-plugins NetworkTopology
-//!   with its ConfigMap (pure: the same tiers give the same objects);
+//!   (and its ConfigMap when asked for; pure: the same tiers give the same objects);
 //! - [`writer`] puts them into a cluster with kube-rs, touching only what zonemesh owns;
 //! - [`run`] is the aggregator's one writer task (`--publish volcano,kueue,diktyo`);
-//! - [`yaml`] prints them for `zonemesh publish --dry-run -o yaml`.
+//! - [`yaml`] prints them for `zonemesh publish --dry-run -o yaml`;
+//! - [`slurm`] writes the same tiers as Slurm's `topology.conf` (tree or block) or
+//!   `topology.yaml`, checked against slurmctld's rules (`zonemesh publish --slurm`).
 //!
 //! ```
 //! use zonemesh_domain::{NodeName, TierGroup, TierZone, Tiers, ZoneName};
@@ -38,16 +40,17 @@
 //!     .filter(|o| o.kind == Kind::HyperNode)
 //!     .map(|o| o.name.as_str())
 //!     .collect();
-//! assert_eq!(hypernodes, ["zonemesh-cluster", "zonemesh-group-1", "zonemesh-zone-zone-a"]);
+//! assert_eq!(hypernodes, ["zonemesh-cluster", "zonemesh-group-1", "zonemesh-zone-a"]);
 //! assert_eq!(objects.node_labels["a1"]["zonemesh.io/zone-group"], "group-1");
 //! let text = yaml::documents(objects.objects.iter().map(|o| &o.manifest));
-//! assert!(text.contains("tierName: \"zone-group\""));
+//! assert!(text.contains("tierName: \"zonemesh-zone-group\""));
 //! ```
 
 pub mod metrics;
 pub mod names;
 pub mod objects;
 pub mod run;
+pub mod slurm;
 pub mod writer;
 pub mod yaml;
 

@@ -1,19 +1,20 @@
 //! The objects zonemesh writes, built from the tiers alone (pure: no I/O, no clock).
 //!
 //! - **Volcano** (`topology.volcano.sh/v1alpha1`, cluster-scoped HyperNodes): one per zone (tier
-//!   1, `tierName: zone`, its nodes as `Node` members by `exactMatch`), one per group (tier 2,
-//!   `zone-group`, its zones' HyperNodes as `HyperNode` members) and one for the cluster (tier 3,
-//!   `cluster`, every group). The measured figures and the time they were derived go in
+//!   1, `tierName: zonemesh-zone`, its nodes as `Node` members by `exactMatch`), one per group
+//!   (tier 2, `zonemesh-zone-group`, its zones' HyperNodes as `HyperNode` members) and one for the
+//!   cluster (tier 3, `zonemesh-cluster`, every group); the tier names are settings. The measured figures and the time they were derived go in
 //!   annotations (`zonemesh.io/...`): a HyperNode has no field for them.
 //! - **Kueue**: node labels `zonemesh.io/zone-group`, `zonemesh.io/zone` and
 //!   `zonemesh.io/measured=true` (for a ResourceFlavor's `nodeLabels`), and a `Topology`
-//!   (`kueue.x-k8s.io/v1beta2`, or `v1beta1`) whose levels run coarsest first:
+//!   (`kueue.x-k8s.io/v1beta2`, `v1beta1` or `v1alpha1`: [`KueueVersion`]) whose levels run
+//!   coarsest first:
 //!   `zonemesh.io/zone-group`, `zonemesh.io/zone`, `kubernetes.io/hostname`.
 //! - **scheduler-plugins** (`networktopology.diktyo.x-k8s.io/v1alpha1`, namespaced): a
 //!   NetworkTopology whose one `weights` entry (named by `--publish-weights-name`) holds
 //!   region-to-region and zone-to-zone `networkCost` from measured RTT ([`network_cost`]) and
-//!   `bandwidthCapacity` from measured throughput in bit/s, and the ConfigMap its
-//!   `spec.configmapName` names.
+//!   `bandwidthCapacity` from measured throughput in bit/s; the ConfigMap its
+//!   `spec.configmapName` names only when [`Settings::diktyo_configmap`] asks for it.
 //!
 //! Every object carries `app.kubernetes.io/managed-by: zonemesh`: the writer touches nothing else.
 
@@ -38,8 +39,11 @@ pub const MEASURED_LABEL: &str = "zonemesh.io/measured";
 pub const NODE_LABEL_PREFIX: &str = "zonemesh.io/";
 /// Kueue's last level.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-/// Volcano tier names (DNS-1123 subdomains, as a Job's `highestTierName` must be).
-pub const TIER_NAMES: [&str; 3] = ["zone", "zone-group", "cluster"];
+/// Volcano tier names by default (DNS-1123 subdomains, as a Job's `highestTierName` must be).
+/// Prefixed: Volcano keeps one cluster-wide map from tier name to tier number, so a bare `zone`
+/// that another HyperNode source uses at another tier would make `highestTierName: zone` mean
+/// something else. `--publish-tier-names` sets others.
+pub const TIER_NAMES: [&str; 3] = ["zonemesh-zone", "zonemesh-zone-group", "zonemesh-cluster"];
 /// The topology keys NetworkOverhead reads.
 pub const REGION_KEY: &str = "topology.kubernetes.io/region";
 /// See [`REGION_KEY`].
@@ -111,16 +115,40 @@ pub enum SettingsError {
     /// A weights entry name that is empty or too long.
     #[error("--publish-weights-name: {0:?} must be 1 to 253 characters")]
     WeightsName(String),
+    /// Tier names that are not three distinct DNS-1123 subdomains.
+    #[error(
+        "--publish-tier-names: {0:?} must be three distinct DNS-1123 subdomains (zone, group, cluster), comma-separated"
+    )]
+    TierNames(String),
 }
 
-/// Kueue's API version of `Topology`.
+/// Parses a `--publish-tier-names` list: three names, comma-separated (checked by
+/// [`Settings::checked`]).
+pub fn tier_names(value: &str) -> Result<[String; 3], SettingsError> {
+    let names: Vec<String> = value.split(',').map(|s| s.trim().to_owned()).collect();
+    <[String; 3]>::try_from(names).map_err(|_| SettingsError::TierNames(value.to_owned()))
+}
+
+/// Kueue's API version of `Topology`, which depends on the Kueue release:
+///
+/// | Kueue          | serves Topology as                                   |
+/// |----------------|------------------------------------------------------|
+/// | 0.9 to 0.13    | `v1alpha1` only                                      |
+/// | 0.14           | `v1beta1`                                            |
+/// | 0.15 and later | `v1beta2` (and `v1beta1`, deprecated: its CRD warns) |
+///
+/// No Kueue source read (kueue `apis/kueue/v1beta1/topology_types.go` at 01ed66fdddfa: the
+/// marker `deprecatedversion`, no `unservedversion`) says in which release `v1beta1` stops being
+/// served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KueueVersion {
-    /// `kueue.x-k8s.io/v1beta2` (Kueue 0.15 and later; storage version from 0.16).
+    /// `kueue.x-k8s.io/v1beta2` (Kueue 0.15 and later).
     #[default]
     V1beta2,
-    /// `kueue.x-k8s.io/v1beta1` (older Kueue; not served from Kueue 0.20 on).
+    /// `kueue.x-k8s.io/v1beta1` (Kueue 0.14; deprecated from 0.15).
     V1beta1,
+    /// `kueue.x-k8s.io/v1alpha1` (Kueue before 0.14).
+    V1alpha1,
 }
 
 impl KueueVersion {
@@ -129,6 +157,19 @@ impl KueueVersion {
         match self {
             KueueVersion::V1beta2 => "v1beta2",
             KueueVersion::V1beta1 => "v1beta1",
+            KueueVersion::V1alpha1 => "v1alpha1",
+        }
+    }
+
+    /// Parses `--publish-kueue-version`; the error names the versions there are.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "v1beta2" => Ok(KueueVersion::V1beta2),
+            "v1beta1" => Ok(KueueVersion::V1beta1),
+            "v1alpha1" => Ok(KueueVersion::V1alpha1),
+            other => Err(format!(
+                "{other:?} is none of v1beta2 (Kueue 0.15 and later), v1beta1 (0.14), v1alpha1 (before 0.14)"
+            )),
         }
     }
 }
@@ -146,6 +187,13 @@ pub struct Settings {
     pub weights_name: String,
     /// Kueue's API version.
     pub kueue_version: KueueVersion,
+    /// Volcano `tierName` of tiers 1, 2 and 3 ([`TIER_NAMES`] by default).
+    pub tier_names: [String; 3],
+    /// Whether to write the ConfigMap that the NetworkTopology's `spec.configmapName` names.
+    /// Off by default: scheduler-plugins' networktopology controller skips a NetworkTopology
+    /// whose ConfigMap does not exist, and once it exists, rewrites `spec.weights` from netperf
+    /// keys the map does not hold (costs 0); NetworkOverhead never reads the map.
+    pub diktyo_configmap: bool,
 }
 
 impl Default for Settings {
@@ -156,6 +204,8 @@ impl Default for Settings {
             namespace: "zonemesh".into(),
             weights_name: "zonemesh".into(),
             kueue_version: KueueVersion::default(),
+            tier_names: TIER_NAMES.map(String::from),
+            diktyo_configmap: false,
         }
     }
 }
@@ -172,6 +222,14 @@ impl Settings {
         }
         if self.weights_name.is_empty() || self.weights_name.len() > 253 {
             return Err(SettingsError::WeightsName(self.weights_name));
+        }
+        let t = &self.tier_names;
+        if t.iter().any(|n| !crate::names::is_dns1123_subdomain(n))
+            || t[0] == t[1]
+            || t[1] == t[2]
+            || t[0] == t[2]
+        {
+            return Err(SettingsError::TierNames(t.join(",")));
         }
         Ok(self)
     }
@@ -292,9 +350,27 @@ pub fn bandwidth_quantity(bps: f64) -> Option<String> {
     Some(format!("{}{}", v as u64, SUFFIXES[suffix]))
 }
 
-/// Name of a zone's HyperNode.
+/// Whether a zone's name could be read as one of zonemesh's other HyperNodes' (`group-<...>`,
+/// `cluster`) or as another zone's mapped name (`zone-` followed by such a name).
+fn zone_name_reserved(zone: &str) -> bool {
+    zone.starts_with("group-")
+        || zone == "cluster"
+        || zone.strip_prefix("zone-").is_some_and(zone_name_reserved)
+}
+
+/// Name of a zone's HyperNode: `zonemesh-<zone>` (zone `zone-a` gives `zonemesh-zone-a`, read
+/// once); `zonemesh-zone-<zone>` for a zone whose name is `cluster`, starts with `group-`, or is
+/// `zone-` before such a name, so that no zone takes a group's or the cluster's name and no two
+/// zones share one. Depends on the zone's name alone. (Before, every zone was
+/// `zonemesh-zone-<zone>`: the writer deletes those old objects, which zonemesh owns, as no
+/// longer derived.)
 pub fn zone_hypernode(zone: &ZoneName) -> String {
-    object_name("zonemesh-zone-", zone.as_str())
+    let prefix = if zone_name_reserved(zone.as_str()) {
+        "zonemesh-zone-"
+    } else {
+        "zonemesh-"
+    };
+    object_name(prefix, zone.as_str())
 }
 
 /// Name of a group's HyperNode.
@@ -319,7 +395,13 @@ fn figure(v: f64) -> String {
     format!("{v:.0}")
 }
 
-fn hypernode(name: &str, tier: usize, members: Vec<Value>, annotations: Value) -> Object {
+fn hypernode(
+    name: &str,
+    tier: usize,
+    tier_name: &str,
+    members: Vec<Value>,
+    annotations: Value,
+) -> Object {
     Object {
         kind: Kind::HyperNode,
         api_version: "topology.volcano.sh/v1alpha1".into(),
@@ -329,7 +411,7 @@ fn hypernode(name: &str, tier: usize, members: Vec<Value>, annotations: Value) -
             "apiVersion": "topology.volcano.sh/v1alpha1",
             "kind": "HyperNode",
             "metadata": {"name": name, "labels": labels(), "annotations": annotations},
-            "spec": {"tier": tier, "tierName": TIER_NAMES[tier - 1], "members": members},
+            "spec": {"tier": tier, "tierName": tier_name, "members": members},
         }),
     }
 }
@@ -338,7 +420,8 @@ fn member(kind: &str, name: &str) -> Value {
     json!({"type": kind, "selector": {"exactMatch": {"name": name}}})
 }
 
-fn volcano(tiers: &Tiers) -> Vec<Object> {
+fn volcano(tiers: &Tiers, settings: &Settings) -> Vec<Object> {
+    let tier_name = |tier: usize| settings.tier_names[tier - 1].as_str();
     let at = rfc3339(tiers.computed_at);
     let mut out = Vec::new();
     for z in &tiers.zones {
@@ -356,6 +439,7 @@ fn volcano(tiers: &Tiers) -> Vec<Object> {
         out.push(hypernode(
             &zone_hypernode(&z.name),
             1,
+            tier_name(1),
             members,
             Value::Object(a),
         ));
@@ -387,6 +471,7 @@ fn volcano(tiers: &Tiers) -> Vec<Object> {
         out.push(hypernode(
             &group_hypernode(&g.name),
             2,
+            tier_name(2),
             members,
             Value::Object(a),
         ));
@@ -404,7 +489,13 @@ fn volcano(tiers: &Tiers) -> Vec<Object> {
             .collect();
         groups.sort();
         let members = groups.iter().map(|g| member("HyperNode", g)).collect();
-        out.push(hypernode(CLUSTER_HYPERNODE, 3, members, Value::Object(a)));
+        out.push(hypernode(
+            CLUSTER_HYPERNODE,
+            3,
+            tier_name(3),
+            members,
+            Value::Object(a),
+        ));
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
@@ -569,7 +660,11 @@ fn diktyo(tiers: &Tiers, settings: &Settings) -> Vec<Object> {
             },
         }),
     };
-    vec![nt, cm]
+    if settings.diktyo_configmap {
+        vec![nt, cm]
+    } else {
+        vec![nt]
+    }
 }
 
 /// Everything to write for `tiers` under `settings`.
@@ -578,7 +673,7 @@ pub fn desired(tiers: &Tiers, settings: &Settings) -> Desired {
     for s in &settings.schedulers {
         out.kinds.extend(Kind::of(*s));
         match s {
-            Scheduler::Volcano => out.objects.extend(volcano(tiers)),
+            Scheduler::Volcano => out.objects.extend(volcano(tiers, settings)),
             Scheduler::Kueue => {
                 out.objects.push(kueue(settings));
                 out.node_labels = node_labels(tiers);

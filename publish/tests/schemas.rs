@@ -15,6 +15,9 @@
 //!   `manifests/networktopology/crd.yaml` at df958ed1dc94 (controller-gen v0.14.0); the plugin's
 //!   lookups in `pkg/networkaware/networkoverhead/networkoverhead.go` at 321447b493ba.
 //! - Names, label keys and values: kubernetes/apimachinery `pkg/util/validation/validation.go`.
+//! - Kueue `v1alpha1` Topology (Kueue before 0.14): the same `spec.levels` rules as v1beta1 (the
+//!   issue's validation against the CRDs); `v1beta1` at 01ed66fdddfa carries
+//!   `deprecatedversion` and no `unservedversion`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,6 +32,7 @@ use zonemesh_publish::names::{
 };
 use zonemesh_publish::objects::{
     Kind, KueueVersion, MAX_COST, MIN_COST, Scheduler, Settings, desired, resource_flavor_example,
+    zone_hypernode,
 };
 
 type Check = Result<(), String>;
@@ -459,14 +463,32 @@ fn check_everything(tiers: &Tiers, settings: &Settings) -> Check {
         }
         .map_err(|e| format!("{} {}: {e}", o.kind.kind(), o.name))?;
         if o.kind == Kind::NetworkTopology {
+            // configmapName is required by the CRD; the ConfigMap itself only when asked for
+            // (its existence makes Diktyo's controller rewrite the weights).
             let cm = m["spec"]["configmapName"].as_str().unwrap();
-            if !d
+            let written = d
                 .objects
                 .iter()
-                .any(|x| x.kind == Kind::ConfigMap && x.name == cm && x.namespace == o.namespace)
-            {
-                return fail("the NetworkTopology names a ConfigMap zonemesh does not write");
+                .any(|x| x.kind == Kind::ConfigMap && x.name == cm && x.namespace == o.namespace);
+            if written != settings.diktyo_configmap {
+                return fail(format!(
+                    "ConfigMap {cm} written: {written}, asked for: {}",
+                    settings.diktyo_configmap
+                ));
             }
+        }
+        if o.kind == Kind::HyperNode {
+            // tierName: the settings' name of its tier (prefixed by default, so that another
+            // HyperNode source's `zone` cannot clash in Volcano's one map of tier names).
+            let tier = m["spec"]["tier"].as_i64().unwrap() as usize;
+            if m["spec"]["tierName"] != settings.tier_names[tier - 1].as_str() {
+                return fail(format!("{}: tierName {}", o.name, m["spec"]["tierName"]));
+            }
+        }
+        if o.kind == Kind::KueueTopology
+            && m["apiVersion"] != format!("kueue.x-k8s.io/{}", settings.kueue_version.as_str())
+        {
+            return fail(format!("Topology apiVersion {}", m["apiVersion"]));
         }
     }
     check_hypernode_tree(&hypernodes)?;
@@ -498,12 +520,15 @@ fn check_everything(tiers: &Tiers, settings: &Settings) -> Check {
     Ok(())
 }
 
-/// A zone name: any label value (upper case, `_` and `.` included), up to 63.
+/// A zone name: any label value (upper case, `_` and `.` included), up to 63; and names that
+/// look like zonemesh's other HyperNodes' (`group-1`, `cluster`) or like another zone's mapped
+/// name (`zone-group-1`).
 fn zone_name() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-z][a-z0-9-]{0,10}[a-z0-9]",
         "[A-Za-z0-9][A-Za-z0-9_.-]{0,61}[A-Za-z0-9]",
         Just("unknown".to_owned()),
+        "(zone-){0,2}(group-[1-3]|cluster|[a-c])",
     ]
 }
 
@@ -558,11 +583,20 @@ proptest! {
     #[test]
     fn every_object_follows_its_crd_schema_and_kubernetes_naming(t in tiers()) {
         t.check().unwrap();
-        for kueue_version in [KueueVersion::V1beta2, KueueVersion::V1beta1] {
-            let settings = Settings { kueue_version, ..Settings::default() };
-            if let Err(e) = check_everything(&t, &settings) {
-                prop_assert!(false, "{e}");
+        for kueue_version in [KueueVersion::V1beta2, KueueVersion::V1beta1, KueueVersion::V1alpha1] {
+            for diktyo_configmap in [false, true] {
+                let settings = Settings { kueue_version, diktyo_configmap, ..Settings::default() };
+                if let Err(e) = check_everything(&t, &settings) {
+                    prop_assert!(false, "{e}");
+                }
             }
+        }
+        let custom = Settings {
+            tier_names: ["rack", "pod", "dc"].map(String::from),
+            ..Settings::default()
+        };
+        if let Err(e) = check_everything(&t, &custom.checked().unwrap()) {
+            prop_assert!(false, "{e}");
         }
     }
 }
@@ -658,4 +692,100 @@ fn the_checks_refuse_what_the_schemas_refuse() {
             && !is_quantity("fast")
             && !is_quantity("1MB")
     );
+}
+
+/// Issue 29's findings, as cases: no ConfigMap unless asked for, Kueue v1alpha1, prefixed tier
+/// names that a flag can change (three distinct DNS-1123 subdomains), and HyperNode names that
+/// read once without two zones (or a zone and a group) ever sharing one.
+#[test]
+fn the_publisher_writes_what_the_schedulers_controllers_expect() {
+    let t = tiers()
+        .new_tree(&mut proptest::test_runner::TestRunner::deterministic())
+        .unwrap()
+        .current();
+    let kinds = |settings: &Settings| -> Vec<Kind> {
+        desired(&t, settings)
+            .objects
+            .iter()
+            .map(|o| o.kind)
+            .collect()
+    };
+    let plain = Settings::default();
+    assert!(!kinds(&plain).contains(&Kind::ConfigMap));
+    assert!(kinds(&plain).contains(&Kind::NetworkTopology));
+    // Kind::of still lists ConfigMap: an old ConfigMap zonemesh owns is deleted (migration).
+    assert!(desired(&t, &plain).kinds.contains(&Kind::ConfigMap));
+    let with_cm = Settings {
+        diktyo_configmap: true,
+        ..Settings::default()
+    };
+    assert!(kinds(&with_cm).contains(&Kind::ConfigMap));
+
+    let alpha = Settings {
+        kueue_version: KueueVersion::V1alpha1,
+        ..Settings::default()
+    };
+    let topo = desired(&t, &alpha)
+        .objects
+        .into_iter()
+        .find(|o| o.kind == Kind::KueueTopology)
+        .unwrap();
+    assert_eq!(topo.manifest["apiVersion"], "kueue.x-k8s.io/v1alpha1");
+    assert_eq!(KueueVersion::parse("v1alpha1"), Ok(KueueVersion::V1alpha1));
+    assert!(
+        KueueVersion::parse("v1")
+            .unwrap_err()
+            .contains("v1alpha1 (before 0.14)")
+    );
+
+    let names: BTreeSet<String> = desired(&t, &plain)
+        .objects
+        .iter()
+        .filter(|o| o.kind == Kind::HyperNode)
+        .map(|o| o.manifest["spec"]["tierName"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["zonemesh-cluster", "zonemesh-zone", "zonemesh-zone-group"]
+            .map(String::from)
+            .into()
+    );
+    for bad in ["zone,zone,cluster", "a,b", "Zone,b,c", "a,b,c,d", "a,,c"] {
+        let s = Settings {
+            tier_names: match zonemesh_publish::objects::tier_names(bad) {
+                Ok(n) => n,
+                Err(_) => continue,
+            },
+            ..Settings::default()
+        };
+        assert!(s.checked().is_err(), "{bad} accepted");
+    }
+    assert!(zonemesh_publish::objects::tier_names("a,b").is_err());
+
+    let zone = |z: &str| zone_hypernode(&ZoneName::parse("zone", z).unwrap());
+    for (z, name) in [
+        ("zone-a", "zonemesh-zone-a"),
+        ("eu-west-1a", "zonemesh-eu-west-1a"),
+        ("group-1", "zonemesh-zone-group-1"),
+        ("cluster", "zonemesh-zone-cluster"),
+        ("zone-group-1", "zonemesh-zone-zone-group-1"),
+        ("zone-cluster", "zonemesh-zone-zone-cluster"),
+    ] {
+        assert_eq!(zone(z), name, "{z}");
+    }
+    let all: Vec<String> = [
+        "zone-a",
+        "a",
+        "group-1",
+        "zone-group-1",
+        "zone-zone-group-1",
+        "cluster",
+        "zone-cluster",
+    ]
+    .iter()
+    .map(|z| zone(z))
+    .chain(["zonemesh-group-1".into(), "zonemesh-cluster".into()])
+    .collect();
+    let distinct: BTreeSet<&String> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len(), "{all:?}");
 }

@@ -200,17 +200,18 @@ async fn missing_objects_are_created_changed_ones_replaced_and_stale_owned_ones_
         [
             "zonemesh-cluster",
             "zonemesh-group-1",
-            "zonemesh-zone-zone-a",
-            "zonemesh-zone-zone-b"
+            "zonemesh-zone-a",
+            "zonemesh-zone-b"
         ]
     );
-    let mut changed = served(&manifest(&d, "zonemesh-zone-zone-a"), "uid-a");
+    let mut changed = served(&manifest(&d, "zonemesh-zone-a"), "uid-a");
     changed["spec"]["members"] =
         json!([{"type": "Node", "selector": {"exactMatch": {"name": "a1"}}}]);
     let up_to_date = served(&manifest(&d, "zonemesh-cluster"), "uid-c");
-    let mut old = served(&manifest(&d, "zonemesh-zone-zone-b"), "uid-old");
-    old["metadata"]["name"] = "zonemesh-zone-gone".into();
-    let expect_b = manifest(&d, "zonemesh-zone-zone-b");
+    // The name zonemesh gave zone-b before names read once: owned, no longer derived, deleted.
+    let mut old = served(&manifest(&d, "zonemesh-zone-b"), "uid-old");
+    old["metadata"]["name"] = "zonemesh-zone-zone-b".into();
+    let expect_b = manifest(&d, "zonemesh-zone-b");
     let steps = vec![
         step(
             Method::GET,
@@ -228,13 +229,7 @@ async fn missing_objects_are_created_changed_ones_replaced_and_stale_owned_ones_
             assert_eq!(body["spec"]["tier"], 2);
             assert_eq!(body["spec"]["members"][0]["type"], "HyperNode");
         }),
-        step(
-            Method::PUT,
-            &format!("{HN}/zonemesh-zone-zone-a"),
-            200,
-            changed,
-        )
-        .checking(|_, _, body| {
+        step(Method::PUT, &format!("{HN}/zonemesh-zone-a"), 200, changed).checking(|_, _, body| {
             assert_eq!(
                 body["metadata"]["resourceVersion"], "42",
                 "optimistic concurrency"
@@ -246,7 +241,7 @@ async fn missing_objects_are_created_changed_ones_replaced_and_stale_owned_ones_
         }),
         step(
             Method::DELETE,
-            &format!("{HN}/zonemesh-zone-gone"),
+            &format!("{HN}/zonemesh-zone-zone-b"),
             200,
             status(200, "Success"),
         )
@@ -265,9 +260,9 @@ async fn missing_objects_are_created_changed_ones_replaced_and_stale_owned_ones_
     ];
     let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
     let round = round.unwrap();
-    assert_eq!(round.created, ["zonemesh-group-1", "zonemesh-zone-zone-b"]);
-    assert_eq!(round.updated, ["zonemesh-zone-zone-a"]);
-    assert_eq!(round.deleted, ["zonemesh-zone-gone"]);
+    assert_eq!(round.created, ["zonemesh-group-1", "zonemesh-zone-b"]);
+    assert_eq!(round.updated, ["zonemesh-zone-a"]);
+    assert_eq!(round.deleted, ["zonemesh-zone-zone-b"]);
     assert_eq!(
         (
             metrics.writes(Verb::Create),
@@ -439,7 +434,7 @@ async fn volcano_discovery_splitting_a_zone_is_warned_about_once() {
         ];
         if event {
             // a1 of zone-a and b1 of zone-b: both zonemesh zones are cut differently.
-            for zone in ["zonemesh-zone-zone-a", "zonemesh-zone-zone-b"] {
+            for zone in ["zonemesh-zone-a", "zonemesh-zone-b"] {
                 steps.push(
                     step(
                         Method::POST,
@@ -539,13 +534,21 @@ async fn diktyo_rewriting_our_weights_is_detected_reported_and_undone() {
     let mut nt = served(&manifest(&d, "zonemesh"), "uid-nt");
     nt["spec"]["weights"] = json!([{"name": "UserDefined", "topologyList": []},
                                    {"name": "NetperfCosts", "topologyList": []}]);
-    let cm = d
-        .objects
-        .iter()
-        .find(|o| o.kind == Kind::ConfigMap)
-        .unwrap()
-        .manifest
-        .clone();
+    // No ConfigMap is desired (it would invite Diktyo's controller): one zonemesh wrote before
+    // is deleted, with its uid as precondition.
+    assert!(!d.objects.iter().any(|o| o.kind == Kind::ConfigMap));
+    let cm = desired(
+        &tiers(),
+        &Settings {
+            diktyo_configmap: true,
+            ..settings.clone()
+        },
+    )
+    .objects
+    .into_iter()
+    .find(|o| o.kind == Kind::ConfigMap)
+    .unwrap()
+    .manifest;
     let nts =
         "/apis/networktopology.diktyo.x-k8s.io/v1alpha1/namespaces/zonemesh/networktopologies";
     let steps = vec![
@@ -580,9 +583,18 @@ async fn diktyo_rewriting_our_weights_is_detected_reported_and_undone() {
             200,
             list("ConfigMap", vec![served(&cm, "uid-cm")]),
         ),
+        step(
+            Method::DELETE,
+            "/api/v1/namespaces/zonemesh/configmaps/zonemesh",
+            200,
+            status(200, "Success"),
+        )
+        .checking(|_, _, body| assert_eq!(body["preconditions"]["uid"], "uid-cm")),
     ];
     let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
-    assert_eq!(round.unwrap().updated, ["zonemesh"]);
+    let round = round.unwrap();
+    assert_eq!(round.updated, ["zonemesh"]);
+    assert_eq!(round.deleted, ["zonemesh"], "the old ConfigMap");
     assert_eq!(metrics.weights_rewritten.get(), 1);
 }
 

@@ -511,9 +511,49 @@ async fn tiers_print_as_a_tree_and_publish_dry_run_prints_the_objects() -> Resul
         kinds.iter().filter(|k| **k == "HyperNode").count() == 4
             && kinds.contains(&"Topology")
             && kinds.contains(&"NetworkTopology")
-            && kinds.contains(&"ConfigMap")
+            && !kinds.contains(&"ConfigMap")
             && kinds.iter().filter(|k| **k == "Node").count() == 5,
         "{kinds:?}"
+    );
+    // Names read once, tier names prefixed; the ConfigMap only when asked for.
+    let names: Vec<&str> = items
+        .iter()
+        .filter(|o| o["kind"] == "HyperNode")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    ensure!(
+        names
+            == [
+                "zonemesh-cluster",
+                "zonemesh-group-1",
+                "zonemesh-zone-a",
+                "zonemesh-zone-b"
+            ],
+        "{names:?}"
+    );
+    ensure!(
+        items
+            .iter()
+            .any(|o| o["spec"]["tierName"] == "zonemesh-zone-group"),
+        "{items:?}"
+    );
+    let with_cm = json(&zonemesh(
+        &url,
+        &[
+            "publish",
+            "--dry-run",
+            "--for",
+            "diktyo",
+            "--diktyo-configmap",
+            "-o",
+            "json",
+        ],
+    )?)?;
+    ensure!(
+        with_cm["items"]
+            .as_array()
+            .is_some_and(|i| i.iter().any(|o| o["kind"] == "ConfigMap")),
+        "{with_cm:#}"
     );
     let yaml = ok(&zonemesh(&url, &["publish", "--dry-run", "-o", "yaml"])?)?;
     ensure!(
@@ -558,6 +598,23 @@ async fn tiers_print_as_a_tree_and_publish_dry_run_prints_the_objects() -> Resul
         only["items"][0]["apiVersion"] == "kueue.x-k8s.io/v1beta1",
         "{only:#}"
     );
+    let alpha = json(&zonemesh(
+        &url,
+        &[
+            "publish",
+            "--dry-run",
+            "--for",
+            "kueue",
+            "-o",
+            "json",
+            "--kueue-version",
+            "v1alpha1",
+        ],
+    )?)?;
+    ensure!(
+        alpha["items"][0]["apiVersion"] == "kueue.x-k8s.io/v1alpha1",
+        "{alpha:#}"
+    );
 
     // Publishing itself is the aggregator's; a wrong scheduler is a usage error.
     let status = |out: Output| out.status.code();
@@ -567,6 +624,12 @@ async fn tiers_print_as_a_tree_and_publish_dry_run_prints_the_objects() -> Resul
         status(zonemesh(
             &url,
             &["publish", "--dry-run", "--namespace", "Zonemesh"]
+        )?) == Some(64)
+    );
+    ensure!(
+        status(zonemesh(
+            &url,
+            &["publish", "--dry-run", "--tier-names", "zone,zone,cluster"]
         )?) == Some(64)
     );
     Ok(())

@@ -1,8 +1,9 @@
 //! `deploy/`: every manifest validates against the current Kubernetes schema (kubernetes-validate,
 //! strict) and lints clean (yamllint); the environment variables the manifests set are ones the
 //! binaries read; the scheduler profile calls the extender where the aggregator serves it; the
-//! Kustomize base lists every manifest; the Dockerfile builds every binary and runs as non-root.
-//! CI installs the two PyPI tools; elsewhere the tests that need them say they were skipped.
+//! Kustomize base lists every manifest; the Dockerfile builds every binary and runs as non-root;
+//! the systemd units of `deploy/systemd` pass `systemd-analyze verify` and set only variables the
+//! binaries read. CI installs the tools; elsewhere the tests that need them say they were skipped.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -473,5 +474,144 @@ fn the_cluster_component_validates_and_wires_replicas_log_and_extender() -> Resu
     ensure!(extender.contains("port: 7401"));
     // Agents reach every replica through the headless Service.
     ensure!(read("agent.yaml")?.contains("zonemesh-aggregator-headless.zonemesh.svc:7400"));
+    Ok(())
+}
+
+/// The `ZONEMESH_*` names of `zonemesh publish` (its `--help`).
+fn publish_env_names() -> Result<Vec<String>> {
+    let out = Command::new(binary("zonemesh"))
+        .args(["publish", "--help"])
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split("[env: ")
+        .skip(1)
+        .filter_map(|s| s.split(['=', ']']).next().map(str::to_owned))
+        .collect())
+}
+
+/// deploy/systemd: each unit and environment file sets only variables its binary reads; the
+/// agent runs with CAP_NET_RAW and nothing else, both daemons restart on failure and read their
+/// flags from an environment file, the timer starts the Slurm writer; and systemd itself
+/// (`systemd-analyze verify`, with the units pointed at the built binaries) finds nothing wrong.
+#[test]
+fn the_systemd_units_run_the_binaries_with_the_variables_they_read() -> Result<()> {
+    let dir = deploy().join("systemd");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f));
+    let agent_unit = read("zonemesh-agent.service")?;
+    let aggregator_unit = read("zonemesh-aggregator.service")?;
+    let slurm_unit = read("zonemesh-slurm-topology.service")?;
+    let timer = read("zonemesh-slurm-topology.timer")?;
+    let set_in = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.strip_prefix("Environment=").unwrap_or(l))
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim_start_matches('#')))
+            .filter(|k| k.starts_with("ZONEMESH_"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let publish = publish_env_names()?;
+    ensure!(
+        publish.iter().any(|n| n == "ZONEMESH_SLURM_FILE"),
+        "zonemesh publish --help lists {publish:?}"
+    );
+    for (texts, known, what) in [
+        (
+            vec![agent_unit.clone(), read("agent.env")?],
+            env_names("zonemesh-agent")?,
+            "zonemesh-agent",
+        ),
+        (
+            vec![aggregator_unit.clone(), read("aggregator.env")?],
+            env_names("zonemesh-aggregator")?,
+            "zonemesh-aggregator",
+        ),
+        (
+            vec![slurm_unit.clone(), read("slurm-topology.env")?],
+            publish.clone(),
+            "zonemesh publish",
+        ),
+    ] {
+        let mut names = Vec::new();
+        for t in &texts {
+            names.extend(set_in(t));
+        }
+        ensure!(names.len() >= 2, "{what}: {names:?}");
+        for n in names {
+            ensure!(known.contains(&n), "{what} does not read {n}");
+        }
+    }
+    // Without Kubernetes the agent's zone comes from its flag's variable.
+    ensure!(set_in(&read("agent.env")?).contains(&"ZONEMESH_ZONE".to_owned()));
+    for line in [
+        "AmbientCapabilities=CAP_NET_RAW",
+        "CapabilityBoundingSet=CAP_NET_RAW",
+        "Restart=on-failure",
+        "EnvironmentFile=/etc/zonemesh/agent.env",
+        "ExecStart=/usr/local/bin/zonemesh-agent",
+    ] {
+        ensure!(
+            agent_unit.lines().any(|l| l == line),
+            "agent unit: no {line}"
+        );
+    }
+    ensure!(
+        agent_unit
+            .lines()
+            .filter(|l| l.starts_with("AmbientCapabilities=")
+                || l.starts_with("CapabilityBoundingSet="))
+            .all(|l| l.ends_with("=CAP_NET_RAW")),
+        "the agent gets CAP_NET_RAW only"
+    );
+    for line in [
+        "Restart=on-failure",
+        "EnvironmentFile=/etc/zonemesh/aggregator.env",
+        "CapabilityBoundingSet=",
+    ] {
+        ensure!(
+            aggregator_unit.lines().any(|l| l == line),
+            "aggregator unit: no {line}"
+        );
+    }
+    ensure!(slurm_unit.contains("ExecStart=/usr/local/bin/zonemesh publish"));
+    ensure!(timer.contains("[Timer]") && timer.contains("OnUnitActiveSec="));
+
+    if !zonemesh_tests::tool_available("systemd-analyze", &["--version"], "apt-get install systemd")
+    {
+        return Ok(());
+    }
+    let bin = binary("zonemesh-agent")
+        .parent()
+        .context("binary directory")?
+        .to_owned();
+    binary("zonemesh-aggregator");
+    binary("zonemesh");
+    let tmp = tempfile::tempdir()?;
+    let mut units = Vec::new();
+    for f in std::fs::read_dir(&dir)? {
+        let path = f?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        if name.ends_with(".service") || name.ends_with(".timer") {
+            let text = std::fs::read_to_string(&path)?
+                .replace("/usr/local/bin/", &format!("{}/", bin.display()));
+            std::fs::write(tmp.path().join(&name), text)?;
+            units.push(tmp.path().join(&name));
+        }
+    }
+    ensure!(units.len() == 4, "{units:?}");
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(&units)
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    ensure!(
+        out.status.success() && said.trim().is_empty(),
+        "systemd-analyze verify: {said}"
+    );
     Ok(())
 }

@@ -80,6 +80,8 @@ mod env {
     pub const PUBLISH_NAMESPACE: &str = "ZONEMESH_PUBLISH_NAMESPACE";
     pub const PUBLISH_WEIGHTS_NAME: &str = "ZONEMESH_PUBLISH_WEIGHTS_NAME";
     pub const PUBLISH_KUEUE_VERSION: &str = "ZONEMESH_PUBLISH_KUEUE_VERSION";
+    pub const PUBLISH_TIER_NAMES: &str = "ZONEMESH_PUBLISH_TIER_NAMES";
+    pub const PUBLISH_DIKTYO_CONFIGMAP: &str = "ZONEMESH_PUBLISH_DIKTYO_CONFIGMAP";
     pub const CLUSTER: &str = "ZONEMESH_CLUSTER";
     pub const CLUSTER_TLS_CA: &str = "ZONEMESH_CLUSTER_TLS_CA";
     pub const CLUSTER_CREDS: &str = "ZONEMESH_CLUSTER_CREDS";
@@ -249,9 +251,23 @@ struct Cli {
     /// Name of the NetworkTopology's weights entry (NetworkOverheadArgs.weightsName).
     #[arg(long, env = env::PUBLISH_WEIGHTS_NAME, default_value = "zonemesh")]
     publish_weights_name: String,
-    /// API version of Kueue's Topology: v1beta2 (Kueue 0.15 and later) or v1beta1.
+    /// API version of Kueue's Topology: v1beta2 (Kueue 0.15 and later), v1beta1 (Kueue 0.14) or
+    /// v1alpha1 (before 0.14).
     #[arg(long, env = env::PUBLISH_KUEUE_VERSION, default_value = "v1beta2")]
     publish_kueue_version: String,
+    /// Volcano tierName of the zone, group and cluster HyperNodes, comma-separated (prefixed, so
+    /// that another HyperNode source's tier names cannot clash with them).
+    #[arg(
+        long,
+        env = env::PUBLISH_TIER_NAMES,
+        default_value = "zonemesh-zone,zonemesh-zone-group,zonemesh-cluster"
+    )]
+    publish_tier_names: String,
+    /// Also write the ConfigMap that the NetworkTopology's configmapName names (off: Diktyo's
+    /// networktopology controller, if it runs, then rewrites the costs to 0; NetworkOverhead
+    /// never reads it).
+    #[arg(long, env = env::PUBLISH_DIKTYO_CONFIGMAP)]
+    publish_diktyo_configmap: bool,
     /// Run as a replica on a replicated log: the NATS JetStream servers, comma-separated
     /// (`nats://host:4222,...`; `tls://` for TLS). Without it, one aggregator on its own store.
     #[arg(long, env = env::CLUSTER, value_delimiter = ',')]
@@ -526,15 +542,10 @@ impl Cli {
                 self.publish_interval,
                 Duration::from_secs(1),
             )?;
-            let kueue_version = match self.publish_kueue_version.as_str() {
-                "v1beta2" => zonemesh_publish::KueueVersion::V1beta2,
-                "v1beta1" => zonemesh_publish::KueueVersion::V1beta1,
-                other => {
-                    return Err(format!(
-                        "--publish-kueue-version: {other:?} is neither v1beta2 nor v1beta1"
-                    ));
-                }
-            };
+            let kueue_version = zonemesh_publish::KueueVersion::parse(&self.publish_kueue_version)
+                .map_err(|e| format!("--publish-kueue-version: {e}"))?;
+            let tier_names = zonemesh_publish::objects::tier_names(&self.publish_tier_names)
+                .map_err(|e| e.to_string())?;
             Some(server::PublishConfig {
                 settings: zonemesh_publish::Settings {
                     schedulers,
@@ -542,6 +553,8 @@ impl Cli {
                     namespace: self.publish_namespace.clone(),
                     weights_name: self.publish_weights_name.clone(),
                     kueue_version,
+                    tier_names,
+                    diktyo_configmap: self.publish_diktyo_configmap,
                 }
                 .checked()
                 .map_err(|e| e.to_string())?,
