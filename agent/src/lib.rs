@@ -234,6 +234,10 @@ async fn queue_reports(
     }
 }
 
+/// How late after its start a granted throughput test may still start, ms: the aggregator keeps
+/// the test's nodes busy 2 s past its end.
+const GRANT_LATE_MS: i64 = 1_000;
+
 /// Applies plans and runs granted throughput tests (on `bulk`), sending results to `results`.
 async fn follow_instructions(
     mut instructions: mpsc::UnboundedReceiver<Instruction>,
@@ -244,6 +248,8 @@ async fn follow_instructions(
     results: mpsc::UnboundedSender<(NodeName, ThroughputSample)>,
     metrics: Arc<Metrics>,
 ) {
+    // The newest leader's epoch whose grant came (replicated aggregators; 0: a single one).
+    let mut newest_epoch = 0;
     while let Some(instruction) = instructions.recv().await {
         match instruction {
             Instruction::Plan(next) => {
@@ -272,6 +278,19 @@ async fn follow_instructions(
                 });
             }
             Instruction::Grant(grant) => {
+                if grant.epoch < newest_epoch {
+                    tracing::warn!(grant = grant.id, epoch = grant.epoch, newest_epoch, "throughput grant of an older leader; skipped");
+                    metrics.grants_stale.inc();
+                    continue;
+                }
+                newest_epoch = grant.epoch;
+                let late_ms = UnixMs(unix_ms()).since(grant.start);
+                if late_ms > GRANT_LATE_MS {
+                    // Started this late, the test would still run when its nodes' next one may.
+                    tracing::warn!(grant = grant.id, peer = %grant.peer, late_ms, "throughput grant arrived after its start; skipped");
+                    metrics.grants_late.inc();
+                    continue;
+                }
                 let Some(ip) = grant.peer_address else {
                     tracing::warn!(grant = grant.id, peer = %grant.peer, "throughput grant without the peer's address; skipped");
                     continue;

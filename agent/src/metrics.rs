@@ -84,6 +84,10 @@ pub struct Metrics {
     pub throughput_ok: Counter,
     /// Throughput tests that failed.
     pub throughput_failed: Counter,
+    /// Grants not run: their start had passed by more than the slack.
+    pub grants_late: Counter,
+    /// Grants not run: decided by a leader older than one whose grant already came.
+    pub grants_stale: Counter,
     zones: Arc<Mutex<BTreeMap<String, ZoneFigures>>>,
 }
 
@@ -141,6 +145,14 @@ impl Metrics {
             "zonemesh_agent_throughput_failures",
             "Throughput tests that failed",
         );
+        let grants_late = counter(
+            "zonemesh_agent_grants_late",
+            "Throughput grants not run because their start had passed by more than 1 s",
+        );
+        let grants_stale = counter(
+            "zonemesh_agent_grants_stale",
+            "Throughput grants not run because a newer leader of the replicated aggregator had already granted one",
+        );
         let mut gauge = |name: &str, help: &str| {
             let g = Gauge::default();
             registry.register(name, help, g.clone());
@@ -172,6 +184,8 @@ impl Metrics {
             plan_version,
             throughput_ok,
             throughput_failed,
+            grants_late,
+            grants_stale,
             zones,
         }
     }
@@ -345,6 +359,8 @@ mod tests {
         m.plan_version.set(17);
         m.throughput_ok.add(4);
         m.throughput_failed.inc();
+        m.grants_late.add(2);
+        m.grants_stale.inc();
         let text = zonemesh_common::metrics::render(m.registry());
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/metrics.prom");

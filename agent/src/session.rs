@@ -315,6 +315,7 @@ mod tests {
             duration_ms: 1000,
             warmup_ms: 0,
             streams: 1,
+            epoch: 0,
         }
     }
 

@@ -77,4 +77,6 @@ pub struct ThroughputGrant {
     pub warmup_ms: u32,
     /// Parallel TCP streams.
     pub streams: u32,
+    /// The lease epoch of the leader that decided it (0: a single aggregator).
+    pub epoch: u64,
 }

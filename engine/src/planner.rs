@@ -362,6 +362,7 @@ impl ThroughputScheduler {
             duration_ms: c.duration_ms,
             warmup_ms: c.warmup_ms,
             streams: c.streams,
+            epoch: 0,
         }
     }
 }

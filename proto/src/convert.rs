@@ -839,6 +839,7 @@ impl From<ThroughputGrant> for v1::ThroughputGrant {
             duration_ms: g.duration_ms,
             warmup_ms: g.warmup_ms,
             streams: g.streams,
+            epoch: g.epoch,
         }
     }
 }
@@ -913,6 +914,7 @@ impl TryFrom<v1::ThroughputGrant> for ThroughputGrant {
             duration_ms: wire.duration_ms,
             warmup_ms: wire.warmup_ms,
             streams: wire.streams,
+            epoch: wire.epoch,
         })
     }
 }

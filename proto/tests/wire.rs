@@ -115,6 +115,7 @@ fn every_ingest_message_round_trips() {
             duration_ms: 3000,
             warmup_ms: 1000,
             streams: 1,
+            epoch: 2,
         }),
         v1::aggregator_message::Kind::Error(v1::Error {
             code: 3,
@@ -311,6 +312,7 @@ fn grant(peer_address: Option<&str>) -> ThroughputGrant {
         duration_ms: 3000,
         warmup_ms: 1000,
         streams: 4,
+        epoch: 7,
     }
 }
 

@@ -630,3 +630,73 @@ async fn delete_removes_only_what_zonemesh_owns() {
     .await;
     assert_eq!(round.unwrap().deleted, ["zonemesh-zone-a"]);
 }
+
+/// An API server that answers every call as if the cluster held nothing yet (lists empty,
+/// creates and replaces echoed), counting the calls.
+fn counting_server(mut handle: Handle) -> Arc<std::sync::atomic::AtomicUsize> {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let method = request.method().clone();
+            let bytes = request.into_body().collect_bytes().await.unwrap();
+            let (status, reply) = if method == Method::GET {
+                (200, list("HyperNode", vec![]))
+            } else if bytes.is_empty() {
+                (200, status(200, "Success"))
+            } else {
+                let mut v: Value = serde_json::from_slice(&bytes).unwrap();
+                v["metadata"]["uid"] = "uid-new".into();
+                (201, v)
+            };
+            send.send_response(
+                Response::builder()
+                    .status(status)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+        }
+    });
+    calls
+}
+
+/// Two replicas' publishers, each with its own API conversation: only the one whose replica
+/// leads calls the API server, before a failover and after it (when the new leader publishes
+/// afresh and the old one stops).
+#[tokio::test]
+async fn only_the_leader_publishes_before_and_after_a_failover() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let leader = Arc::new(AtomicUsize::new(0));
+    let (tiers_tx, _) = tokio::sync::watch::channel(Some(Arc::new(tiers())));
+    let mut calls = Vec::new();
+    for replica in 0..2 {
+        let (service, handle): (_, Handle) = tower_test::mock::pair();
+        calls.push(counting_server(handle));
+        let metrics = Arc::new(PublishMetrics::default());
+        let settings = only(Scheduler::Volcano);
+        let writer = Writer::new(Client::new(service, "default"), settings.clone(), metrics.clone());
+        let leads = leader.clone();
+        tokio::spawn(zonemesh_publish::run::run(
+            writer,
+            settings,
+            tiers_tx.subscribe(),
+            Duration::from_millis(20),
+            || NOW,
+            move || leads.load(Ordering::SeqCst) == replica,
+            metrics,
+        ));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = (calls[0].load(Ordering::SeqCst), calls[1].load(Ordering::SeqCst));
+    assert!(before.0 > 0, "the leader published nothing");
+    assert_eq!(before.1, 0, "the follower called the API server");
+    leader.store(1, Ordering::SeqCst);
+    // A round the old leader had begun may finish; then it calls nothing more.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let old = calls[0].load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(calls[0].load(Ordering::SeqCst), old, "the old leader went on publishing");
+    assert!(calls[1].load(Ordering::SeqCst) > 0, "the new leader published nothing");
+    drop(tiers_tx);
+}

@@ -37,8 +37,7 @@ struct Setup {
 }
 
 impl Setup {
-    /// Three NATS servers and `replicas` replicas (the first is the writer), each started with
-    /// `extra` flags.
+    /// Three NATS servers and `replicas` replicas, each started with `extra` flags.
     fn start(replicas: usize, extra: &[&str]) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let logs = dir.path().join("logs");
@@ -53,8 +52,6 @@ impl Setup {
             _dir: dir,
         };
         for i in 0..replicas {
-            setup.data.push(setup._dir.path().join(format!("r{i}")));
-            setup.replicas.push(None);
             setup.start_replica(i)?;
         }
         Ok(setup)
@@ -62,12 +59,22 @@ impl Setup {
 
     /// Starts replica `i` (again) on its data directory.
     fn start_replica(&mut self, i: usize) -> Result<()> {
+        let urls = self.nats.urls();
+        self.start_replica_on(i, &urls)
+    }
+
+    /// Starts replica `i` (again) on its data directory, reaching the log at `urls`.
+    fn start_replica_on(&mut self, i: usize, urls: &str) -> Result<()> {
+        while self.replicas.len() <= i {
+            self.data
+                .push(self._dir.path().join(format!("r{}", self.replicas.len())));
+            self.replicas.push(None);
+        }
         let name = format!("r{i}");
         let data = self.data[i].display().to_string();
-        let urls = self.nats.urls();
         let mut args = vec![
             "--cluster",
-            &urls,
+            urls,
             "--cluster-max-mib",
             "128",
             "--replica-name",
@@ -129,6 +136,13 @@ struct TestAgent {
     /// The highest sequence acknowledged.
     acked: u64,
     reconnects: u32,
+    /// The throughput tests this agent would have run, as the real agent decides (a grant of
+    /// an older leader than one already received, or read more than 1 s after its start, is
+    /// skipped): (peer, start, end) in Unix ms.
+    tests: Vec<(String, i64, i64)>,
+    /// Grants skipped: late, of an older epoch.
+    skipped: (u32, u32),
+    newest_epoch: u64,
 }
 
 impl TestAgent {
@@ -141,7 +155,25 @@ impl TestAgent {
             stream: None,
             acked: 0,
             reconnects: 0,
+            tests: Vec::new(),
+            skipped: (0, 0),
+            newest_epoch: 0,
         }
+    }
+
+    /// Takes a grant as the real agent does (`agent/src/lib.rs`).
+    fn grant(&mut self, g: v1::ThroughputGrant) {
+        if g.epoch < self.newest_epoch {
+            self.skipped.1 += 1;
+            return;
+        }
+        self.newest_epoch = g.epoch;
+        if zonemesh_common::time::unix_ms() > g.start_unix_ms + 1_000 {
+            self.skipped.0 += 1;
+            return;
+        }
+        let end = g.start_unix_ms + i64::from(g.warmup_ms + g.duration_ms);
+        self.tests.push((g.peer, g.start_unix_ms, end));
     }
 
     /// Says hello to the replica at `self.at`, or the next ones in turn.
@@ -264,6 +296,7 @@ impl TestAgent {
                     }
                 }
                 Some(v1::aggregator_message::Kind::Error(e)) => bail!("refused: {}", e.message),
+                Some(v1::aggregator_message::Kind::Grant(g)) => self.grant(g),
                 Some(_) => {}
                 None => bail!("the stream ended"),
             }
@@ -1123,4 +1156,250 @@ async fn a_leader_paused_past_its_ttl_learns_it_lost_the_lease_and_decides_nothi
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     reporting.await??;
     fenced(&decisions(&setup).await?)
+}
+
+/// Throughput tests quick and frequent enough to be granted many times in a test.
+const FREQUENT_TESTS: [&str; 12] = [
+    "--throughput-interval",
+    "2s",
+    "--throughput-duration",
+    "500ms",
+    "--throughput-warmup",
+    "0s",
+    "--throughput-share",
+    "0.5",
+    "--throughput-max-concurrent",
+    "3",
+    "--lease-ttl",
+    "3s",
+];
+
+/// Pairs of tests (by the agents' own logs) that share a node and overlap in time.
+fn overlaps(agents: &[TestAgent]) -> Vec<String> {
+    let mut by_node: BTreeMap<&str, Vec<(i64, i64, &str)>> = BTreeMap::new();
+    for a in agents {
+        for (peer, start, end) in &a.tests {
+            by_node.entry(&a.node).or_default().push((*start, *end, peer));
+            by_node.entry(peer).or_default().push((*start, *end, &a.node));
+        }
+    }
+    let mut found = Vec::new();
+    for (node, mut tests) in by_node {
+        tests.sort();
+        for w in tests.windows(2) {
+            if w[1].0 < w[0].1 {
+                found.push(format!("{node}: {:?} and {:?}", w[0], w[1]));
+            }
+        }
+    }
+    found
+}
+
+/// Grants across failovers: the leader replica SIGKILLed, then the NATS server that leads the
+/// stream; by every agent's own log of the tests it would run, no two tests that share a node
+/// ever overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_two_throughput_tests_of_a_node_overlap_across_failovers() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(3, &FREQUENT_TESTS)?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reporting = tokio::spawn(keep_reporting(agents(&setup, 6), stop.clone()));
+    let first = one_leader(&setup, Duration::from_secs(30)).await?;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    setup.kill_replica(first);
+    let killed = zonemesh_common::time::Stopwatch::start();
+    let next = one_leader(&setup, Duration::from_secs(3 + 5)).await?;
+    let takeover = killed.elapsed();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let log_leader = setup.nats.leader_of(STREAM).context("the stream's leader")?;
+    setup.nats.kill(log_leader);
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let agents = reporting.await??;
+    let tests: usize = agents.iter().map(|a| a.tests.len()).sum();
+    let late: u32 = agents.iter().map(|a| a.skipped.0).sum();
+    let stale: u32 = agents.iter().map(|a| a.skipped.1).sum();
+    let found = overlaps(&agents);
+    println!(
+        "leader r{first} SIGKILLed: r{next} led {:.2} s later (TTL 3 s); log leader n{log_leader} SIGKILLed; \
+         agents ran {tests} throughput tests, skipped {late} late and {stale} of an older leader; overlaps: {}",
+        takeover.as_secs_f64(),
+        found.len()
+    );
+    anyhow::ensure!(tests >= 10, "only {tests} throughput tests granted");
+    anyhow::ensure!(found.is_empty(), "overlapping tests: {found:?}");
+    setup.nats.restart(log_leader)?;
+    fenced(&decisions(&setup).await?)
+}
+
+/// A TCP forwarder on loopback that a test can cut: the partition of one replica from the log.
+struct Cuttable {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Cuttable {
+    async fn start(target: SocketAddr) -> Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, o) = (cut.clone(), open.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if c.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: the connection is reset
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                o.lock().expect("lock").push(task);
+            }
+        });
+        Ok(Self {
+            port,
+            cut,
+            open,
+            accept,
+        })
+    }
+
+    /// Drops every connection through it and refuses new ones (`true`), or lets them through.
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+        if cut {
+            for task in self.open.lock().expect("lock").drain(..) {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Cuttable {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.set_cut(true);
+    }
+}
+
+/// The leader cut off from every NATS server (its connections dropped, new ones refused) past
+/// its TTL: it learns that it lost the lease and steps down, another replica takes over, and
+/// once the partition heals none of its decisions from before is applied anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_log_steps_down_and_decides_nothing() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(0, &FREQUENT_TESTS)?;
+    // r0 reaches the log through forwarders the test can cut; it starts alone, so it leads.
+    let mut proxies = Vec::new();
+    for url in setup.nats.url_list() {
+        let port: u16 = url.rsplit(':').next().context("port")?.parse()?;
+        proxies.push(Cuttable::start(SocketAddr::from(([127, 0, 0, 1], port))).await?);
+    }
+    let through: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{}", p.port))
+        .collect();
+    setup.start_replica_on(0, &through.join(","))?;
+    wait_for("r0 leads", Duration::from_secs(30), || {
+        let l = leaders(&setup);
+        async move { (l == vec![0]).then_some(()) }
+    })
+    .await?;
+    setup.start_replica(1)?;
+    setup.start_replica(2)?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reporting = tokio::spawn(keep_reporting(agents(&setup, 6), stop.clone()));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let r0 = setup.replica(0).http;
+    for p in &proxies {
+        p.set_cut(true);
+    }
+    let cut = zonemesh_common::time::Stopwatch::start();
+    wait_for("r0 steps down, cut off", Duration::from_secs(10), || async move {
+        (leader_gauge(r0) == Some(0.0)).then_some(())
+    })
+    .await?;
+    let stepped_down = cut.elapsed();
+    let next = wait_for("another replica leads", Duration::from_secs(3 + 5), || {
+        let l: Vec<usize> = leaders(&setup).into_iter().filter(|i| *i != 0).collect();
+        async move { (l.len() == 1).then(|| l[0]) }
+    })
+    .await?;
+    let took_over = cut.elapsed();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for p in &proxies {
+        p.set_cut(false);
+    }
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    println!(
+        "r0 cut off from the log: stepped down after {:.2} s, r{next} led after {:.2} s (TTL 3 s)",
+        stepped_down.as_secs_f64(),
+        took_over.as_secs_f64()
+    );
+    anyhow::ensure!(leaders(&setup) == vec![next], "leaders: {:?}", leaders(&setup));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let agents = reporting.await??;
+    let found = overlaps(&agents);
+    anyhow::ensure!(found.is_empty(), "overlapping tests: {found:?}");
+    fenced(&decisions(&setup).await?)
+}
+
+/// Whether each running replica lists `node` as connected.
+async fn connected_on_each(setup: &Setup, node: &str) -> Result<Vec<bool>> {
+    let mut out = Vec::new();
+    for r in setup.replicas.iter().flatten() {
+        let mut client = v1::topology_client::TopologyClient::new(r.channel().await?);
+        let nodes = client
+            .list_nodes(v1::ListNodesRequest::default())
+            .await?
+            .into_inner()
+            .nodes;
+        out.push(nodes.iter().any(|n| n.name == node && n.connected));
+    }
+    Ok(out)
+}
+
+/// Sessions cluster-wide: an agent connected to a replica that dies for good is listed as
+/// connected on every replica until that replica's heartbeats stop, then as gone on every
+/// replica alike (about five heartbeats, 10 s), so the leader grants it nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_of_a_replica_whose_heartbeats_stop_end_on_every_replica() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(3, &[])?;
+    // The agent knows only r2.
+    let mut agent = TestAgent::new("lonely", "zone-0", vec![setup.replica(2).grpc], 0);
+    agent.deliver(1, Duration::from_secs(30)).await?;
+    setup.wait_caught_up(Duration::from_secs(30)).await?;
+    anyhow::ensure!(
+        connected_on_each(&setup, "lonely").await? == vec![true; 3],
+        "connected everywhere while r2 lives"
+    );
+    setup.kill_replica(2);
+    let killed = zonemesh_common::time::Stopwatch::start();
+    let setup = &setup;
+    wait_for(
+        "every replica ends the dead replica's session",
+        Duration::from_secs(30),
+        || async move {
+            let c = connected_on_each(setup, "lonely").await.ok()?;
+            (c == vec![false; 2]).then_some(())
+        },
+    )
+    .await?;
+    println!(
+        "r2 SIGKILLed: its agent's session ended on both other replicas {:.1} s later",
+        killed.elapsed().as_secs_f64()
+    );
+    drop(agent);
+    Ok(())
 }

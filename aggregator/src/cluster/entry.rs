@@ -15,7 +15,7 @@ pub const WRITER_SUBJECTS: &str = "zonemesh.writer";
 
 #[derive(Clone, PartialEq, Message)]
 struct EntryRecord {
-    #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5, 6")]
     kind: Option<Kind>,
 }
 
@@ -31,6 +31,16 @@ enum Kind {
     Test(TestRecord),
     #[prost(message, tag = "5")]
     Takeover(TakeoverRecord),
+    #[prost(message, tag = "6")]
+    Heartbeat(HeartbeatRecord),
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct HeartbeatRecord {
+    #[prost(string, tag = "1")]
+    replica: String,
+    #[prost(uint64, tag = "2")]
+    beat: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -126,6 +136,14 @@ pub enum Entry {
         /// The grant's id.
         id: u64,
     },
+    /// `replica` is alive: its `beat`-th heartbeat since it started. The sessions of a replica
+    /// whose heartbeats stop end on every replica alike.
+    Heartbeat {
+        /// The replica.
+        replica: String,
+        /// Its heartbeats since it started, this one included.
+        beat: u64,
+    },
     /// `replica` holds the lease at `epoch` and decides from here on; decisions of older epochs
     /// are dropped.
     Takeover {
@@ -190,6 +208,10 @@ impl Entry {
                 epoch: *epoch,
                 replica: replica.clone(),
             }),
+            Entry::Heartbeat { replica, beat } => Kind::Heartbeat(HeartbeatRecord {
+                replica: replica.clone(),
+                beat: *beat,
+            }),
         };
         EntryRecord { kind: Some(kind) }.encode_to_vec()
     }
@@ -243,6 +265,10 @@ impl Entry {
             Kind::Takeover(t) => Entry::Takeover {
                 epoch: t.epoch,
                 replica: t.replica,
+            },
+            Kind::Heartbeat(h) => Entry::Heartbeat {
+                replica: h.replica,
+                beat: h.beat,
             },
         })
     }
@@ -310,6 +336,10 @@ mod tests {
             Entry::Takeover {
                 epoch: 4,
                 replica: "r1".into(),
+            },
+            Entry::Heartbeat {
+                replica: "r2".into(),
+                beat: 12,
             },
         ];
         for entry in entries {

@@ -157,15 +157,21 @@ async fn renew(
         return None;
     }
     let value = bytes::Bytes::from(config.replica.clone());
-    match store.update(KEY, value, h.revision).await {
-        Ok(revision) => {
+    // Never believe in the lease past its TTL: a renewal still unanswered then has failed.
+    let left = config.lease_ttl.saturating_sub(h.renewed.elapsed());
+    match tokio::time::timeout(left, store.update(KEY, value, h.revision)).await {
+        Ok(Ok(revision)) => {
             h.revision = revision;
             h.renewed = Stopwatch::start();
             Some(h)
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, epoch = h.epoch, "the lease was not renewed");
             step_down(progress, "the lease could not be renewed");
+            None
+        }
+        Err(_) => {
+            step_down(progress, "the lease was not renewed within its TTL");
             None
         }
     }

@@ -8,6 +8,9 @@
 //!   returns once the stream has stored an entry (retrying through a failover).
 //! - [`applier`]: the consumer that feeds the owner the log in order, with the stream's own
 //!   timestamps, and tells how far behind the replica is.
+//! - [`lease`]: the leader's lease, the takeover, and the one task that writes its decisions,
+//!   fenced by the epoch and JetStream's expected last sequence.
+//! - [`liveness`]: which replicas are alive, from their heartbeats in the log.
 //! - [`snapshot`]: the replica's state as one object in the snapshots' bucket, written every few
 //!   minutes, from which a new replica (or one the stream's retention passed by) starts.
 //!
@@ -18,6 +21,7 @@
 pub mod applier;
 pub mod entry;
 pub mod lease;
+pub mod liveness;
 pub mod log;
 pub mod progress;
 pub mod snapshot;

@@ -9,6 +9,8 @@ use tokio::task::JoinHandle;
 
 use super::owner::{ClusterStart, Owner, ToLog};
 use crate::Error;
+use crate::cluster::entry::{Entry, writer_subject};
+use crate::cluster::liveness::HEARTBEAT_EVERY;
 use crate::cluster::{ClusterConfig, Log, Progress, snapshot};
 use crate::store::{Contents, Store};
 
@@ -132,6 +134,7 @@ impl Replica {
             self.progress.clone(),
             decided,
         ));
+        let heartbeat = tokio::spawn(heartbeats(self.log.clone()));
         let outbox = tokio::spawn(async move {
             while let Some(item) = from_owner.recv().await {
                 match item {
@@ -148,6 +151,29 @@ impl Replica {
                 }
             }
         });
-        vec![applier, lease, outbox]
+        vec![applier, lease, heartbeat, outbox]
+    }
+}
+
+/// Appends this replica's numbered heartbeat to the log every [`HEARTBEAT_EVERY`], for as long as
+/// it runs (its id names this start, so that a restart's heartbeats are not taken for resends).
+async fn heartbeats(log: Log) {
+    let replica = log.config().replica.clone();
+    let started = zonemesh_common::time::unix_ms();
+    let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    for beat in 1u64.. {
+        tick.tick().await;
+        let entry = Entry::Heartbeat {
+            replica: replica.clone(),
+            beat,
+        };
+        let id = format!("b/{replica}/{started}/{beat}");
+        if let Err(e) = log
+            .append(writer_subject("heartbeat"), &id, entry.encode())
+            .await
+        {
+            tracing::warn!(error = %e, "a heartbeat did not reach the log");
+        }
     }
 }

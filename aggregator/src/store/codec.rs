@@ -137,6 +137,8 @@ struct SessionRecord {
     node: String,
     #[prost(uint64, tag = "2")]
     session: u64,
+    #[prost(string, tag = "3")]
+    replica: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -192,9 +194,10 @@ fn cluster_records(meta: &super::ClusterMeta, out: &mut Vec<super::Record>) {
     if let Some(sessions) = &meta.sessions {
         let sessions = sessions
             .iter()
-            .map(|(node, session)| SessionRecord {
+            .map(|(node, session, replica)| SessionRecord {
                 node: node.to_string(),
                 session: *session,
+                replica: replica.clone(),
             })
             .collect();
         out.push((
@@ -251,6 +254,7 @@ fn decode_cluster_into(
                 Ok((
                     NodeName::parse(&format!("sessions[{i}].node"), s.node)?,
                     s.session,
+                    s.replica,
                 ))
             })
             .collect::<Result<_, CodecError>>()?;

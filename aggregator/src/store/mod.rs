@@ -51,8 +51,8 @@ pub struct ClusterMeta {
     pub clock: UnixMs,
     /// Every node, in id order.
     pub node_order: Option<Vec<NodeName>>,
-    /// The session each connected node has, by the log.
-    pub sessions: Option<Vec<(NodeName, u64)>>,
+    /// The session each connected node has, by the log, and the replica that holds it.
+    pub sessions: Option<Vec<(NodeName, u64, String)>>,
     /// The throughput tests each node takes part in (from the writer's entries), which keep the
     /// windows they load out of the figures.
     pub tests: Option<Vec<NodeTests>>,

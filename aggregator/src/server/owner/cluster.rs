@@ -13,12 +13,13 @@ use zonemesh_domain::{Hello, NodeName, UnixMs};
 use zonemesh_engine::planner::Grant;
 use zonemesh_engine::{Applied, NodeId, Topology};
 
-use super::messages::{LogItem, Logged, OutboundTx, ToLog};
+use super::messages::{LogItem, Logged, Outbound, OutboundTx, Refusal, RefusalKind, ToLog};
 use super::sessions::{Session, Sessions};
 use super::write::{PendingAck, send_acks};
 use crate::Error;
 use crate::cluster::Progress;
 use crate::cluster::entry::Entry;
+use crate::cluster::liveness::Liveness;
 use crate::server::metrics::Metrics;
 use crate::store::{Batch, ClusterMeta, NodeTests};
 
@@ -36,6 +37,10 @@ pub(super) struct ClusterState {
     clock: UnixMs,
     /// The session each connected node has, by the log.
     log_sessions: HashMap<NodeId, u64>,
+    /// The replica that holds each of those sessions.
+    session_replica: HashMap<NodeId, String>,
+    /// Which replicas are alive, by their heartbeats.
+    liveness: Liveness,
     /// The sessions changed since the last checkpoint.
     sessions_changed: bool,
     /// Nodes in the last checkpoint's node order.
@@ -51,8 +56,8 @@ pub(super) struct ClusterState {
     progress: Arc<Progress>,
     /// The newest leader's epoch applied (a takeover's, or a decision's).
     epoch: u64,
-    /// Throughput tests of the current epoch applied since the owner last took them.
-    decided: Vec<Grant>,
+    /// Throughput tests of the current epoch applied since the owner last took them, with it.
+    decided: Vec<(Grant, u64)>,
     /// Entries and snapshots for the replica's cluster task.
     out: mpsc::UnboundedSender<ToLog>,
     snapshot_every: Duration,
@@ -66,8 +71,8 @@ pub struct ClusterStart {
     pub applied: u64,
     /// The applier's clock then.
     pub clock: UnixMs,
-    /// The sessions the log had open then.
-    pub sessions: Vec<(NodeName, u64)>,
+    /// The sessions the log had open then, and the replicas that held them.
+    pub sessions: Vec<(NodeName, u64, String)>,
     /// The throughput tests noted then.
     pub tests: Vec<NodeTests>,
     /// How often to write a snapshot to the bucket.
@@ -82,10 +87,14 @@ impl ClusterState {
     /// The state of a replica restored at `start`: the log's sessions are connected again.
     pub fn new(start: ClusterStart, topology: &mut Topology) -> Self {
         let mut log_sessions = HashMap::new();
-        for (node, session) in &start.sessions {
+        let mut session_replica = HashMap::new();
+        let mut liveness = Liveness::default();
+        for (node, session, replica) in &start.sessions {
             if let Some(id) = topology.id(node) {
                 topology.resume(id);
                 log_sessions.insert(id, *session);
+                session_replica.insert(id, replica.clone());
+                liveness.hello(replica);
             }
         }
         for (node, tests) in &start.tests {
@@ -98,6 +107,8 @@ impl ClusterState {
             applied: start.applied,
             clock: start.clock,
             log_sessions,
+            session_replica,
+            liveness,
             sessions_changed: false,
             nodes_checkpointed: topology.view().nodes().len(),
             tests_changed: false,
@@ -215,7 +226,11 @@ impl ClusterState {
         metrics: &Metrics,
     ) {
         match entry {
-            Entry::Hello { hello, session, .. } => {
+            Entry::Hello {
+                hello,
+                session,
+                replica,
+            } => {
                 let pending = self.hellos.remove(&(hello.node.clone(), session));
                 if let Err(e) = topology.admit_hello(&hello) {
                     tracing::warn!(node = %hello.node, "hello in the log refused: {e}");
@@ -226,6 +241,8 @@ impl ClusterState {
                 }
                 let (id, _) = topology.register(&hello, now);
                 self.log_sessions.insert(id, session);
+                self.liveness.hello(&replica);
+                self.session_replica.insert(id, replica);
                 self.sessions_changed = true;
                 // A newer session elsewhere ends this replica's stream of the node.
                 if sessions.get(&id).is_some_and(|s| s.id != session) {
@@ -259,6 +276,7 @@ impl ClusterState {
                     && self.log_sessions.get(&id) == Some(&session)
                 {
                     self.log_sessions.remove(&id);
+                    self.session_replica.remove(&id);
                     self.sessions_changed = true;
                     topology.disconnect(id, now);
                     metrics.connected.set(self.log_sessions.len() as u64);
@@ -281,13 +299,14 @@ impl ClusterState {
                 if let (Some(s), Some(d)) = (topology.id(&src), topology.id(&dst)) {
                     topology.note_throughput_test(s, d, from, until);
                     self.tests_changed = true;
-                    self.decided.push(Grant {
+                    let grant = Grant {
                         id,
                         src: s,
                         dst: d,
                         start: from,
                         until,
-                    });
+                    };
+                    self.decided.push((grant, epoch));
                 }
             }
             Entry::Takeover { epoch, replica } => {
@@ -296,12 +315,58 @@ impl ClusterState {
                     self.epoch = epoch;
                 }
             }
+            Entry::Heartbeat { replica, beat } => {
+                for dead in self.liveness.beat(&replica, beat) {
+                    self.end_sessions_of(&dead, now, topology, sessions, metrics);
+                }
+            }
         }
+    }
+
+    /// Ends every session `replica` held: its heartbeats stopped (every replica decides this
+    /// alike, from the log). When that replica is this one (it was cut off from the log), its
+    /// agents' streams are ended too, so that they say hello again.
+    fn end_sessions_of(
+        &mut self,
+        replica: &str,
+        now: UnixMs,
+        topology: &mut Topology,
+        sessions: &mut Sessions,
+        metrics: &Metrics,
+    ) {
+        let held: Vec<NodeId> = self
+            .session_replica
+            .iter()
+            .filter(|(_, r)| r.as_str() == replica)
+            .map(|(id, _)| *id)
+            .collect();
+        tracing::warn!(
+            replica,
+            sessions = held.len(),
+            "a replica's heartbeats stopped; its sessions end"
+        );
+        for id in held {
+            self.session_replica.remove(&id);
+            if self.log_sessions.remove(&id).is_some() {
+                self.sessions_changed = true;
+                topology.disconnect(id, now);
+            }
+            if let Some(s) = sessions.remove(&id) {
+                let _ = s.outbound.try_send(Outbound::End(Refusal {
+                    kind: RefusalKind::Unavailable,
+                    field: String::new(),
+                    message: "this replica's heartbeats did not reach the log; say hello again"
+                        .into(),
+                    sequence: 0,
+                }));
+            }
+        }
+        metrics.connected.set(self.log_sessions.len() as u64);
     }
 
     /// The throughput tests of the current leader applied since the last call: the owner
     /// relays those of its own agents and keeps the scheduler's bookkeeping.
-    pub fn take_decided(&mut self) -> Vec<Grant> {
+    pub fn take_decided(&mut self) -> Vec<(Grant, u64)> {
         std::mem::take(&mut self.decided)
     }
 
@@ -356,11 +421,14 @@ impl ClusterState {
         }
     }
 
-    fn sessions(&self, topology: &Topology) -> Vec<(NodeName, u64)> {
+    fn sessions(&self, topology: &Topology) -> Vec<(NodeName, u64, String)> {
         let mut sessions: Vec<_> = self
             .log_sessions
             .iter()
-            .map(|(id, s)| (topology.node(*id).name.clone(), *s))
+            .map(|(id, s)| {
+                let replica = self.session_replica.get(id).cloned().unwrap_or_default();
+                (topology.node(*id).name.clone(), *s, replica)
+            })
             .collect();
         sessions.sort();
         sessions

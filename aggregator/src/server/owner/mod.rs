@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
-use zonemesh_domain::{Hello, Report, UnixMs};
+use zonemesh_domain::{Hello, Report, ThroughputGrant, UnixMs};
 use zonemesh_engine::model::Model;
 use zonemesh_engine::planner::{Grant, Plans, ThroughputScheduler};
 use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
@@ -532,7 +532,7 @@ impl State {
             for grant in grants {
                 self.topology
                     .note_throughput_test(grant.src, grant.dst, grant.start, grant.until);
-                self.send_grant(&grant);
+                self.send_grant(&grant, 0);
             }
             return;
         };
@@ -570,7 +570,7 @@ impl State {
             return;
         }
         let now = self.clock.now();
-        for grant in decided {
+        for (grant, epoch) in decided {
             self.scheduler.record(self.topology.view(), &grant);
             if !self.sessions.contains_key(&grant.src) {
                 continue;
@@ -582,13 +582,17 @@ impl State {
                 }
                 continue;
             }
-            self.send_grant(&grant);
+            self.send_grant(&grant, epoch);
         }
     }
 
-    /// Sends `grant` to its sender's agent, if this process holds its stream.
-    fn send_grant(&self, grant: &Grant) {
-        let described = ThroughputScheduler::describe(self.topology.view(), grant);
+    /// Sends `grant` (decided at `epoch`; 0 without a cluster) to its sender's agent, if this
+    /// process holds its stream.
+    fn send_grant(&self, grant: &Grant, epoch: u64) {
+        let described = ThroughputGrant {
+            epoch,
+            ..ThroughputScheduler::describe(self.topology.view(), grant)
+        };
         if let Some(s) = self.sessions.get(&grant.src) {
             tracing::debug!(src = %self.topology.node(grant.src).name, dst = %described.peer, id = grant.id, "throughput grant");
             self.metrics.grants.inc();
