@@ -279,7 +279,12 @@ async fn follow_instructions(
             }
             Instruction::Grant(grant) => {
                 if grant.epoch < newest_epoch {
-                    tracing::warn!(grant = grant.id, epoch = grant.epoch, newest_epoch, "throughput grant of an older leader; skipped");
+                    tracing::warn!(
+                        grant = grant.id,
+                        epoch = grant.epoch,
+                        newest_epoch,
+                        "throughput grant of an older leader; skipped"
+                    );
                     metrics.grants_stale.inc();
                     continue;
                 }

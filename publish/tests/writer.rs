@@ -675,7 +675,11 @@ async fn only_the_leader_publishes_before_and_after_a_failover() {
         calls.push(counting_server(handle));
         let metrics = Arc::new(PublishMetrics::default());
         let settings = only(Scheduler::Volcano);
-        let writer = Writer::new(Client::new(service, "default"), settings.clone(), metrics.clone());
+        let writer = Writer::new(
+            Client::new(service, "default"),
+            settings.clone(),
+            metrics.clone(),
+        );
         let leads = leader.clone();
         tokio::spawn(zonemesh_publish::run::run(
             writer,
@@ -688,7 +692,10 @@ async fn only_the_leader_publishes_before_and_after_a_failover() {
         ));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = (calls[0].load(Ordering::SeqCst), calls[1].load(Ordering::SeqCst));
+    let before = (
+        calls[0].load(Ordering::SeqCst),
+        calls[1].load(Ordering::SeqCst),
+    );
     assert!(before.0 > 0, "the leader published nothing");
     assert_eq!(before.1, 0, "the follower called the API server");
     leader.store(1, Ordering::SeqCst);
@@ -696,7 +703,14 @@ async fn only_the_leader_publishes_before_and_after_a_failover() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let old = calls[0].load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(calls[0].load(Ordering::SeqCst), old, "the old leader went on publishing");
-    assert!(calls[1].load(Ordering::SeqCst) > 0, "the new leader published nothing");
+    assert_eq!(
+        calls[0].load(Ordering::SeqCst),
+        old,
+        "the old leader went on publishing"
+    );
+    assert!(
+        calls[1].load(Ordering::SeqCst) > 0,
+        "the new leader published nothing"
+    );
     drop(tiers_tx);
 }

@@ -136,13 +136,36 @@ struct TestAgent {
     /// The highest sequence acknowledged.
     acked: u64,
     reconnects: u32,
-    /// The throughput tests this agent would have run, as the real agent decides (a grant of
-    /// an older leader than one already received, or read more than 1 s after its start, is
-    /// skipped): (peer, start, end) in Unix ms.
+    /// The throughput tests it would have run.
+    grants: GrantLog,
+}
+
+/// The throughput tests an agent would have run, as the real agent decides (`agent/src/lib.rs`:
+/// a grant of an older leader than one already received, or read more than 1 s after its start,
+/// is skipped).
+#[derive(Default)]
+struct GrantLog {
+    /// (peer, start, end), Unix ms.
     tests: Vec<(String, i64, i64)>,
     /// Grants skipped: late, of an older epoch.
     skipped: (u32, u32),
     newest_epoch: u64,
+}
+
+impl GrantLog {
+    fn take(&mut self, g: v1::ThroughputGrant) {
+        if g.epoch < self.newest_epoch {
+            self.skipped.1 += 1;
+            return;
+        }
+        self.newest_epoch = g.epoch;
+        if zonemesh_common::time::unix_ms() > g.start_unix_ms + 1_000 {
+            self.skipped.0 += 1;
+            return;
+        }
+        let end = g.start_unix_ms + i64::from(g.warmup_ms + g.duration_ms);
+        self.tests.push((g.peer, g.start_unix_ms, end));
+    }
 }
 
 impl TestAgent {
@@ -155,25 +178,8 @@ impl TestAgent {
             stream: None,
             acked: 0,
             reconnects: 0,
-            tests: Vec::new(),
-            skipped: (0, 0),
-            newest_epoch: 0,
+            grants: GrantLog::default(),
         }
-    }
-
-    /// Takes a grant as the real agent does (`agent/src/lib.rs`).
-    fn grant(&mut self, g: v1::ThroughputGrant) {
-        if g.epoch < self.newest_epoch {
-            self.skipped.1 += 1;
-            return;
-        }
-        self.newest_epoch = g.epoch;
-        if zonemesh_common::time::unix_ms() > g.start_unix_ms + 1_000 {
-            self.skipped.0 += 1;
-            return;
-        }
-        let end = g.start_unix_ms + i64::from(g.warmup_ms + g.duration_ms);
-        self.tests.push((g.peer, g.start_unix_ms, end));
     }
 
     /// Says hello to the replica at `self.at`, or the next ones in turn.
@@ -296,7 +302,7 @@ impl TestAgent {
                     }
                 }
                 Some(v1::aggregator_message::Kind::Error(e)) => bail!("refused: {}", e.message),
-                Some(v1::aggregator_message::Kind::Grant(g)) => self.grant(g),
+                Some(v1::aggregator_message::Kind::Grant(g)) => self.grants.take(g),
                 Some(_) => {}
                 None => bail!("the stream ended"),
             }
@@ -1178,9 +1184,15 @@ const FREQUENT_TESTS: [&str; 12] = [
 fn overlaps(agents: &[TestAgent]) -> Vec<String> {
     let mut by_node: BTreeMap<&str, Vec<(i64, i64, &str)>> = BTreeMap::new();
     for a in agents {
-        for (peer, start, end) in &a.tests {
-            by_node.entry(&a.node).or_default().push((*start, *end, peer));
-            by_node.entry(peer).or_default().push((*start, *end, &a.node));
+        for (peer, start, end) in &a.grants.tests {
+            by_node
+                .entry(&a.node)
+                .or_default()
+                .push((*start, *end, peer));
+            by_node
+                .entry(peer)
+                .or_default()
+                .push((*start, *end, &a.node));
         }
     }
     let mut found = Vec::new();
@@ -1213,14 +1225,17 @@ async fn no_two_throughput_tests_of_a_node_overlap_across_failovers() -> Result<
     let next = one_leader(&setup, Duration::from_secs(3 + 5)).await?;
     let takeover = killed.elapsed();
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let log_leader = setup.nats.leader_of(STREAM).context("the stream's leader")?;
+    let log_leader = setup
+        .nats
+        .leader_of(STREAM)
+        .context("the stream's leader")?;
     setup.nats.kill(log_leader);
     tokio::time::sleep(Duration::from_secs(15)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let agents = reporting.await??;
-    let tests: usize = agents.iter().map(|a| a.tests.len()).sum();
-    let late: u32 = agents.iter().map(|a| a.skipped.0).sum();
-    let stale: u32 = agents.iter().map(|a| a.skipped.1).sum();
+    let tests: usize = agents.iter().map(|a| a.grants.tests.len()).sum();
+    let late: u32 = agents.iter().map(|a| a.grants.skipped.0).sum();
+    let stale: u32 = agents.iter().map(|a| a.grants.skipped.1).sum();
     let found = overlaps(&agents);
     println!(
         "leader r{first} SIGKILLed: r{next} led {:.2} s later (TTL 3 s); log leader n{log_leader} SIGKILLed; \
@@ -1323,10 +1338,13 @@ async fn a_leader_cut_off_from_the_log_steps_down_and_decides_nothing() -> Resul
         p.set_cut(true);
     }
     let cut = zonemesh_common::time::Stopwatch::start();
-    wait_for("r0 steps down, cut off", Duration::from_secs(10), || async move {
-        (leader_gauge(r0) == Some(0.0)).then_some(())
-    })
-    .await?;
+    wait_for(
+        "r0 steps down, cut off",
+        Duration::from_secs(10),
+        || async move { (leader_gauge(r0) == Some(0.0)).then_some(()) },
+    )
+    .await
+    .with_context(|| format!("r0's log: {}", setup.replica(0).log()))?;
     let stepped_down = cut.elapsed();
     let next = wait_for("another replica leads", Duration::from_secs(3 + 5), || {
         let l: Vec<usize> = leaders(&setup).into_iter().filter(|i| *i != 0).collect();
@@ -1344,7 +1362,11 @@ async fn a_leader_cut_off_from_the_log_steps_down_and_decides_nothing() -> Resul
         stepped_down.as_secs_f64(),
         took_over.as_secs_f64()
     );
-    anyhow::ensure!(leaders(&setup) == vec![next], "leaders: {:?}", leaders(&setup));
+    anyhow::ensure!(
+        leaders(&setup) == vec![next],
+        "leaders: {:?}",
+        leaders(&setup)
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let agents = reporting.await??;
     let found = overlaps(&agents);

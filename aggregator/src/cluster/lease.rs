@@ -159,10 +159,13 @@ async fn renew(
     let value = bytes::Bytes::from(config.replica.clone());
     // Never believe in the lease past its TTL: a renewal still unanswered then has failed.
     let left = config.lease_ttl.saturating_sub(h.renewed.elapsed());
+    // Counted from before the request: the servers' TTL runs from when they stored it, which is
+    // later, so this replica stops believing in the lease before it expires there.
+    let sent = Stopwatch::start();
     match tokio::time::timeout(left, store.update(KEY, value, h.revision)).await {
         Ok(Ok(revision)) => {
             h.revision = revision;
-            h.renewed = Stopwatch::start();
+            h.renewed = sent;
             Some(h)
         }
         Ok(Err(e)) => {
@@ -188,8 +191,8 @@ async fn contend(
         return None;
     }
     let value = bytes::Bytes::from(config.replica.clone());
-    let epoch = store.create(KEY, value).await.ok()?;
     let renewed = Stopwatch::start();
+    let epoch = store.create(KEY, value).await.ok()?;
     // Apply the log up to its head (the previous leader's last decisions included) before
     // deciding anything; give up (the lease then expires) if that takes half the TTL.
     let last = match log.last_decision().await {
