@@ -32,6 +32,8 @@ struct Setup {
     replicas: Vec<Option<Aggregator>>,
     data: Vec<PathBuf>,
     extra: Vec<String>,
+    /// Each replica on a fixed HTTP port it advertises (`--advertise-url`).
+    advertise: bool,
     logs: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -48,6 +50,7 @@ impl Setup {
             replicas: Vec::new(),
             data: Vec::new(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            advertise: false,
             logs,
             _dir: dir,
         };
@@ -84,6 +87,15 @@ impl Setup {
             "--snapshot-interval",
             "2s",
         ];
+        let (listen, url);
+        if self.advertise {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            listen = format!("127.0.0.1:{port}");
+            url = format!("http://{listen}");
+            args.extend(["--http-listen", &listen, "--advertise-url", &url]);
+        }
         args.extend(self.extra.iter().map(String::as_str));
         self.replicas[i] = Some(start_aggregator(&args, &self.logs)?);
         Ok(())
@@ -960,6 +972,7 @@ async fn real_agents_move_to_another_replica_when_theirs_dies() -> Result<()> {
     .await?;
     let victim = urls.iter().position(|u| *u == first).expect("one of them");
     let before = acked(&agents[0])?;
+    let plan_before = agents[0].metric("zonemesh_agent_plan_version")?;
     setup.kill_replica(victim);
     let moved = wait_for(
         "n1 said hello to the other replica",
@@ -979,6 +992,17 @@ async fn real_agents_move_to_another_replica_when_theirs_dies() -> Result<()> {
         },
     )
     .await?;
+    // The other replica's plan has a higher version than the first one's: versions never go
+    // back when an agent moves.
+    let plan_after = wait_for("n1 holds the other replica's plan", Duration::from_secs(15), || {
+        let v = agents[0].metric("zonemesh_agent_plan_version").unwrap_or(0.0);
+        async move { (v != plan_before).then_some(v) }
+    })
+    .await?;
+    anyhow::ensure!(
+        plan_after > plan_before,
+        "plan version went from {plan_before} to {plan_after}"
+    );
     println!("n1 moved from {first} to {moved} when its replica was SIGKILLed");
     Ok(())
 }
@@ -1221,6 +1245,7 @@ async fn no_two_throughput_tests_of_a_node_overlap_across_failovers() -> Result<
     let first = one_leader(&setup, Duration::from_secs(30)).await?;
     tokio::time::sleep(Duration::from_secs(8)).await;
     setup.kill_replica(first);
+    let first_kill = zonemesh_common::time::unix_ms();
     let killed = zonemesh_common::time::Stopwatch::start();
     let next = one_leader(&setup, Duration::from_secs(3 + 5)).await?;
     let takeover = killed.elapsed();
@@ -1230,6 +1255,7 @@ async fn no_two_throughput_tests_of_a_node_overlap_across_failovers() -> Result<
         .leader_of(STREAM)
         .context("the stream's leader")?;
     setup.nats.kill(log_leader);
+    let second_kill = zonemesh_common::time::unix_ms();
     tokio::time::sleep(Duration::from_secs(15)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let agents = reporting.await??;
@@ -1243,7 +1269,25 @@ async fn no_two_throughput_tests_of_a_node_overlap_across_failovers() -> Result<
         takeover.as_secs_f64(),
         found.len()
     );
-    anyhow::ensure!(tests >= 10, "only {tests} throughput tests granted");
+    // Tests before the first kill, between the kills and after the second: grants went on
+    // through both failovers.
+    let starts: Vec<i64> = agents
+        .iter()
+        .flat_map(|a| a.grants.tests.iter().map(|t| t.1))
+        .collect();
+    let phases = [
+        starts.iter().filter(|s| **s < first_kill).count(),
+        starts
+            .iter()
+            .filter(|s| (first_kill..second_kill).contains(*s))
+            .count(),
+        starts.iter().filter(|s| **s >= second_kill).count(),
+    ];
+    println!("throughput tests before, between and after the kills: {phases:?}");
+    anyhow::ensure!(
+        phases.iter().all(|n| *n > 0),
+        "throughput tests before, between and after the kills: {phases:?}"
+    );
     anyhow::ensure!(found.is_empty(), "overlapping tests: {found:?}");
     setup.nats.restart(log_leader)?;
     fenced(&decisions(&setup).await?)
@@ -1423,5 +1467,99 @@ async fn the_sessions_of_a_replica_whose_heartbeats_stop_end_on_every_replica() 
         killed.elapsed().as_secs_f64()
     );
     drop(agent);
+    Ok(())
+}
+
+/// The job of a pod, as kube-scheduler sends it to the extender (`ExtenderArgs`).
+fn filter_body(pod: &str, job: &str, workers: u32, nodes: &[&str]) -> String {
+    serde_json::json!({
+        "Pod": {"metadata": {"name": pod, "namespace": "ml",
+                             "labels": {"zonemesh.io/job": job},
+                             "annotations": {"zonemesh.io/workers": workers.to_string()}}},
+        "Nodes": null,
+        "NodeNames": nodes,
+    })
+    .to_string()
+}
+
+/// Extender calls on any replica reach the leader's job memory: a job's first pod, offered only
+/// zone-a (the worse zone) on a follower, fixes the job there; then 32 filter calls at once for
+/// its pods, spread over every replica and offered both zones, all keep it in zone-a (a
+/// replica answering from a memory of its own would choose the better zone-b).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let mut setup = Setup {
+        nats: NatsCluster::start(3, dir.path(), &logs)?,
+        replicas: Vec::new(),
+        data: Vec::new(),
+        extra: vec!["--lease-ttl".into(), "3s".into()],
+        advertise: true,
+        logs,
+        _dir: dir,
+    };
+    for i in 0..3 {
+        setup.start_replica(i)?;
+    }
+    let leader = one_leader(&setup, Duration::from_secs(30)).await?;
+    // Two zones of three; a2 loses 10 %: zone-b is the better one.
+    let all = ["a1", "a2", "a3", "b1", "b2", "b3"];
+    let mut agents = Vec::new();
+    for n in all {
+        let zone = if n.starts_with('a') { "zone-a" } else { "zone-b" };
+        agents.push((n, zonemesh_tests::FakeAgent::connect(setup.replica(0), n, zone).await?));
+    }
+    for (n, agent) in &mut agents {
+        let mates: Vec<(&str, f64, u64, f64)> = all
+            .iter()
+            .filter(|m| **m != *n && m[..1] == n[..1])
+            .map(|m| (*m, 40.0, if *n == "a2" || *m == "a2" { 10 } else { 0 }, 9.4e8))
+            .collect();
+        agent.report(&mates).await?;
+    }
+    setup.wait_caught_up(Duration::from_secs(30)).await?;
+    // Followers learn where the leader answers at their next lease tick (a second).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let https: Vec<SocketAddr> = setup.replicas.iter().flatten().map(|r| r.http).collect();
+    let follower = https[(leader + 1) % 3];
+    let (status, text) = zonemesh_tests::http_post(
+        follower,
+        "/extender/filter",
+        &filter_body("w-0", "resnet", 3, &["a1", "a2", "a3"]),
+    )?;
+    anyhow::ensure!(status == 200, "{status}: {text}");
+    let mut calls = Vec::new();
+    for i in 1..=32 {
+        let http = https[i % 3];
+        calls.push(tokio::task::spawn_blocking(move || {
+            zonemesh_tests::http_post(
+                http,
+                "/extender/filter",
+                &filter_body(&format!("w-{i}"), "resnet", 3, &all),
+            )
+        }));
+    }
+    for (i, call) in calls.into_iter().enumerate() {
+        let (status, text) = call.await??;
+        anyhow::ensure!(status == 200, "call {i}: {status}: {text}");
+        let answer: serde_json::Value = serde_json::from_str(&text)?;
+        let names: Vec<&str> = answer["NodeNames"]
+            .as_array()
+            .context("NodeNames")?
+            .iter()
+            .filter_map(|n| n.as_str())
+            .collect();
+        anyhow::ensure!(
+            !names.is_empty() && names.iter().all(|n| n.starts_with('a')),
+            "call {i} on replica {}: {names:?} ({text})",
+            (i + 1) % 3
+        );
+    }
+    println!("33 filter calls for one job over 3 replicas (leader r{leader}): all kept in zone-a");
     Ok(())
 }

@@ -90,6 +90,7 @@ mod env {
     pub const CLUSTER_MAX_MIB: &str = "ZONEMESH_CLUSTER_MAX_MIB";
     pub const REPLICA_NAME: &str = "ZONEMESH_REPLICA_NAME";
     pub const LEASE_TTL: &str = "ZONEMESH_LEASE_TTL";
+    pub const ADVERTISE_URL: &str = "ZONEMESH_ADVERTISE_URL";
     pub const MAX_LAG: &str = "ZONEMESH_MAX_LAG";
     pub const SNAPSHOT_INTERVAL: &str = "ZONEMESH_SNAPSHOT_INTERVAL";
 }
@@ -295,6 +296,10 @@ struct Cli {
     /// that dies is replaced within about this long.
     #[arg(long, env = env::LEASE_TTL, default_value = "5s", value_parser = parse_duration)]
     lease_ttl: Duration,
+    /// This replica's HTTP address as the other replicas reach it (`http://host:port`): while
+    /// another replica leads, they forward extender calls here when this one does.
+    #[arg(long, env = env::ADVERTISE_URL, requires = "cluster")]
+    advertise_url: Option<String>,
     /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
     /// readiness.
     #[arg(long, env = env::MAX_LAG, default_value_t = 10_000)]
@@ -636,6 +641,15 @@ impl Cli {
             ));
         }
         config.lease_ttl = self.lease_ttl;
+        if let Some(url) = &self.advertise_url {
+            let host = url.strip_prefix("http://").unwrap_or_default();
+            if host.is_empty() || host.contains(char::is_whitespace) {
+                return Err(format!(
+                    "--advertise-url: {url:?} is not http://host:port (forwarding extender calls over TLS is not supported)"
+                ));
+            }
+        }
+        config.advertise = self.advertise_url.clone();
         config.max_lag = self.max_lag;
         config.snapshot_every = self.snapshot_interval;
         config.stream = zonemesh_aggregator::cluster::StreamSettings {

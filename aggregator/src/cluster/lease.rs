@@ -84,6 +84,11 @@ pub async fn run(
             Some(h) => renew(store, &config, &progress, h).await,
             None => contend(store, &log, &config, &progress).await,
         };
+        if held.is_none() {
+            follow(store, &config, &progress).await;
+        } else {
+            progress.set_leader_url(None);
+        }
     }
     step_down(&progress, "the replica is stopping");
 }
@@ -156,7 +161,7 @@ async fn renew(
         );
         return None;
     }
-    let value = bytes::Bytes::from(config.replica.clone());
+    let value = lease_value(config);
     // Never believe in the lease past its TTL: a renewal still unanswered then has failed.
     let left = config.lease_ttl.saturating_sub(h.renewed.elapsed());
     // Counted from before the request: the servers' TTL runs from when they stored it, which is
@@ -190,7 +195,7 @@ async fn contend(
     if progress.why_unready().is_some() {
         return None;
     }
-    let value = bytes::Bytes::from(config.replica.clone());
+    let value = lease_value(config);
     let renewed = Stopwatch::start();
     let epoch = store.create(KEY, value).await.ok()?;
     // Apply the log up to its head (the previous leader's last decisions included) before
@@ -237,6 +242,33 @@ async fn contend(
             None
         }
     }
+}
+
+/// What the lease's key holds: the holder's name and, when it advertises one, its URL.
+fn lease_value(config: &ClusterConfig) -> bytes::Bytes {
+    match &config.advertise {
+        Some(url) => format!("{} {url}", config.replica),
+        None => config.replica.clone(),
+    }
+    .into()
+}
+
+/// While another replica leads: where it answers extender calls, from the lease's key (a read,
+/// which may be a moment stale: it only routes calls, it decides nothing).
+async fn follow(store: &kv::Store, config: &ClusterConfig, progress: &Progress) {
+    let url = match tokio::time::timeout(config.lease_ttl / 3, store.get(KEY)).await {
+        Ok(Ok(Some(value))) => {
+            let value = String::from_utf8_lossy(&value).into_owned();
+            let mut parts = value.split_whitespace();
+            let holder = parts.next().unwrap_or_default();
+            parts
+                .next()
+                .filter(|_| holder != config.replica)
+                .map(str::to_owned)
+        }
+        _ => None,
+    };
+    progress.set_leader_url(url);
 }
 
 fn step_down(progress: &Progress, why: &str) {

@@ -52,6 +52,9 @@ pub struct ClusterConfig {
     pub replica: String,
     /// How long the leader's lease lasts unless renewed (`--lease-ttl`).
     pub lease_ttl: Duration,
+    /// This replica's HTTP base URL as the other replicas reach it (`--advertise-url`): the
+    /// leader's is where the others forward extender calls.
+    pub advertise: Option<String>,
     /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
     /// readiness (`--max-lag`).
     pub max_lag: u64,
@@ -94,6 +97,7 @@ impl ClusterConfig {
             creds: None,
             replica: replica.into(),
             lease_ttl: Duration::from_secs(5),
+            advertise: None,
             max_lag: 10_000,
             stream: StreamSettings::default(),
             snapshot_every: Duration::from_secs(180),

@@ -24,6 +24,10 @@ pub struct Progress {
     /// Grants this replica did not relay: started too long ago, or of an older epoch.
     skipped_late: AtomicU64,
     skipped_stale: AtomicU64,
+    /// Where the leader answers extender calls, as its lease says (while another replica leads).
+    leader_url: std::sync::Mutex<Option<String>>,
+    /// Extender calls answered without the leader: none known, or it did not answer.
+    leaderless: AtomicU64,
     /// Its `--max-lag`.
     max_lag: AtomicU64,
 }
@@ -125,6 +129,26 @@ impl Progress {
             &self.skipped_stale
         };
         counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The leader's advertised URL (`None`: this replica leads, or no leader is known).
+    pub fn set_leader_url(&self, url: Option<String>) {
+        *self.leader_url.lock().expect("leader url lock") = url;
+    }
+
+    /// Where to forward extender calls, while another replica leads.
+    pub fn leader_url(&self) -> Option<String> {
+        self.leader_url.lock().expect("leader url lock").clone()
+    }
+
+    /// An extender call was answered without the leader.
+    pub fn leaderless(&self) {
+        self.leaderless.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Extender calls answered without the leader since the start.
+    pub fn leaderless_count(&self) -> u64 {
+        self.leaderless.load(Ordering::SeqCst)
     }
 
     /// Grants not relayed since the start: (late, stale epoch).

@@ -221,6 +221,9 @@ pub struct Extender {
     metrics: Arc<Metrics>,
     filters: mpsc::Sender<FilterCall>,
     jobs: Arc<ArcSwap<Jobs>>,
+    /// To the leader, on a replica that does not lead.
+    forward: super::forward::Forwarder,
+    job_ttl_ms: i64,
 }
 
 impl std::fmt::Debug for Extender {
@@ -271,6 +274,55 @@ impl Extender {
             metrics,
             filters,
             jobs,
+            forward: super::forward::Forwarder::default(),
+            job_ttl_ms,
+        }
+    }
+
+    /// On a replica that does not lead, the answer for a call to `path`: the leader's, forwarded
+    /// (its job memory is the one that counts), or, while no leader is known, the answer of an
+    /// extender without figures (every candidate passes, every score 0), counted. `None`: answer
+    /// here (this replica leads, or runs alone; or the leader did not answer, and this replica's
+    /// own memory is the best left).
+    async fn elsewhere(
+        &self,
+        verb: Rpc,
+        path: &str,
+        headers: &axum::http::HeaderMap,
+        body: &axum::body::Bytes,
+    ) -> Option<Response> {
+        let gate = self.gate.as_ref()?;
+        if gate.leading().is_some() {
+            return None;
+        }
+        let Some(url) = gate.leader_url() else {
+            gate.leaderless();
+            let empty = zonemesh_engine::Topology::new(self.reader.snapshot().config().clone());
+            let (empty, metrics) = (empty.snapshot(), self.metrics.clone());
+            let ttl = self.job_ttl_ms;
+            return Some(match verb {
+                Rpc::ExtenderFilter => {
+                    self.run(verb, body, |args| async move {
+                        Ok(filter(&empty, &args, &mut Jobs::new(ttl), UnixMs(0), &metrics))
+                    })
+                    .await
+                }
+                _ => {
+                    self.run(verb, body, |args| async move {
+                        Ok(prioritize(&empty, &args, &Jobs::new(ttl), UnixMs(0)))
+                    })
+                    .await
+                }
+            });
+        };
+        let authorization = headers.get(axum::http::header::AUTHORIZATION).cloned();
+        match self.forward.post(&url, path, body.clone(), authorization).await {
+            Ok(answer) => Some(answer),
+            Err(e) => {
+                tracing::warn!(leader = %url, error = %e, "an extender call not forwarded to the leader; answered here");
+                gate.leaderless();
+                None
+            }
         }
     }
 
@@ -336,7 +388,17 @@ impl Extender {
     }
 }
 
-async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
+async fn filter_verb(
+    State(x): State<Extender>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(answer) = x
+        .elsewhere(Rpc::ExtenderFilter, "/extender/filter", &headers, &body)
+        .await
+    {
+        return answer;
+    }
     let filters = x.filters.clone();
     x.run(Rpc::ExtenderFilter, &body, |args| async move {
         let (reply, answer) = oneshot::channel();
@@ -354,7 +416,17 @@ async fn filter_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Resp
     .await
 }
 
-async fn prioritize_verb(State(x): State<Extender>, body: axum::body::Bytes) -> Response {
+async fn prioritize_verb(
+    State(x): State<Extender>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(answer) = x
+        .elsewhere(Rpc::ExtenderPrioritize, "/extender/prioritize", &headers, &body)
+        .await
+    {
+        return answer;
+    }
     let (reader, jobs) = (x.reader.clone(), x.jobs.clone());
     x.run(Rpc::ExtenderPrioritize, &body, |args| async move {
         reader

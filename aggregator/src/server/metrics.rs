@@ -753,13 +753,21 @@ fn encode_cluster(encoder: &mut DescriptorEncoder, p: &Progress) -> Result<(), f
         )?;
         ConstGauge::new(age).encode(metric)?;
     }
-    let metric = encoder.encode_descriptor(
-        "zonemesh_cluster_unreadable_entries",
-        "Entries of the replicated log that did not decode, skipped.",
-        None,
-        MetricType::Counter,
-    )?;
-    ConstCounter::new(p.unreadable_count()).encode(metric)?;
+    for (name, help, value) in [
+        (
+            "zonemesh_cluster_unreadable_entries",
+            "Entries of the replicated log that did not decode, skipped.",
+            p.unreadable_count(),
+        ),
+        (
+            "zonemesh_extender_leaderless",
+            "Extender calls a replica that does not lead answered itself: no leader was known (answered as without figures), or the leader did not answer (answered from this replica's memory).",
+            p.leaderless_count(),
+        ),
+    ] {
+        let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        ConstCounter::new(value).encode(metric)?;
+    }
     let (late, stale) = p.skipped_counts();
     let mut family = encoder.encode_descriptor(
         "zonemesh_grants_skipped",

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod clock;
 pub mod extender;
+pub mod forward;
 pub mod health;
 pub mod ingest;
 pub mod metrics;

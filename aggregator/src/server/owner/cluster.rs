@@ -370,6 +370,11 @@ impl ClusterState {
         std::mem::take(&mut self.decided)
     }
 
+    /// The applier's clock: the latest stream timestamp applied (the same on every replica).
+    pub fn clock(&self) -> UnixMs {
+        self.clock
+    }
+
     /// Whether `node` has a session on some replica, by the log.
     pub fn connected(&self, node: NodeId) -> bool {
         self.log_sessions.contains_key(&node)

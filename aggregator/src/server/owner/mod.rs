@@ -607,7 +607,14 @@ impl State {
             if session.plan.as_ref() == Some(&targets) {
                 continue;
             }
-            self.plan_version += 1;
+            // On a replica, never below the log's clock (ms × 1000, room for a thousand plans a
+            // millisecond): an agent that moves to another replica gets a higher version than
+            // the plans it had, whichever replica made them.
+            let floor = self
+                .cluster
+                .as_ref()
+                .map_or(0, |c| (c.clock().0.max(0) as u64).saturating_mul(1000));
+            self.plan_version = (self.plan_version + 1).max(floor);
             let plan = self.topology.view().probe_plan(&targets, self.plan_version);
             // On a full channel the plan is tried again at the next tick.
             if session.outbound.try_send(Outbound::Plan(plan)).is_ok() {
