@@ -994,10 +994,16 @@ async fn real_agents_move_to_another_replica_when_theirs_dies() -> Result<()> {
     .await?;
     // The other replica's plan has a higher version than the first one's: versions never go
     // back when an agent moves.
-    let plan_after = wait_for("n1 holds the other replica's plan", Duration::from_secs(15), || {
-        let v = agents[0].metric("zonemesh_agent_plan_version").unwrap_or(0.0);
-        async move { (v != plan_before).then_some(v) }
-    })
+    let plan_after = wait_for(
+        "n1 holds the other replica's plan",
+        Duration::from_secs(15),
+        || {
+            let v = agents[0]
+                .metric("zonemesh_agent_plan_version")
+                .unwrap_or(0.0);
+            async move { (v != plan_before).then_some(v) }
+        },
+    )
     .await?;
     anyhow::ensure!(
         plan_after > plan_before,
@@ -1511,14 +1517,28 @@ async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
     let all = ["a1", "a2", "a3", "b1", "b2", "b3"];
     let mut agents = Vec::new();
     for n in all {
-        let zone = if n.starts_with('a') { "zone-a" } else { "zone-b" };
-        agents.push((n, zonemesh_tests::FakeAgent::connect(setup.replica(0), n, zone).await?));
+        let zone = if n.starts_with('a') {
+            "zone-a"
+        } else {
+            "zone-b"
+        };
+        agents.push((
+            n,
+            zonemesh_tests::FakeAgent::connect(setup.replica(0), n, zone).await?,
+        ));
     }
     for (n, agent) in &mut agents {
         let mates: Vec<(&str, f64, u64, f64)> = all
             .iter()
             .filter(|m| **m != *n && m[..1] == n[..1])
-            .map(|m| (*m, 40.0, if *n == "a2" || *m == "a2" { 10 } else { 0 }, 9.4e8))
+            .map(|m| {
+                (
+                    *m,
+                    40.0,
+                    if *n == "a2" || *m == "a2" { 10 } else { 0 },
+                    9.4e8,
+                )
+            })
             .collect();
         agent.report(&mates).await?;
     }

@@ -303,7 +303,13 @@ impl Extender {
             return Some(match verb {
                 Rpc::ExtenderFilter => {
                     self.run(verb, body, |args| async move {
-                        Ok(filter(&empty, &args, &mut Jobs::new(ttl), UnixMs(0), &metrics))
+                        Ok(filter(
+                            &empty,
+                            &args,
+                            &mut Jobs::new(ttl),
+                            UnixMs(0),
+                            &metrics,
+                        ))
                     })
                     .await
                 }
@@ -316,7 +322,11 @@ impl Extender {
             });
         };
         let authorization = headers.get(axum::http::header::AUTHORIZATION).cloned();
-        match self.forward.post(&url, path, body.clone(), authorization).await {
+        match self
+            .forward
+            .post(&url, path, body.clone(), authorization)
+            .await
+        {
             Ok(answer) => Some(answer),
             Err(e) => {
                 tracing::warn!(leader = %url, error = %e, "an extender call not forwarded to the leader; answered here");
@@ -422,7 +432,12 @@ async fn prioritize_verb(
     body: axum::body::Bytes,
 ) -> Response {
     if let Some(answer) = x
-        .elsewhere(Rpc::ExtenderPrioritize, "/extender/prioritize", &headers, &body)
+        .elsewhere(
+            Rpc::ExtenderPrioritize,
+            "/extender/prioritize",
+            &headers,
+            &body,
+        )
         .await
     {
         return answer;
@@ -617,7 +632,7 @@ mod tests {
             let body = serde_json::to_vec(&json!({ "Pod": pod, "NodeNames": names })).unwrap();
             let x = extender.clone();
             calls.push(tokio::spawn(async move {
-                filter_verb(State(x), axum::body::Bytes::from(body)).await
+                filter_verb(State(x), Default::default(), axum::body::Bytes::from(body)).await
             }));
         }
         let mut passed: Vec<String> = Vec::new();
