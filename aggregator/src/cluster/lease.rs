@@ -207,7 +207,10 @@ async fn contend(
             return None;
         }
     };
-    while progress.applied() < last || progress.lag() > 0 {
+    // The log's head as this replica last saw it when it took the lease (not "no lag at all",
+    // which a busy log may never show for a moment).
+    let head = progress.applied() + progress.lag();
+    while progress.applied() < last.max(head) {
         if renewed.elapsed() >= config.lease_ttl / 2 {
             tracing::warn!(
                 epoch,
