@@ -1262,9 +1262,10 @@ async fn no_two_throughput_tests_of_a_node_overlap_across_failovers() -> Result<
         .context("the stream's leader")?;
     setup.nats.kill(log_leader);
     let second_kill = zonemesh_common::time::unix_ms();
-    // The stream's new leader takes 4–9 s to be elected; the lease (its bucket may have lost its
-    // leader too) may pass to another replica meanwhile: grants resume within half a minute.
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    // The stream's new leader takes 4–9 s to be elected, the replicas' consumers then resume
+    // (which took up to 50 s in these tests, see acknowledged_reports_survive_...), and the
+    // lease may pass to another replica meanwhile: grants resume within a minute.
+    tokio::time::sleep(Duration::from_secs(60)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let agents = reporting.await??;
     let tests: usize = agents.iter().map(|a| a.grants.tests.len()).sum();
