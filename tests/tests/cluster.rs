@@ -371,28 +371,10 @@ async fn every_replica_applied_once(setup: &Setup, agents: &[String], n: u64) ->
 /// Reads the whole stream and counts the reports it holds by node and sequence: each must be
 /// there exactly once.
 async fn stream_holds_each_report_once(setup: &Setup, agents: &[String], n: u64) -> Result<()> {
-    use tokio_stream::StreamExt;
-    let client = nats_client(&setup.nats).await?;
-    let js = async_nats::jetstream::new(client);
-    let stream = js.get_stream(STREAM).await?;
-    let consumer = stream
-        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
-        .await?;
-    let mut messages = consumer.messages().await?;
     let mut seen: BTreeMap<(String, u64), u32> = BTreeMap::new();
-    loop {
-        let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(3), messages.next()).await
-        else {
-            break;
-        };
-        let message = message?;
-        if let Ok(zonemesh_aggregator::cluster::entry::Entry::Report { node, report }) =
-            zonemesh_aggregator::cluster::entry::Entry::decode(&message.payload)
-        {
+    for (_, entry) in read_stream(setup, None).await? {
+        if let Ok(zonemesh_aggregator::cluster::entry::Entry::Report { node, report }) = entry {
             *seen.entry((node.to_string(), report.sequence)).or_default() += 1;
-        }
-        if message.info().map_err(|e| anyhow::anyhow!("{e}"))?.pending == 0 {
-            break;
         }
     }
     for node in agents {
@@ -405,6 +387,48 @@ async fn stream_holds_each_report_once(setup: &Setup, agents: &[String], n: u64)
         }
     }
     Ok(())
+}
+
+/// Every entry the stream holds (on `subject` only, when given), in order, with its sequence,
+/// decoded as the replicas decode it.
+async fn read_stream(
+    setup: &Setup,
+    subject: Option<String>,
+) -> Result<
+    Vec<(
+        u64,
+        Result<
+            zonemesh_aggregator::cluster::entry::Entry,
+            zonemesh_aggregator::cluster::entry::EntryError,
+        >,
+    )>,
+> {
+    use tokio_stream::StreamExt;
+    let js = async_nats::jetstream::new(nats_client(&setup.nats).await?);
+    let stream = js.get_stream(STREAM).await?;
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+            filter_subject: subject.unwrap_or_default(),
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let mut out = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_secs(3), messages.next()).await
+    {
+        let message = message?;
+        let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (seq, pending) = (info.stream_sequence, info.pending);
+        out.push((
+            seq,
+            zonemesh_aggregator::cluster::entry::Entry::decode(&message.payload),
+        ));
+        if pending == 0 {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// A NATS client of the test's own (to read the stream, or to write what no replica would).
@@ -1041,33 +1065,13 @@ async fn one_leader(setup: &Setup, timeout: Duration) -> Result<usize> {
 
 /// The leader's decisions in the stream, in order: (sequence, epoch, a takeover?).
 async fn decisions(setup: &Setup) -> Result<Vec<(u64, u64, bool)>> {
-    use tokio_stream::StreamExt;
     use zonemesh_aggregator::cluster::entry::{Entry, decision_subject};
-    let js = async_nats::jetstream::new(nats_client(&setup.nats).await?);
-    let stream = js.get_stream(STREAM).await?;
-    let consumer = stream
-        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
-            filter_subject: decision_subject(),
-            ..Default::default()
-        })
-        .await?;
-    let mut messages = consumer.messages().await?;
     let mut out = Vec::new();
-    while let Ok(Some(message)) =
-        tokio::time::timeout(Duration::from_secs(3), messages.next()).await
-    {
-        let message = message?;
-        let seq = message
-            .info()
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .stream_sequence;
-        match Entry::decode(&message.payload) {
+    for (seq, entry) in read_stream(setup, Some(decision_subject())).await? {
+        match entry {
             Ok(Entry::Takeover { epoch, .. }) => out.push((seq, epoch, true)),
             Ok(Entry::Test { epoch, .. }) => out.push((seq, epoch, false)),
             other => bail!("not a decision on the decision subject: {other:?}"),
-        }
-        if message.info().map_err(|e| anyhow::anyhow!("{e}"))?.pending == 0 {
-            break;
         }
     }
     Ok(out)

@@ -281,6 +281,16 @@ async fn run(
     Ok(())
 }
 
+/// A bench cluster of `nodes`: 100 nodes per zone, 2 % bad nodes, seed 1.
+fn bench_spec(nodes: usize) -> FleetSpec {
+    FleetSpec {
+        nodes,
+        zones: (nodes / 100).max(1),
+        bad_share: 0.02,
+        seed: 1,
+    }
+}
+
 async fn bench_sizes(
     sizes: &[usize],
     phase: Duration,
@@ -290,12 +300,7 @@ async fn bench_sizes(
     let mut rows = Vec::new();
     for &nodes in sizes {
         let run = ScaleRun {
-            spec: FleetSpec {
-                nodes,
-                zones: (nodes / 100).max(1),
-                bad_share: 0.02,
-                seed: 1,
-            },
+            spec: bench_spec(nodes),
             phase,
             aggregator: aggregator.clone(),
             // The bench measures what the server can take, not the per-agent rate limit.
@@ -322,12 +327,7 @@ async fn bench_cluster(
     let mut rows = Vec::new();
     for &nodes in sizes {
         let run = ClusterRun {
-            spec: FleetSpec {
-                nodes,
-                zones: (nodes / 100).max(1),
-                bad_share: 0.02,
-                seed: 1,
-            },
+            spec: bench_spec(nodes),
             phase,
             aggregator: aggregator.clone(),
             replicas,
