@@ -322,6 +322,9 @@ fn group_name(n: u64) -> ZoneName {
 /// 2. Merge, nearest first, while every fresh pair between two clusters joins.
 /// 3. Names for new groups, in the order of their first zone; never one in use.
 /// 4. The tree, with the figures behind every cut.
+///
+/// The tiers are exactly what [`render`] draws from the returned state: a replica that only
+/// applies another's decisions draws the same tree from the same figures.
 pub fn derive(
     zones: &[ZoneInput],
     figures: &dyn Fn(usize, usize) -> LinkFigures,
@@ -331,23 +334,71 @@ pub fn derive(
 ) -> (Tiers, TierState) {
     let t = thresholds;
     let (order, m) = matrix(zones, figures);
-    let n = order.len();
     let names: Vec<&ZoneName> = order.iter().map(|i| &zones[*i].name).collect();
     let clusters = previous_clusters(&names, previous, &m, t);
     let mut clusters = merge_nearest(clusters, &m, t);
     let next = name_new_groups(&mut clusters, previous.next_group);
-
-    let group_of: Vec<&ZoneName> = {
-        let mut g = vec![names.first().copied(); n];
-        for c in &clusters {
-            for z in &c.zones {
-                g[*z] = c.name.as_ref();
-            }
-        }
-        g.into_iter()
-            .map(|x| x.expect("every zone is in a cluster"))
-            .collect()
+    let state = TierState {
+        groups: clusters
+            .iter()
+            .flat_map(|c| {
+                let group = c.name.as_ref().expect("every cluster is named");
+                c.zones.iter().map(|z| (names[*z].clone(), group.clone()))
+            })
+            .collect(),
+        next_group: next,
     };
+    let tiers = tree(zones, figures, t, &order, &m, &clusters, now);
+    (tiers, state)
+}
+
+/// The tiers with the groups `decided` gives, nothing split or merged: what a replica that does
+/// not decide shows. A zone the state does not name yet stands alone, under the name the next
+/// new group would get. `render(…, &derive(…).1, …)` is `derive(…).0`.
+pub fn render(
+    zones: &[ZoneInput],
+    figures: &dyn Fn(usize, usize) -> LinkFigures,
+    thresholds: &TierThresholds,
+    decided: &TierState,
+    now: UnixMs,
+) -> Tiers {
+    let (order, m) = matrix(zones, figures);
+    let mut by_group: BTreeMap<&ZoneName, Vec<usize>> = BTreeMap::new();
+    let mut clusters = Vec::new();
+    for (z, i) in order.iter().enumerate() {
+        match decided.groups.get(&zones[*i].name) {
+            Some(g) => by_group.entry(g).or_default().push(z),
+            None => clusters.push(Cluster::new(vec![z], None, &m)),
+        }
+    }
+    clusters.extend(
+        by_group
+            .into_iter()
+            .map(|(g, members)| Cluster::new(members, Some(g.clone()), &m)),
+    );
+    name_new_groups(&mut clusters, decided.next_group);
+    tree(zones, figures, thresholds, &order, &m, &clusters, now)
+}
+
+/// Step 4: the tree of named `clusters` over the zones in `order`, with the figures behind
+/// every cut.
+fn tree(
+    zones: &[ZoneInput],
+    figures: &dyn Fn(usize, usize) -> LinkFigures,
+    t: &TierThresholds,
+    order: &[usize],
+    m: &Matrix,
+    clusters: &[Cluster],
+    now: UnixMs,
+) -> Tiers {
+    let n = order.len();
+    let names: Vec<&ZoneName> = order.iter().map(|i| &zones[*i].name).collect();
+    let mut group_of: Vec<Option<&ZoneName>> = vec![None; n];
+    for c in clusters {
+        for z in &c.zones {
+            group_of[*z] = c.name.as_ref();
+        }
+    }
     let tier_zones: Vec<TierZone> = (0..n)
         .map(|z| {
             let input = &zones[order[z]];
@@ -357,7 +408,7 @@ pub fn derive(
             nodes.dedup();
             TierZone {
                 name: input.name.clone(),
-                group: group_of[z].clone(),
+                group: group_of[z].expect("every zone is in a cluster").clone(),
                 region: input.region.clone(),
                 nodes,
                 fresh: input.fresh,
@@ -368,16 +419,16 @@ pub fn derive(
         .collect();
     let mut groups: Vec<TierGroup> = clusters
         .iter()
-        .map(|c| tier_group(c, &clusters, &m, &names, t))
+        .map(|c| tier_group(c, clusters, m, &names, t))
         .collect();
     groups.sort_by(|a, b| a.name.cmp(&b.name));
     let all: Vec<usize> = (0..n).collect();
-    let tiers = Tiers {
+    Tiers {
         computed_at: now,
-        thresholds: *thresholds,
+        thresholds: *t,
         zones: tier_zones,
         groups,
-        cluster: cut_figures(&m, &names, within(&all)),
+        cluster: cut_figures(m, &names, within(&all)),
         pairs: within(&all)
             .filter_map(|(a, b)| {
                 let p = m.get(a, b);
@@ -390,14 +441,7 @@ pub fn derive(
                 })
             })
             .collect(),
-    };
-    let state = TierState {
-        groups: (0..n)
-            .map(|z| (names[z].clone(), group_of[z].clone()))
-            .collect(),
-        next_group: next,
-    };
-    (tiers, state)
+    }
 }
 
 /// The zones with nodes in name order (a repeated name counts once: the first), as indices into
@@ -871,6 +915,36 @@ mod tests {
                 let (tiers, next) = run(&zs, &jitter(&f, unit), &state);
                 prop_assert_eq!(&next, &first, "{:?}", tiers.groups);
                 state = next;
+            }
+        }
+
+        #[test]
+        fn rendering_a_derived_state_draws_the_derived_tree_and_a_stale_decision_holds(
+            f in figures_strategy(6),
+            g in figures_strategy(6),
+            unknown in 0..6usize,
+        ) {
+            let zs = zones(6);
+            let t = thresholds();
+            let (_, first) = run(&zs, &f, &TierState::default());
+            // A later derivation from new figures, and what a replica applying it draws.
+            let (tiers, second) = run(&zs, &g, &first);
+            let drawn = render(&zs, &|i, j| g.get(i, j), &t, &second, UnixMs(1));
+            prop_assert_eq!(&drawn, &tiers);
+            // A replica whose last decision is older draws the decided groups, however far the
+            // figures moved, and a zone the decision does not name stands alone.
+            let mut decided = first.clone();
+            decided.groups.remove(&zs[unknown].name);
+            let held = render(&zs, &|i, j| g.get(i, j), &t, &decided, UnixMs(1));
+            prop_assert!(held.check().is_ok(), "{:?}", held.check());
+            for z in &held.zones {
+                match decided.groups.get(&z.name) {
+                    Some(group) => prop_assert_eq!(&z.group, group),
+                    None => {
+                        prop_assert!(!decided.group_names().contains(&z.group));
+                        prop_assert_eq!(held.group(&z.group).unwrap().zones.len(), 1);
+                    }
+                }
             }
         }
 

@@ -1070,7 +1070,9 @@ async fn decisions(setup: &Setup) -> Result<Vec<(u64, u64, bool)>> {
     for (seq, entry) in read_stream(setup, Some(decision_subject())).await? {
         match entry {
             Ok(Entry::Takeover { epoch, .. }) => out.push((seq, epoch, true)),
-            Ok(Entry::Test { epoch, .. }) => out.push((seq, epoch, false)),
+            Ok(Entry::Test { epoch, .. } | Entry::Tiers { epoch, .. }) => {
+                out.push((seq, epoch, false))
+            }
             other => bail!("not a decision on the decision subject: {other:?}"),
         }
     }
@@ -1589,4 +1591,154 @@ async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
     }
     println!("33 filter calls for one job over 3 replicas (leader r{leader}): all kept in zone-a");
     Ok(())
+}
+
+/// A replica's tier-2 groups: (name, zones).
+async fn groups(replica: &Aggregator) -> Result<Vec<(String, Vec<String>)>> {
+    let mut client = v1::topology_client::TopologyClient::new(replica.channel().await?);
+    let tiers = client.get_tiers(v1::GetTiersRequest {}).await?.into_inner();
+    let mut out: Vec<_> = tiers
+        .groups
+        .into_iter()
+        .map(|g| {
+            let mut zones = g.zones;
+            zones.sort();
+            (g.name, zones)
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+type Groups = Vec<(String, Vec<String>)>;
+
+/// Waits until every replica in `which` shows the same tier-2 groups, and `want` holds for them;
+/// returns them.
+async fn groups_agree(
+    setup: &Setup,
+    which: &[usize],
+    what: &str,
+    want: impl Fn(&Groups) -> bool,
+    timeout: Duration,
+) -> Result<Groups> {
+    let want = &want;
+    let result = wait_for(&format!("{what} on {which:?}"), timeout, || async move {
+        let first = groups(setup.replica(which[0])).await.ok()?;
+        for i in &which[1..] {
+            if groups(setup.replica(*i)).await.ok()? != first {
+                return None;
+            }
+        }
+        want(&first).then_some(first)
+    })
+    .await;
+    if result.is_err() {
+        for i in which {
+            println!("r{i}: {:?}", groups(setup.replica(*i)).await);
+        }
+    }
+    result
+}
+
+/// Agents in zone-a and zone-b that measure every other at 100 µs, reporting to `replica`.
+async fn near_zones(replica: &Aggregator) -> Result<()> {
+    let all = ["a1", "a2", "b1", "b2"];
+    for n in all {
+        let zone = if n.starts_with('a') {
+            "zone-a"
+        } else {
+            "zone-b"
+        };
+        let mut agent = zonemesh_tests::FakeAgent::connect(replica, n, zone).await?;
+        let peers: Vec<(&str, f64, u64, f64)> = all
+            .iter()
+            .filter(|m| **m != n)
+            .map(|m| (*m, 100.0, 0, 9.4e8))
+            .collect();
+        agent.report(&peers).await?;
+    }
+    Ok(())
+}
+
+/// Tier decisions are the leader's: a follower shows the groups the leader decided whatever its
+/// own thresholds say; a new leader goes on from the groups decided last (a split keeps the
+/// name and counts new names on); a replica started later shows them too; every tiers decision
+/// in the log is of the epoch that led when it was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_shows_the_tiers_its_leader_decided_and_a_new_leader_goes_on_from_them()
+-> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    let mut setup = Setup::start(1, &["--lease-ttl", "3s", "--tier-interval", "1s"])?;
+    anyhow::ensure!(one_leader(&setup, Duration::from_secs(30)).await? == 0);
+    setup.start_replica(1)?;
+    // r2 would keep zones 100 µs apart in separate groups, were it to decide.
+    let strict = ["--tier-join-rtt", "50us", "--tier-leave-rtt", "60us"];
+    setup.extra.extend(strict.iter().map(|s| s.to_string()));
+    setup.start_replica(2)?;
+    setup.extra.truncate(setup.extra.len() - strict.len());
+    near_zones(setup.replica(0)).await?;
+    let together = |g: &Groups| g.len() == 1 && g[0].1 == ["zone-a", "zone-b"];
+    let first = groups_agree(
+        &setup,
+        &[0, 1, 2],
+        "zone-a and zone-b together",
+        together,
+        Duration::from_secs(60),
+    )
+    .await?;
+    println!("r0 leads; r0, r1 and the strict r2 show {first:?}");
+
+    // Only the strict replica is left: it leads, and splits the group it was handed.
+    setup.kill_replica(0);
+    setup.kill_replica(1);
+    anyhow::ensure!(one_leader(&setup, Duration::from_secs(30)).await? == 2);
+    near_zones(setup.replica(2)).await?;
+    let kept = first[0].0.clone();
+    let apart = |g: &Groups| {
+        g.len() == 2
+            && g.iter()
+                .any(|(name, zones)| *name == kept && zones == &["zone-a"])
+    };
+    let split = groups_agree(
+        &setup,
+        &[2],
+        "zone-a alone in its old group",
+        apart,
+        Duration::from_secs(60),
+    )
+    .await?;
+    println!("r2 leads and splits them: {split:?}");
+
+    // r1 comes back with the default thresholds (by which the zones would join): it shows the
+    // leader's groups, and keeps showing them over several of its tier intervals.
+    setup.start_replica(1)?;
+    groups_agree(
+        &setup,
+        &[1, 2],
+        "the split groups",
+        |g| *g == split,
+        Duration::from_secs(60),
+    )
+    .await?;
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        anyhow::ensure!(
+            groups(setup.replica(1)).await? == groups(setup.replica(2)).await?,
+            "r1 left the leader's groups"
+        );
+    }
+    let log = decisions(&setup).await?;
+    let tiers = read_stream(
+        &setup,
+        Some(zonemesh_aggregator::cluster::entry::decision_subject()),
+    )
+    .await?
+    .into_iter()
+    .filter(|(_, e)| matches!(e, Ok(zonemesh_aggregator::cluster::entry::Entry::Tiers { .. })))
+    .count();
+    println!("tiers decisions in the log: {tiers}");
+    anyhow::ensure!(tiers >= 2, "{log:?}");
+    fenced(&log)
 }

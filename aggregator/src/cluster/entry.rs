@@ -6,7 +6,10 @@
 
 use prost::Message;
 use zonemesh_domain::{FieldError, Hello, NodeName, Report, UnixMs};
+use zonemesh_engine::tiers::TierState;
 use zonemesh_proto::v1;
+
+use crate::store::codec::{decode_tiers, encode_tiers};
 
 /// Subject prefix of agents' entries: `zonemesh.log.<zone>.<kind>`.
 pub const LOG_SUBJECTS: &str = "zonemesh.log";
@@ -15,7 +18,7 @@ pub const WRITER_SUBJECTS: &str = "zonemesh.writer";
 
 #[derive(Clone, PartialEq, Message)]
 struct EntryRecord {
-    #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "Kind", tags = "1, 2, 3, 4, 5, 6, 7")]
     kind: Option<Kind>,
 }
 
@@ -33,6 +36,17 @@ enum Kind {
     Takeover(TakeoverRecord),
     #[prost(message, tag = "6")]
     Heartbeat(HeartbeatRecord),
+    #[prost(message, tag = "7")]
+    Tiers(TiersRecord),
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TiersRecord {
+    #[prost(uint64, tag = "1")]
+    epoch: u64,
+    /// The state as the store keeps it (`store::codec::encode_tiers`).
+    #[prost(bytes = "vec", tag = "2")]
+    state: Vec<u8>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -144,6 +158,14 @@ pub enum Entry {
         /// Its heartbeats since it started, this one included.
         beat: u64,
     },
+    /// The leader of `epoch` decided the tiers' groups (each zone's group and the next group
+    /// number): every replica draws its tiers from them (`zonemesh_engine::tiers::render`).
+    Tiers {
+        /// The lease epoch of the leader that decided.
+        epoch: u64,
+        /// The decided state.
+        state: TierState,
+    },
     /// `replica` holds the lease at `epoch` and decides from here on; decisions of older epochs
     /// are dropped.
     Takeover {
@@ -212,6 +234,10 @@ impl Entry {
                 replica: replica.clone(),
                 beat: *beat,
             }),
+            Entry::Tiers { epoch, state } => Kind::Tiers(TiersRecord {
+                epoch: *epoch,
+                state: encode_tiers(state),
+            }),
         };
         EntryRecord { kind: Some(kind) }.encode_to_vec()
     }
@@ -269,6 +295,11 @@ impl Entry {
             Kind::Heartbeat(h) => Entry::Heartbeat {
                 replica: h.replica,
                 beat: h.beat,
+            },
+            Kind::Tiers(t) => Entry::Tiers {
+                epoch: t.epoch,
+                state: decode_tiers(&t.state)
+                    .map_err(|e| FieldError::new("tiers.state", e.to_string()))?,
             },
         })
     }
@@ -340,6 +371,21 @@ mod tests {
             Entry::Heartbeat {
                 replica: "r2".into(),
                 beat: 12,
+            },
+            Entry::Tiers {
+                epoch: 4,
+                state: TierState {
+                    groups: [("zone.a", "group-1"), ("zone.b", "group-1")]
+                        .into_iter()
+                        .map(|(z, g)| {
+                            (
+                                zonemesh_domain::ZoneName::parse("zone", z).unwrap(),
+                                zonemesh_domain::ZoneName::parse("group", g).unwrap(),
+                            )
+                        })
+                        .collect(),
+                    next_group: 2,
+                },
             },
         ];
         for entry in entries {

@@ -104,7 +104,7 @@ async fn decide(
 ) -> Option<Held> {
     let mut h = held?;
     let stamped = match &entry {
-        Entry::Test { epoch, .. } => *epoch,
+        Entry::Test { epoch, .. } | Entry::Tiers { epoch, .. } => *epoch,
         _ => 0,
     };
     if stamped != h.epoch || h.renewed.elapsed() >= config.lease_ttl {

@@ -163,6 +163,7 @@ pub async fn serve(
     let (owner, mut stopped) = owner::spawn(
         topology,
         store,
+        restored_tiers,
         metrics.clone(),
         metrics.store_health.clone(),
         config.owner.clone(),
@@ -175,7 +176,7 @@ pub async fn serve(
     }
     let gate = replica.as_ref().map(|r| r.progress.clone());
     let store_health = ingest::follow_store_health(owner.store_health().watch(), health);
-    let (tiers_watch, tiers_task) = tiers::spawn(owner.clone(), config.tiers, restored_tiers);
+    let (tiers_watch, tiers_task) = tiers::spawn(owner.clone(), config.tiers, gate.clone());
     // One writer, fed by tier snapshots; it never runs on the owner, and on a replica only while
     // the replica holds the lease.
     let publisher = kube_client.and_then(|client| {

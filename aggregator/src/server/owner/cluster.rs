@@ -1,8 +1,9 @@
 //! The owner's part of a replica (`--cluster`): it applies the log in order, with the stream's
 //! timestamps as its clock (kept monotonic), keeps the sessions the log opened and closed, and
 //! acknowledges a report to its agent once the entry that holds it is applied. The leader's
-//! decisions are applied here too: a takeover raises the epoch, a throughput test of an older
-//! epoch is dropped, and one of the current epoch is handed back to the owner to relay.
+//! decisions are applied here too: a takeover raises the epoch, a decision of an older epoch is
+//! dropped, a throughput test of the current epoch is handed back to the owner to relay, and the
+//! tiers' groups to store and draw from.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use zonemesh_domain::{Hello, NodeName, UnixMs};
 use zonemesh_engine::planner::Grant;
+use zonemesh_engine::tiers::TierState;
 use zonemesh_engine::{Applied, NodeId, Topology};
 
 use super::messages::{LogItem, Logged, Outbound, OutboundTx, Refusal, RefusalKind, ToLog};
@@ -58,6 +60,8 @@ pub(super) struct ClusterState {
     epoch: u64,
     /// Throughput tests of the current epoch applied since the owner last took them, with it.
     decided: Vec<(Grant, u64)>,
+    /// The tiers' groups the leader decided last, applied since the owner last took them.
+    decided_tiers: Option<TierState>,
     /// Entries and snapshots for the replica's cluster task.
     out: mpsc::UnboundedSender<ToLog>,
     snapshot_every: Duration,
@@ -118,6 +122,7 @@ impl ClusterState {
             progress: start.progress,
             epoch: 0,
             decided: Vec::new(),
+            decided_tiers: None,
             out: start.out,
             snapshot_every: start.snapshot_every,
             last_snapshot: None,
@@ -309,6 +314,15 @@ impl ClusterState {
                     self.decided.push((grant, epoch));
                 }
             }
+            Entry::Tiers { epoch, state } => {
+                if epoch < self.epoch {
+                    tracing::warn!(epoch, newest = self.epoch, "a tiers decision of an older leader dropped");
+                    self.progress.skipped(false);
+                    return;
+                }
+                self.epoch = epoch;
+                self.decided_tiers = Some(state);
+            }
             Entry::Takeover { epoch, replica } => {
                 if epoch > self.epoch {
                     tracing::info!(epoch, %replica, "a new leader took over");
@@ -370,6 +384,11 @@ impl ClusterState {
         std::mem::take(&mut self.decided)
     }
 
+    /// The tiers' groups the leader decided, if a decision was applied since the last call.
+    pub fn take_decided_tiers(&mut self) -> Option<TierState> {
+        self.decided_tiers.take()
+    }
+
     /// The applier's clock: the latest stream timestamp applied (the same on every replica).
     pub fn clock(&self) -> UnixMs {
         self.clock
@@ -397,9 +416,9 @@ impl ClusterState {
         }
     }
 
-    /// A throughput test the leader granted: it goes to the log (fenced), and every replica
-    /// learns it from there.
-    pub fn note_test(&self, entry: Entry) {
+    /// A decision of the leader (a throughput test, the tiers' groups): it goes to the log
+    /// (fenced), and every replica learns it from there.
+    pub fn decide(&self, entry: Entry) {
         let _ = self.out.send(ToLog::Append(entry));
     }
 
@@ -439,8 +458,9 @@ impl ClusterState {
         sessions
     }
 
-    /// Every few minutes: the whole state, encoded on the blocking pool, for the bucket.
-    pub fn snapshot_if_due(&mut self, topology: &Topology) {
+    /// Every few minutes: the whole state with the tiers' groups last decided, encoded on the
+    /// blocking pool, for the bucket.
+    pub fn snapshot_if_due(&mut self, topology: &Topology, tiers: Option<TierState>) {
         let now = tokio::time::Instant::now();
         if self
             .last_snapshot
@@ -461,6 +481,7 @@ impl ClusterState {
         tokio::task::spawn_blocking(move || {
             let mut batch = Batch::full(&snapshot);
             batch.cluster = Some(meta);
+            batch.tiers = tiers;
             let applied = batch.cluster.as_ref().map_or(0, |m| m.applied_seq);
             let blob = crate::cluster::snapshot::encode(&batch);
             let _ = out.send(ToLog::Snapshot { applied, blob });

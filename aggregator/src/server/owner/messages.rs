@@ -99,7 +99,7 @@ pub enum Command {
     },
     /// Stop: write what is left and end the task.
     Stop,
-    /// The tiers' state changed: store it with the next batch (see `server::tiers`).
+    /// The tiers task derived new groups: decide them (see `State::decide_tiers`).
     Tiers(TierState),
     /// A stream ended.
     Goodbye {
@@ -148,7 +148,8 @@ pub struct LogItem {
 /// What the owner hands the replica's cluster task (with `--cluster`).
 #[derive(Debug)]
 pub enum ToLog {
-    /// A decision of the leader for the log (a throughput test), written through the lease.
+    /// A decision of the leader for the log (a throughput test, the tiers' groups), written
+    /// through the lease.
     Append(Entry),
     /// The replica's snapshot, holding the log up to `applied`, for the snapshots' bucket.
     Snapshot {

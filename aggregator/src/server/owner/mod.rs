@@ -30,10 +30,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use zonemesh_domain::{Hello, Report, ThroughputGrant, UnixMs};
 use zonemesh_engine::model::Model;
 use zonemesh_engine::planner::{Grant, Plans, ThroughputScheduler};
+use zonemesh_engine::tiers::TierState;
 use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
 
 pub use cluster::ClusterStart;
@@ -57,13 +58,15 @@ use config::RELAY_SLACK_MS;
 use sessions::{Session, Sessions};
 use write::{PendingAck, Writes};
 
-/// Handle to the owner: commands in, the readers' side, the ingest budget, the store's health.
+/// Handle to the owner: commands in, the readers' side, the ingest budget, the store's health,
+/// the tiers' groups as decided.
 #[derive(Clone, Debug)]
 pub struct Owner {
     commands: mpsc::Sender<Command>,
     reader: Reader,
     budget: Arc<Semaphore>,
     health: StoreHealth,
+    tiers: watch::Receiver<Option<TierState>>,
 }
 
 impl Owner {
@@ -93,6 +96,12 @@ impl Owner {
     /// The store's health, as the owner last saw it.
     pub fn store_health(&self) -> &StoreHealth {
         &self.health
+    }
+
+    /// The tiers' groups as last decided and stored (by this process alone, or by the leader
+    /// through the log); `None` before the first decision.
+    pub fn decided_tiers(&self) -> watch::Receiver<Option<TierState>> {
+        self.tiers.clone()
     }
 
     /// Runs `f` on the latest published snapshot (see [`Reader::query`]).
@@ -129,15 +138,19 @@ struct State {
     config: OwnerConfig,
     /// With `--cluster`: the log's part.
     cluster: Option<ClusterState>,
+    /// The tiers' groups as decided (see [`Owner::decided_tiers`]).
+    tiers: watch::Sender<Option<TierState>>,
 }
 
 /// Starts the owner over a restored topology and its store, on a thread of its own (with a
 /// runtime of its own), so that neither the tasks of thousands of agent streams nor queries can
 /// hold it up, nor it them. The store's health is written to `health`. A replica (`cluster`)
-/// applies the log it is fed and acknowledges once entries are applied.
+/// applies the log it is fed and acknowledges once entries are applied. `tiers` is the tiers'
+/// state the store held.
 pub fn spawn(
     mut topology: Topology,
     store: Box<dyn Store>,
+    tiers: Option<TierState>,
     metrics: Arc<Metrics>,
     health: StoreHealth,
     config: OwnerConfig,
@@ -159,6 +172,7 @@ pub fn spawn(
         writes.checkpoints_for(start.progress.clone());
     }
     let cluster = cluster.map(|start| ClusterState::new(start, &mut topology));
+    let (tiers, tiers_rx) = watch::channel(tiers);
     let state = State {
         topology,
         sessions: HashMap::new(),
@@ -177,6 +191,7 @@ pub fn spawn(
         budget: budget.clone(),
         config,
         cluster,
+        tiers,
     };
     let (done, stopped) = oneshot::channel();
     std::thread::Builder::new()
@@ -211,6 +226,7 @@ pub fn spawn(
             reader,
             budget,
             health,
+            tiers: tiers_rx,
         },
         stopped,
     ))
@@ -329,7 +345,7 @@ impl State {
     fn handle(&mut self, command: Command) -> bool {
         match command {
             Command::Stop => return false,
-            Command::Tiers(state) => self.writes.store_tiers(state),
+            Command::Tiers(state) => self.decide_tiers(state),
             Command::Hello {
                 hello,
                 outbound,
@@ -361,6 +377,9 @@ impl State {
             Command::Apply(items) => {
                 if let Some(cluster) = &mut self.cluster {
                     cluster.apply(items, &mut self.topology, &mut self.sessions, &self.metrics);
+                    if let Some(state) = cluster.take_decided_tiers() {
+                        self.keep_tiers(state);
+                    }
                 }
                 self.relay_decided();
             }
@@ -390,6 +409,27 @@ impl State {
             Command::Goodbye { node, session } => self.goodbye(node, session),
         }
         true
+    }
+
+    /// New tiers' groups from the tiers task. Alone, they are decided: stored with the next
+    /// batch and drawn from at once. In a cluster they go to the log as the leader's decision
+    /// (dropped when this replica does not lead), and every replica keeps them when it applies
+    /// the entry.
+    fn decide_tiers(&mut self, state: TierState) {
+        match &self.cluster {
+            None => self.keep_tiers(state),
+            Some(cluster) => {
+                if let Some(epoch) = cluster.leading() {
+                    cluster.decide(Entry::Tiers { epoch, state });
+                }
+            }
+        }
+    }
+
+    /// Stores decided tiers' groups and hands them to the tiers task.
+    fn keep_tiers(&mut self, state: TierState) {
+        self.writes.store_tiers(state.clone());
+        self.tiers.send_replace(Some(state));
     }
 
     /// Registers the agent of `hello` and opens its session; refused over `--max-nodes`.
@@ -507,7 +547,7 @@ impl State {
         self.push_plans();
         self.grant_throughput_tests(now);
         if let Some(cluster) = &mut self.cluster {
-            cluster.snapshot_if_due(&self.topology);
+            cluster.snapshot_if_due(&self.topology, self.tiers.borrow().clone());
         }
         self.metrics
             .observe_windows_under_load(self.topology.windows_under_load());
@@ -546,7 +586,7 @@ impl State {
             now,
         );
         for grant in grants {
-            cluster.note_test(Entry::Test {
+            cluster.decide(Entry::Test {
                 src: self.topology.node(grant.src).name.clone(),
                 dst: self.topology.node(grant.dst).name.clone(),
                 from: grant.start,

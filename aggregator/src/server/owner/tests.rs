@@ -109,6 +109,7 @@ fn harness_with(adjust: impl FnOnce(&mut OwnerConfig)) -> Harness {
     let (owner, _stopped) = spawn(
         Topology::new(EngineConfig::default()),
         Box::new(store),
+        None,
         metrics.clone(),
         StoreHealth::default(),
         config,
