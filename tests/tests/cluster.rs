@@ -1269,8 +1269,8 @@ async fn no_two_throughput_tests_of_a_node_overlap_across_failovers() -> Result<
     setup.nats.kill(log_leader);
     let second_kill = zonemesh_common::time::unix_ms();
     // The stream's new leader takes 4–9 s to be elected, the replicas' consumers then resume
-    // (which took up to 50 s in these tests, see acknowledged_reports_survive_...), and the
-    // lease may pass to another replica meanwhile: grants resume within a minute.
+    // (a stuck one is made again after 3 s without entries; before that watchdog, up to 50 s),
+    // and the lease may pass to another replica meanwhile: grants resume well within a minute.
     tokio::time::sleep(Duration::from_secs(60)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let agents = reporting.await??;

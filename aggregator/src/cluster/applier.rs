@@ -17,6 +17,10 @@ use crate::server::owner::{Command, LogItem, Owner};
 const BATCH: usize = 256;
 /// How often the head poller asks the stream for its last sequence.
 const HEAD_EVERY: Duration = Duration::from_millis(500);
+/// A consumer that delivers nothing this long while the log's head is past what it delivered is
+/// taken for stuck and made again. (After the SIGKILL of the stream's leader server, the client's
+/// own recovery of an ordered consumer was seen to take 14 to 51 s.)
+const STALLED: Duration = Duration::from_secs(3);
 
 /// Feeds the owner every entry after `applied`, in order, until the owner stops. A broken
 /// consumer (a server down, the log's leader moving) is recreated from the next entry.
@@ -64,10 +68,26 @@ async fn follow(
         .map_err(|e| (None, e.to_string()))?;
     let mut batch: Vec<LogItem> = Vec::new();
     let mut last = None;
-    while let Some(message) = messages.next().await {
+    let mut received = next - 1;
+    loop {
+        let message = match tokio::time::timeout(STALLED, messages.next()).await {
+            Ok(Some(message)) => message,
+            Ok(None) => break,
+            Err(_) if progress.head() > received => {
+                return Err((
+                    last,
+                    format!(
+                        "no entry for {STALLED:?} while the log holds up to {}",
+                        progress.head()
+                    ),
+                ));
+            }
+            Err(_) => continue,
+        };
         let message = message.map_err(|e| (last, e.to_string()))?;
         let info = message.info().map_err(|e| (last, e.to_string()))?;
         let seq = info.stream_sequence;
+        received = seq;
         let at = UnixMs((info.published.unix_timestamp_nanos() / 1_000_000) as i64);
         progress.head_at(seq + info.pending, zonemesh_common::time::unix_ms());
         let entry = Entry::decode(&message.payload);

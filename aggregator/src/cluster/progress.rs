@@ -65,6 +65,11 @@ impl Progress {
         self.applied.load(Ordering::SeqCst)
     }
 
+    /// The last entry the log holds, as last heard.
+    pub fn head(&self) -> u64 {
+        self.head.load(Ordering::SeqCst)
+    }
+
     /// Entries in the log that this replica has not applied.
     pub fn lag(&self) -> u64 {
         self.head
