@@ -72,6 +72,9 @@ pub enum ConfigError {
     /// The bearer token file.
     #[error(transparent)]
     Tokens(#[from] crate::server::auth::TokensError),
+    /// The files a replica reaches an `https://` leader with.
+    #[error("--peer-ca/--peer-cert/--peer-key: {0}")]
+    Peer(#[source] zonemesh_tls::Error),
     /// `--publish` without a Kubernetes client to publish with.
     #[error("--publish: no Kubernetes client (in-cluster service account or kubeconfig): {0}")]
     Kube(#[source] kube::Error),

@@ -32,8 +32,10 @@ struct Setup {
     replicas: Vec<Option<Aggregator>>,
     data: Vec<PathBuf>,
     extra: Vec<String>,
-    /// Each replica on a fixed HTTP port it advertises (`--advertise-url`).
+    /// Each replica on a fixed HTTP port it advertises (`--advertise-url`), as `https://` when
+    /// `https`.
     advertise: bool,
+    https: bool,
     logs: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -51,6 +53,7 @@ impl Setup {
             data: Vec::new(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             advertise: false,
+            https: false,
             logs,
             _dir: dir,
         };
@@ -93,7 +96,8 @@ impl Setup {
                 .local_addr()?
                 .port();
             listen = format!("127.0.0.1:{port}");
-            url = format!("http://{listen}");
+            let scheme = if self.https { "https" } else { "http" };
+            url = format!("{scheme}://{listen}");
             args.extend(["--http-listen", &listen, "--advertise-url", &url]);
         }
         args.extend(self.extra.iter().map(String::as_str));
@@ -763,6 +767,37 @@ async fn a_bad_cluster_flag_fails_at_start_and_an_unreadable_entry_is_skipped_al
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("--cluster"), "{stderr}");
+    // Advertising https:// needs a certificate to serve and a CA to reach the leader with; an
+    // http:// one with TLS only cannot be reached in the clear.
+    let pki = zonemesh_tests::pki::Ca::new("flags CA")?;
+    let ca = pki.write(&dir.path().join("ca.crt"))?;
+    let server = pki.server(dir.path(), "server")?;
+    let tls: [&std::ffi::OsStr; 4] = [
+        "--tls-cert".as_ref(),
+        server.cert.as_os_str(),
+        "--tls-key".as_ref(),
+        server.key.as_os_str(),
+    ];
+    let cases: [(&[&std::ffi::OsStr], &str, &str); 4] = [
+        (&[], "https://127.0.0.1:1", "--tls-cert"),
+        (&tls, "https://127.0.0.1:1", "--peer-ca"),
+        (&tls, "http://127.0.0.1:1", "use https://"),
+        (
+            &["--peer-ca".as_ref(), ca.as_os_str()],
+            "ftp://x",
+            "--advertise-url",
+        ),
+    ];
+    for (flags, url, named) in cases {
+        let out = std::process::Command::new(&aggregator)
+            .args(["--in-memory", "--cluster", "nats://127.0.0.1:4222"])
+            .args(flags)
+            .args(["--advertise-url", url])
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{url}: {stderr}");
+        assert!(stderr.contains(named), "{url}: {stderr}");
+    }
     // Nobody listens there: a clear error at start naming the flag, exit status 1.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -1498,7 +1533,6 @@ fn filter_body(pod: &str, job: &str, workers: u32, nodes: &[&str]) -> String {
 }
 
 /// Extender calls on any replica reach the leader's job memory: a job's first pod, offered only
-/// zone-a (the worse zone) on a follower, fixes the job there; then 32 filter calls at once for
 /// its pods, spread over every replica and offered both zones, all keep it in zone-a (a
 /// replica answering from a memory of its own would choose the better zone-b).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1506,6 +1540,133 @@ async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
     if !nats_available() {
         return Ok(());
     }
+    let mut setup = advertising(vec!["--lease-ttl".into(), "3s".into()], false)?;
+    let replica = setup.replica(0).grpc;
+    let connect = move |_: &str| async move {
+        Ok(
+            tonic::transport::Channel::from_shared(format!("http://{replica}"))?
+                .connect()
+                .await?,
+        )
+    };
+    let post =
+        |http: SocketAddr, path: &str, body: &str| zonemesh_tests::http_post(http, path, body);
+    one_job_in_one_zone(&mut setup, connect, post).await
+}
+
+/// The same over TLS, client certificates required: a follower verifies the leader's
+/// certificate (`--peer-ca`) and presents its own scheduler identity (`--peer-cert`), and no call
+/// falls back to a follower's own memory (`zonemesh_extender_leaderless_total` stays 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extender_calls_over_tls_are_forwarded_to_the_leader_as_a_scheduler() -> Result<()> {
+    if !nats_available() {
+        return Ok(());
+    }
+    use zonemesh_tests::pki::Ca;
+    use zonemesh_tls::Role;
+    let pki = tempfile::tempdir()?;
+    let ca = Ca::new("zonemesh cluster test CA")?;
+    let ca_file = ca.write(&pki.path().join("ca.crt"))?;
+    let server = ca.server(pki.path(), "aggregator")?;
+    let peer = ca.client(pki.path(), Role::Scheduler, "zonemesh-aggregator")?;
+    let scheduler = ca.client(pki.path(), Role::Scheduler, "kube-scheduler")?;
+    let flags: Vec<String> = [
+        "--lease-ttl".as_ref(),
+        "3s".as_ref(),
+        "--tls-cert".as_ref(),
+        server.cert.as_os_str(),
+        "--tls-key".as_ref(),
+        server.key.as_os_str(),
+        "--tls-client-ca".as_ref(),
+        ca_file.as_os_str(),
+        // The tests' own helpers read /metrics and /healthz in the clear.
+        "--allow-plaintext".as_ref(),
+        "--peer-ca".as_ref(),
+        ca_file.as_os_str(),
+        "--peer-cert".as_ref(),
+        peer.cert.as_os_str(),
+        "--peer-key".as_ref(),
+        peer.key.as_os_str(),
+    ]
+    .iter()
+    .map(|s: &&std::ffi::OsStr| s.to_string_lossy().into_owned())
+    .collect();
+    let mut setup = advertising(flags, true)?;
+    let replica = setup.replica(0).grpc;
+    let (dir, ca_for_agents) = (pki.path().to_owned(), ca_file.clone());
+    let ca = std::sync::Arc::new(ca);
+    let connect = move |node: &str| {
+        let files = ca.client(&dir, Role::Node, node);
+        let ca_file = ca_for_agents.clone();
+        async move {
+            let files = files?;
+            let tls = zonemesh_tls::ClientTls {
+                ca: Some(ca_file),
+                cert: Some(files.cert),
+                key: Some(files.key),
+                server_name: None,
+            };
+            zonemesh_tls::connect(&format!("https://{replica}"), &tls, Duration::from_secs(5))
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        }
+    };
+    let post = move |http: SocketAddr, path: &str, body: &str| {
+        curl_post(http, path, body, &ca_file, &scheduler)
+    };
+    one_job_in_one_zone(&mut setup, connect, post).await?;
+    for r in setup.replicas.iter().flatten() {
+        let text = zonemesh_tests::http_get(r.http, "/metrics")?;
+        let fallbacks = zonemesh_tests::sample(&text, "zonemesh_extender_leaderless_total");
+        anyhow::ensure!(
+            fallbacks == Some(0.0),
+            "replica at {}: zonemesh_extender_leaderless_total {fallbacks:?}",
+            r.http
+        );
+    }
+    println!("over TLS with client certificates: no call answered from a follower's own memory");
+    Ok(())
+}
+
+/// POSTs `body` to `path` over HTTPS with curl, as the client of `client`: (status, body).
+fn curl_post(
+    http: SocketAddr,
+    path: &str,
+    body: &str,
+    ca: &std::path::Path,
+    client: &zonemesh_tests::pki::Files,
+) -> Result<(u16, String)> {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-w",
+            "\n%{http_code}",
+            "--cacert",
+        ])
+        .arg(ca)
+        .arg("--cert")
+        .arg(&client.cert)
+        .arg("--key")
+        .arg(&client.key)
+        .args(["-H", "Content-Type: application/json", "--data", body])
+        .arg(format!("https://127.0.0.1:{}{path}", http.port()))
+        .output()
+        .context("run curl")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "curl {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let (body, code) = text.rsplit_once('\n').context("curl output")?;
+    Ok((code.trim().parse()?, body.to_owned()))
+}
+
+/// Three NATS servers and three replicas that advertise their HTTP ports (as `https://` when
+/// `https`), each started with `extra`.
+fn advertising(extra: Vec<String>, https: bool) -> Result<Setup> {
     let dir = tempfile::tempdir()?;
     let logs = dir.path().join("logs");
     std::fs::create_dir_all(&logs)?;
@@ -1513,15 +1674,31 @@ async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
         nats: NatsCluster::start(3, dir.path(), &logs)?,
         replicas: Vec::new(),
         data: Vec::new(),
-        extra: vec!["--lease-ttl".into(), "3s".into()],
+        extra,
         advertise: true,
+        https,
         logs,
         _dir: dir,
     };
     for i in 0..3 {
         setup.start_replica(i)?;
     }
-    let leader = one_leader(&setup, Duration::from_secs(30)).await?;
+    Ok(setup)
+}
+
+/// Agents of two zones report to replica 0 (`connect` gives each node its channel); then one
+/// job's first pod is offered zone-a only, on a follower, and 32 more pods, offered both zones,
+/// go to the replicas in turn (`post`): every answer keeps the job in zone-a.
+async fn one_job_in_one_zone<C, F>(
+    setup: &mut Setup,
+    connect: C,
+    post: impl Fn(SocketAddr, &str, &str) -> Result<(u16, String)> + Clone + Send + 'static,
+) -> Result<()>
+where
+    C: Fn(&str) -> F,
+    F: std::future::Future<Output = Result<tonic::transport::Channel>>,
+{
+    let leader = one_leader(setup, Duration::from_secs(30)).await?;
     // Two zones of three; a2 loses 10 %: zone-b is the better one.
     let all = ["a1", "a2", "a3", "b1", "b2", "b3"];
     let mut agents = Vec::new();
@@ -1531,9 +1708,10 @@ async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
         } else {
             "zone-b"
         };
+        let channel = connect(n).await?;
         agents.push((
             n,
-            zonemesh_tests::FakeAgent::connect(setup.replica(0), n, zone).await?,
+            zonemesh_tests::FakeAgent::connect_on(channel, n, zone).await?,
         ));
     }
     for (n, agent) in &mut agents {
@@ -1556,7 +1734,7 @@ async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let https: Vec<SocketAddr> = setup.replicas.iter().flatten().map(|r| r.http).collect();
     let follower = https[(leader + 1) % 3];
-    let (status, text) = zonemesh_tests::http_post(
+    let (status, text) = post(
         follower,
         "/extender/filter",
         &filter_body("w-0", "resnet", 3, &["a1", "a2", "a3"]),
@@ -1565,8 +1743,9 @@ async fn extender_calls_on_any_replica_keep_a_job_in_one_zone() -> Result<()> {
     let mut calls = Vec::new();
     for i in 1..=32 {
         let http = https[i % 3];
+        let post = post.clone();
         calls.push(tokio::task::spawn_blocking(move || {
-            zonemesh_tests::http_post(
+            post(
                 http,
                 "/extender/filter",
                 &filter_body(&format!("w-{i}"), "resnet", 3, &all),
@@ -1736,7 +1915,12 @@ async fn every_replica_shows_the_tiers_its_leader_decided_and_a_new_leader_goes_
     )
     .await?
     .into_iter()
-    .filter(|(_, e)| matches!(e, Ok(zonemesh_aggregator::cluster::entry::Entry::Tiers { .. })))
+    .filter(|(_, e)| {
+        matches!(
+            e,
+            Ok(zonemesh_aggregator::cluster::entry::Entry::Tiers { .. })
+        )
+    })
     .count();
     println!("tiers decisions in the log: {tiers}");
     anyhow::ensure!(tiers >= 2, "{log:?}");

@@ -96,6 +96,7 @@ fn the_manifests_set_only_variables_the_binaries_read() -> Result<()> {
         ("tls/aggregator-tokens.yaml", "zonemesh-aggregator"),
         ("cluster/aggregator.yaml", "zonemesh-aggregator"),
         ("cluster/agent.yaml", "zonemesh-agent"),
+        ("cluster-tls/aggregator.yaml", "zonemesh-aggregator"),
     ] {
         let known = env_names(program)?;
         ensure!(known.len() > 10, "{program} --help lists {known:?}");
@@ -430,7 +431,6 @@ fn the_cluster_component_validates_and_wires_replicas_log_and_extender() -> Resu
         let out = Command::new("kubernetes-validate")
             .args(["--strict", "-k", KUBERNETES])
             .arg(dir.join("nats.yaml"))
-            .arg(dir.join("extender.yaml"))
             .output()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
@@ -457,23 +457,77 @@ fn the_cluster_component_validates_and_wires_replicas_log_and_extender() -> Resu
         )));
     }
     ensure!(nats.contains("containerPort: 4222") && nats.contains("port: 4222"));
-    // No replica is named the writer (a lease elects the leader); the extender's Service selects
-    // exactly replica 0, where its job memory lives.
-    let writer = "zonemesh-aggregator-0";
+    // No replica is named the writer (a lease elects the leader), and the scheduler keeps the
+    // base's extender URL: the Service of every ready replica (followers forward to the leader).
     ensure!(!aggregator.contains("WRITER"), "{aggregator}");
-    let extender = read("extender.yaml")?;
     ensure!(
-        extender.contains(&format!("statefulset.kubernetes.io/pod-name: {writer}")),
-        "{extender}"
+        !kustomization.contains("scheduler.yaml") && !kustomization.contains("extender.yaml"),
+        "{kustomization}"
     );
-    let scheduler = read("scheduler.yaml")?;
+    let base = std::fs::read_to_string(deploy().join("scheduler.yaml"))?;
     ensure!(
-        scheduler.contains("urlPrefix: http://zonemesh-extender.zonemesh.svc:7401/extender"),
-        "{scheduler}"
+        base.contains("urlPrefix: http://zonemesh-aggregator.zonemesh.svc:7401/extender"),
+        "{base}"
     );
-    ensure!(extender.contains("port: 7401"));
+    ensure!(
+        aggregator.contains("value: http://$(POD_IP):7401"),
+        "{aggregator}"
+    );
     // Agents reach every replica through the headless Service.
     ensure!(read("agent.yaml")?.contains("zonemesh-aggregator-headless.zonemesh.svc:7400"));
+    Ok(())
+}
+
+/// Replicas with TLS: `deploy/cluster-tls/` advertises https:// and gives each replica a scheduler
+/// identity from the tls component's CA, at the paths its flags name.
+#[test]
+fn the_cluster_tls_component_forwards_over_https_as_a_scheduler() -> Result<()> {
+    let dir = deploy().join("cluster-tls");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name));
+    let kustomization = read("kustomization.yaml")?;
+    ensure!(kustomization.contains("kind: Component"), "{kustomization}");
+    for name in ["cert-manager.yaml", "aggregator.yaml"] {
+        ensure!(
+            kustomization.contains(name),
+            "kustomization.yaml misses {name}"
+        );
+    }
+    let certificate = read("cert-manager.yaml")?;
+    let identity = zonemesh_tls::identity_uri(
+        "zonemesh",
+        zonemesh_tls::Role::Scheduler,
+        "zonemesh-aggregator",
+    );
+    ensure!(
+        certificate.contains(&format!("- {identity}")),
+        "{certificate}"
+    );
+    ensure!(certificate.contains("- client auth") && !certificate.contains("server auth"));
+    ensure!(certificate.contains("secretName: zonemesh-aggregator-peer-tls"));
+    // The issuer and the CA file are the tls component's.
+    let tls = std::fs::read_to_string(deploy().join("tls/cert-manager.yaml"))?;
+    ensure!(certificate.contains("name: zonemesh-ca") && tls.contains("name: zonemesh-ca"));
+    let tls_aggregator = std::fs::read_to_string(deploy().join("tls/aggregator.yaml"))?;
+    let aggregator = read("aggregator.yaml")?;
+    ensure!(tls_aggregator.contains("value: /etc/zonemesh-tls/ca.crt"));
+    let value_of = |name: &str| {
+        let at = aggregator.find(&format!("- name: {name}"))?;
+        aggregator[at..]
+            .lines()
+            .nth(1)?
+            .trim()
+            .strip_prefix("value: ")
+            .map(str::to_owned)
+    };
+    ensure!(value_of("ZONEMESH_ADVERTISE_URL").as_deref() == Some("https://$(POD_IP):7401"));
+    ensure!(value_of("ZONEMESH_PEER_CA").as_deref() == Some("/etc/zonemesh-tls/ca.crt"));
+    ensure!(value_of("ZONEMESH_PEER_CERT").as_deref() == Some("/etc/zonemesh-peer/tls.crt"));
+    ensure!(value_of("ZONEMESH_PEER_KEY").as_deref() == Some("/etc/zonemesh-peer/tls.key"));
+    ensure!(
+        aggregator.contains("mountPath: /etc/zonemesh-peer")
+            && aggregator.contains("secretName: zonemesh-aggregator-peer-tls"),
+        "{aggregator}"
+    );
     Ok(())
 }
 

@@ -311,7 +311,7 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// How a client reaches a TLS aggregator. Files are read at every connect.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientTls {
     /// CA that signed the aggregator's certificate (PEM). `None`: TLS is off.
     pub ca: Option<PathBuf>,

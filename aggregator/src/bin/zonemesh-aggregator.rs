@@ -91,6 +91,9 @@ mod env {
     pub const REPLICA_NAME: &str = "ZONEMESH_REPLICA_NAME";
     pub const LEASE_TTL: &str = "ZONEMESH_LEASE_TTL";
     pub const ADVERTISE_URL: &str = "ZONEMESH_ADVERTISE_URL";
+    pub const PEER_CA: &str = "ZONEMESH_PEER_CA";
+    pub const PEER_CERT: &str = "ZONEMESH_PEER_CERT";
+    pub const PEER_KEY: &str = "ZONEMESH_PEER_KEY";
     pub const MAX_LAG: &str = "ZONEMESH_MAX_LAG";
     pub const SNAPSHOT_INTERVAL: &str = "ZONEMESH_SNAPSHOT_INTERVAL";
 }
@@ -296,10 +299,23 @@ struct Cli {
     /// that dies is replaced within about this long.
     #[arg(long, env = env::LEASE_TTL, default_value = "5s", value_parser = parse_duration)]
     lease_ttl: Duration,
-    /// This replica's HTTP address as the other replicas reach it (`http://host:port`): while
-    /// another replica leads, they forward extender calls here when this one does.
+    /// This replica's HTTP address as the other replicas reach it (`http://host:port`, or
+    /// `https://host:port` when it serves TLS): the others forward extender calls here while
+    /// this one leads.
     #[arg(long, env = env::ADVERTISE_URL, requires = "cluster")]
     advertise_url: Option<String>,
+    /// CA of the replicas' certificates (PEM): how this replica verifies an `https://` leader it
+    /// forwards extender calls to. Required with an `https://` --advertise-url.
+    #[arg(long, env = env::PEER_CA, requires = "cluster")]
+    peer_ca: Option<PathBuf>,
+    /// Certificate chain (PEM) this replica presents to the leader when it forwards: a
+    /// scheduler's identity (`spiffe://<domain>/scheduler/<name>`) where the leader verifies
+    /// clients without tokens.
+    #[arg(long, env = env::PEER_CERT, requires = "peer_ca")]
+    peer_cert: Option<PathBuf>,
+    /// Private key (PEM) of --peer-cert.
+    #[arg(long, env = env::PEER_KEY, requires = "peer_cert")]
+    peer_key: Option<PathBuf>,
     /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
     /// readiness.
     #[arg(long, env = env::MAX_LAG, default_value_t = 10_000)]
@@ -641,11 +657,37 @@ impl Cli {
             ));
         }
         config.lease_ttl = self.lease_ttl;
+        config.peer_tls = zonemesh_tls::ClientTls {
+            ca: self.peer_ca.clone(),
+            cert: self.peer_cert.clone(),
+            key: self.peer_key.clone(),
+            server_name: None,
+        };
+        config.peer_tls.check("peer-").map_err(|e| e.to_string())?;
         if let Some(url) = &self.advertise_url {
-            let host = url.strip_prefix("http://").unwrap_or_default();
+            let (https, host) = match url.split_once("://") {
+                Some(("https", host)) => (true, host),
+                Some(("http", host)) => (false, host),
+                _ => (false, ""),
+            };
             if host.is_empty() || host.contains(char::is_whitespace) {
                 return Err(format!(
-                    "--advertise-url: {url:?} is not http://host:port (forwarding extender calls over TLS is not supported)"
+                    "--advertise-url: {url:?} is not http://host:port or https://host:port"
+                ));
+            }
+            if https && self.tls_cert.is_none() {
+                return Err(format!(
+                    "--advertise-url: {url} is https://, but this replica serves no TLS (--tls-cert)"
+                ));
+            }
+            if https && self.peer_ca.is_none() {
+                return Err(format!(
+                    "--peer-ca: required with --advertise-url {url} (the replicas verify the leader's certificate with it)"
+                ));
+            }
+            if !https && self.tls_cert.is_some() && !self.allow_plaintext {
+                return Err(format!(
+                    "--advertise-url: {url} is http://, but this replica serves TLS only (--tls-cert): use https://"
                 ));
             }
         }

@@ -55,6 +55,10 @@ pub struct ClusterConfig {
     /// This replica's HTTP base URL as the other replicas reach it (`--advertise-url`): the
     /// leader's is where the others forward extender calls.
     pub advertise: Option<String>,
+    /// How this replica reaches a leader that advertises `https://` (`--peer-ca`, `--peer-cert`,
+    /// `--peer-key`): the CA of the replicas' certificates, and the certificate it presents
+    /// (a scheduler's identity, which the leader's guard lets use the extender).
+    pub peer_tls: zonemesh_tls::ClientTls,
     /// Entries a replica may be behind the log before it answers UNAVAILABLE and fails
     /// readiness (`--max-lag`).
     pub max_lag: u64,
@@ -98,6 +102,7 @@ impl ClusterConfig {
             replica: replica.into(),
             lease_ttl: Duration::from_secs(5),
             advertise: None,
+            peer_tls: zonemesh_tls::ClientTls::default(),
             max_lag: 10_000,
             stream: StreamSettings::default(),
             snapshot_every: Duration::from_secs(180),

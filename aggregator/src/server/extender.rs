@@ -279,6 +279,12 @@ impl Extender {
         }
     }
 
+    /// Forwards to the leader with `forward` (a leader that advertises `https://`).
+    pub fn forwarding_with(mut self, forward: super::forward::Forwarder) -> Self {
+        self.forward = forward;
+        self
+    }
+
     /// On a replica that does not lead, the answer for a call to `path`: the leader's, forwarded
     /// (its job memory is the one that counts), or, while no leader is known, the answer of an
     /// extender without figures (every candidate passes, every score 0), counted. `None`: answer

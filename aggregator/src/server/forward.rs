@@ -1,6 +1,9 @@
 //! Extender calls that reach a replica that does not lead go to the leader, where the job
 //! memory lives: the body as it came, the caller's `Authorization` header, and the leader's
-//! answer as it is. Plain HTTP only (`--advertise-url http://…`).
+//! answer as it is. A leader that advertises `https://` is reached over TLS: its certificate
+//! verified against `--peer-ca`, this replica presenting `--peer-cert` when set (the leader's
+//! guard sees that identity; the caller's was checked here, and its `Authorization` header goes
+//! along).
 
 use std::time::Duration;
 
@@ -8,6 +11,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -18,22 +22,43 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(4);
 /// The client that forwards.
 #[derive(Debug, Clone)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Default for Forwarder {
+    /// Plain HTTP; an `https://` leader is refused (no CA to verify it with).
     fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(1)));
-        Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
-        }
+        Self::new(None)
     }
 }
 
 impl Forwarder {
-    /// POSTs `body` to `path` of the replica at `base` (`http://host:port`), with the caller's
+    /// A forwarder that reaches `https://` leaders with `tls` (HTTP/1.1: its ALPN protocols are
+    /// the connector's to set), and `http://` ones in the clear.
+    pub fn new(tls: Option<rustls::ClientConfig>) -> Self {
+        let mut tls = tls.unwrap_or_else(|| {
+            rustls::ClientConfig::builder_with_provider(zonemesh_tls::provider())
+                .with_safe_default_protocol_versions()
+                .expect("the provider's default protocol versions")
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        });
+        tls.alpn_protocols.clear();
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(Duration::from_secs(1)));
+        http.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Self {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        }
+    }
+
+    /// POSTs `body` to `path` of the replica at `base` (`http(s)://host:port`), with the caller's
     /// `authorization`; the answer, or why there is none.
     pub async fn post(
         &self,

@@ -238,7 +238,8 @@ pub async fn serve(
         metrics.clone(),
         config.job_ttl_ms,
         gate.clone(),
-    );
+    )
+    .forwarding_with(forwarder(&config)?);
     let http = axum::serve(
         tls::incoming(http_listener, tls.clone(), metrics.clone()),
         http_router(metrics.clone(), gate)
@@ -339,6 +340,16 @@ fn security(
         );
     }
     Ok((tls, guard))
+}
+
+/// The client that forwards extender calls to the leader: over TLS with `--peer-*` when set.
+fn forwarder(config: &Config) -> Result<forward::Forwarder, Error> {
+    let peer = config.cluster.as_ref().map(|c| &c.peer_tls);
+    let tls = match peer.filter(|p| p.enabled()) {
+        Some(p) => Some(p.client_config().map_err(ConfigError::Peer)?),
+        None => None,
+    };
+    Ok(forward::Forwarder::new(tls))
 }
 
 /// What a start restores: the topology, its store, the tiers' state, and a replica's place.

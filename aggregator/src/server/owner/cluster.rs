@@ -316,7 +316,11 @@ impl ClusterState {
             }
             Entry::Tiers { epoch, state } => {
                 if epoch < self.epoch {
-                    tracing::warn!(epoch, newest = self.epoch, "a tiers decision of an older leader dropped");
+                    tracing::warn!(
+                        epoch,
+                        newest = self.epoch,
+                        "a tiers decision of an older leader dropped"
+                    );
                     self.progress.skipped(false);
                     return;
                 }
