@@ -64,9 +64,13 @@ pub struct Link {
 
 /// The network a prediction runs on. Nodes are indices chosen by the caller.
 pub trait Network {
-    /// The link from `a` to `b` (`a != b`). An unlimited rate (`f64::INFINITY`) means both are
-    /// on one host: a flow between them uses neither node's own link nor any zone capacity.
+    /// The link from `a` to `b` (for two ranks on one host, the host's loopback).
     fn link(&self, a: usize, b: usize) -> Link;
+    /// Whether `a` and `b` are on one host: a flow between them uses neither node's own link nor
+    /// any zone capacity, only its link's delay and rate. By default, the same index.
+    fn same_host(&self, a: usize, b: usize) -> bool {
+        a == b
+    }
     /// The zone of `a` (any index; equal zones are equal numbers).
     fn zone(&self, a: usize) -> usize;
     /// What `a` can send in all, bit/s (`f64::INFINITY` when unknown).
@@ -186,10 +190,10 @@ impl FlowTime {
     }
 }
 
-/// Whether a flow stays on one host: its link is unlimited, so it uses neither end's own link
-/// nor any zone capacity (two ranks on one node).
+/// Whether a flow stays on one host (two ranks on one node): it uses neither end's own link nor
+/// any zone capacity.
 fn on_one_host(net: &dyn Network, f: &Flow) -> bool {
-    net.link(f.from, f.to).rate_bps == f64::INFINITY
+    net.same_host(f.from, f.to)
 }
 
 /// What each of a set of concurrent flows costs: its link's delay and repair, and its

@@ -161,6 +161,10 @@ impl Network for SnapshotNetwork<'_> {
         self.entry(a, b).link
     }
 
+    fn same_host(&self, a: usize, b: usize) -> bool {
+        self.nodes[a] == self.nodes[b]
+    }
+
     fn zone(&self, a: usize) -> usize {
         self.zones[a]
     }

@@ -14,7 +14,8 @@ pub use zonemesh_engine::collective::{Bottleneck, Link, Network, Prediction};
 pub const PREDICTOR: &str = "the engine's α–β model (`zonemesh_engine::collective::predict`)";
 
 /// Two ranks on one node talk over the node's loopback (Open MPI's TCP transport, as the lab runs
-/// it), which no rate limit or loss of the lab touches.
+/// it), which no rate limit or loss of the lab touches: a flow on it uses no NIC (the network's
+/// `same_host`), only its own delay and rate.
 pub const LOOPBACK: Link = Link {
     rtt_us: 20.0,
     loss: 0.0,
@@ -165,8 +166,12 @@ mod tests {
         let good = ring(&fast_net, &["a1", "a2", "b1", "b2"], 256 << 10);
         let bad = ring(&fast_net, &["a1", "b1", "a2", "b2"], 256 << 10);
         assert!(bad > 1.5 * good, "{bad} against {good}");
-        // Two ranks on one node talk over the loopback.
+        // Two ranks on one node talk over the loopback, which takes nothing of the node's own
+        // link: a1 a1 b1 b1 costs about what a1 a2 b1 b2 does (one flow leaves a node, one
+        // arrives), not twice that (as when the loopback flow shared a1's 1 Gbit/s).
         assert_eq!(fast_net.link(0, 0), LOOPBACK);
+        let shared = ring(&fast_net, &["a1", "a1", "b1", "b1"], 16 << 20);
+        assert!(shared > 0.85 * t && shared < 1.05 * t, "{shared} against {t}");
         assert_eq!(fast_net.zone(1), fast_net.zone(0));
         assert_ne!(fast_net.zone(2), fast_net.zone(0));
     }

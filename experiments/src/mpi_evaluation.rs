@@ -45,20 +45,31 @@ pub enum Strategy {
     ZoneThenScore,
     /// Fewest zones by labels, ties by node name (Volcano hard tier, Kueue required topology).
     LabelsOnly,
+    /// Fewest zones by labels, ties at random: [`LABEL_DRAWS`] seeded draws per lab.
+    LabelsRandom,
     /// zonemesh `Place` without the job (worst pair).
     ZonemeshToday,
     /// zonemesh `Place` with the job's collective and gradient size (predicted time).
     ZonemeshPredicted,
-    /// The exhaustive optimum of the predicted time over the truth the lab injected.
+    /// The exhaustive optimum of the predicted time over the truth the lab injected: a model's
+    /// best, not a measured one (see [`Confirmation`]).
     Oracle,
 }
 
+/// Draws of [`Strategy::LabelsRandom`] per lab.
+pub const LABEL_DRAWS: u32 = 5;
+
+/// Sets the model over the injected truth ranks best, run beside the strategies' own in search
+/// of the measured best.
+pub const MODEL_BEST_SETS: usize = 4;
+
 /// Every strategy, in the report's order.
-pub const STRATEGIES: [Strategy; 7] = [
+pub const STRATEGIES: [Strategy; 8] = [
     Strategy::Spread,
     Strategy::Random,
     Strategy::ZoneThenScore,
     Strategy::LabelsOnly,
+    Strategy::LabelsRandom,
     Strategy::ZonemeshToday,
     Strategy::ZonemeshPredicted,
     Strategy::Oracle,
@@ -71,10 +82,11 @@ impl Strategy {
             Self::Spread => "kube-scheduler spread",
             Self::Random => "random",
             Self::ZoneThenScore => "zone-then-score",
-            Self::LabelsOnly => "labels only (fewest zones)",
+            Self::LabelsOnly => "labels only (fewest zones, ties by name)",
+            Self::LabelsRandom => "labels only (fewest zones, random ties)",
             Self::ZonemeshToday => "zonemesh today (worst pair)",
             Self::ZonemeshPredicted => "zonemesh predicted-time",
-            Self::Oracle => "oracle",
+            Self::Oracle => "model oracle (best by the model over the truth)",
         }
     }
 
@@ -85,6 +97,7 @@ impl Strategy {
             Self::Random => "random",
             Self::ZoneThenScore => "zone-then-score",
             Self::LabelsOnly => "labels",
+            Self::LabelsRandom => "labels-random",
             Self::ZonemeshToday => "zonemesh-today",
             Self::ZonemeshPredicted => "zonemesh-predicted",
             Self::Oracle => "oracle",
@@ -117,6 +130,10 @@ pub struct Plan {
     pub choice_runs: u32,
     /// Also run the lab's TCP ring and parameter-server workload on the placements.
     pub tcp_workload: bool,
+    /// The model's best sets over the truth to run beside the strategies' (0: none).
+    pub model_sets: usize,
+    /// Run the fastest set again beside zonemesh's to confirm it.
+    pub confirm: bool,
 }
 
 impl Default for Plan {
@@ -128,6 +145,18 @@ impl Default for Plan {
             runs: 5,
             choice_runs: 3,
             tcp_workload: true,
+            model_sets: MODEL_BEST_SETS,
+            confirm: true,
+        }
+    }
+}
+
+impl Plan {
+    /// `mpirun`s per set with `algorithm`.
+    pub fn runs_of(&self, algorithm: Algorithm) -> u32 {
+        match algorithm {
+            Algorithm::Ring => self.runs,
+            Algorithm::OpenMpiChoice => self.choice_runs,
         }
     }
 }
@@ -192,9 +221,43 @@ pub struct Placement {
     pub estimated_figures: u32,
     /// Why placing failed, if it did.
     pub failure: Option<String>,
+    /// Which draw of a strategy that draws ([`Strategy::LabelsRandom`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<u32>,
 }
 
-/// The `mpirun`s of one placement, size and algorithm.
+/// A set the model over the injected truth ranks among the best, run beside the strategies'.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Gradient size.
+    pub bytes: u64,
+    /// Node of every rank, in the model's best order.
+    pub ranks: Vec<String>,
+    /// Its predicted time over the truth, seconds.
+    pub truth_predicted_s: f64,
+    /// Its place in the model's order (1: the model oracle's set).
+    pub model_rank: u32,
+}
+
+/// The fastest set of one size and algorithm, rerun interleaved with zonemesh's, as often, to
+/// confirm it: the measured best that zonemesh's regret is reported against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// Gradient size.
+    pub bytes: u64,
+    /// Ring or Open MPI's choice.
+    pub algorithm: Algorithm,
+    /// The fastest set of the first round of runs.
+    pub best: Vec<String>,
+    /// zonemesh predicted-time's set.
+    pub zonemesh: Vec<String>,
+    /// Timed iterations of every confirming run of `best` (none when it is zonemesh's set).
+    pub best_runs: Vec<Vec<f64>>,
+    /// Timed iterations of every confirming run of zonemesh's set, interleaved with them.
+    pub zonemesh_runs: Vec<Vec<f64>>,
+    /// Every failed confirming run's error.
+    pub failures: Vec<String>,
+}
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MpiRecord {
     /// Node of every rank.
@@ -246,14 +309,38 @@ pub struct LabResult {
     pub mpi: Vec<MpiRecord>,
     /// The TCP workload.
     pub tcp: Vec<TcpRecord>,
+    /// The model's best sets over the truth, run beside the strategies' own.
+    #[serde(default)]
+    pub candidates: Vec<Candidate>,
+    /// The fastest set of each size and algorithm, confirmed against zonemesh's.
+    #[serde(default)]
+    pub confirmations: Vec<Confirmation>,
 }
 
 impl LabResult {
-    /// The placement of `strategy` for `bytes`.
+    /// The placement of `strategy` for `bytes` (a drawing strategy's first draw).
     pub fn placement(&self, strategy: Strategy, bytes: u64) -> Option<&Placement> {
         self.placements
             .iter()
             .find(|p| p.strategy == strategy && p.bytes == bytes)
+    }
+
+    /// Every placement of `strategy` for `bytes` (one, or a drawing strategy's draws).
+    pub fn placements_of(
+        &self,
+        strategy: Strategy,
+        bytes: u64,
+    ) -> impl Iterator<Item = &Placement> + '_ {
+        self.placements
+            .iter()
+            .filter(move |p| p.strategy == strategy && p.bytes == bytes)
+    }
+
+    /// The confirmation of `bytes` and `algorithm`, if it ran.
+    pub fn confirmation(&self, bytes: u64, algorithm: Algorithm) -> Option<&Confirmation> {
+        self.confirmations
+            .iter()
+            .find(|c| c.bytes == bytes && c.algorithm == algorithm)
     }
 
     /// The MPI runs of `ranks` at `bytes` with `algorithm`.
@@ -271,11 +358,13 @@ impl LabResult {
 
 type Topology = v1::topology_client::TopologyClient<Channel>;
 
-/// The placement of a size-blind or size-aware `strategy` (the oracle needs no zonemesh).
+/// The placement of a size-blind or size-aware `strategy` (the oracle needs no zonemesh); `draw`
+/// numbers a drawing strategy's draws.
 async fn place(
     strategy: Strategy,
     setup: &Setup,
     bytes: u64,
+    draw: u32,
     topology: &mut Topology,
 ) -> Result<(Vec<String>, Option<f64>)> {
     let mut rng = Rng::new(
@@ -283,12 +372,14 @@ async fn place(
             .seed
             .wrapping_mul(31)
             .wrapping_add(strategy as u64)
-            .wrapping_add((setup.scenario as u64) << 20),
+            .wrapping_add((setup.scenario as u64) << 20)
+            .wrapping_add(u64::from(draw) << 32),
     );
     Ok(match strategy {
         Strategy::Spread => (scenarios::spread(setup, &mut rng), None),
         Strategy::Random => (scenarios::random(setup, &mut rng), None),
         Strategy::LabelsOnly => (scenarios::labels_only(setup), None),
+        Strategy::LabelsRandom => (scenarios::labels_random(setup, &mut rng), None),
         Strategy::Oracle => {
             let (ranks, _) = scenarios::oracle(setup, Collective::RingAllReduce, bytes);
             (ranks, None)
@@ -455,12 +546,48 @@ pub async fn evaluate_lab(
     // 2. Every strategy places; zonemesh's figures of every path, for the predictions.
     let network = network(setup, &mut topology).await?;
     let placements = place_all(setup, plan, &network, &mut topology, &tag, progress).await?;
+    let candidates: Vec<Candidate> = plan
+        .sizes
+        .iter()
+        .flat_map(|&bytes| {
+            scenarios::best_sets(setup, Collective::RingAllReduce, bytes, plan.model_sets)
+                .into_iter()
+                .enumerate()
+                .map(move |(i, (ranks, truth_predicted_s))| Candidate {
+                    bytes,
+                    ranks,
+                    truth_predicted_s,
+                    model_rank: i as u32 + 1,
+                })
+        })
+        .collect();
     // 3. The agents' probes would share the links with the job.
     for (_, agent) in std::mem::take(&mut stack.agents) {
         agent.terminate()?;
     }
     let load_before = machine::load_average();
-    let mpi_records = run_mpi(&lab, program, plan, &placements, &tag, progress);
+    let mpi_records = run_mpi(
+        &lab,
+        program,
+        plan,
+        &placements,
+        &candidates,
+        &tag,
+        progress,
+    );
+    let confirmations = if plan.confirm {
+        confirm(
+            &lab,
+            program,
+            setup,
+            plan,
+            &placements,
+            &mpi_records,
+            progress,
+        )
+    } else {
+        Vec::new()
+    };
     // 4. The lab's TCP workload on the same placements.
     let tcp = if plan.tcp_workload {
         run_tcp(&lab, plan, &placements, &tag, progress)
@@ -480,6 +607,8 @@ pub async fn evaluate_lab(
         placements,
         mpi: mpi_records,
         tcp,
+        candidates,
+        confirmations,
     })
 }
 
@@ -493,80 +622,104 @@ async fn place_all(
     tag: &str,
     progress: &mut impl FnMut(&str),
 ) -> Result<Vec<Placement>> {
-    let mut placements = Vec::new();
+    let mut placements: Vec<Placement> = Vec::new();
     for &bytes in &plan.sizes {
         for &strategy in &plan.strategies {
-            let placed = if !strategy.knows_the_size() && bytes != plan.sizes[0] {
-                // The same as for the first size.
-                let p = placements
-                    .iter()
-                    .find(|p: &&Placement| p.strategy == strategy)
-                    .cloned()
-                    .expect("placed for the first size");
-                Ok((p.ranks, p.place_predicted_s))
+            let draws = if strategy == Strategy::LabelsRandom {
+                LABEL_DRAWS
             } else {
-                place(strategy, setup, bytes, topology).await
+                1
             };
-            let (ranks, place_predicted_s, failure) = match placed {
-                Ok((r, p)) => (r, p, None),
-                Err(e) => (Vec::new(), None, Some(format!("{e:#}"))),
-            };
-            let (predicted_s, estimated_figures) = if ranks.is_empty() {
-                (None, 0)
-            } else {
-                predicted(network, &ranks, bytes)
-            };
-            let truth_predicted_s = if ranks.is_empty() {
-                f64::NAN
-            } else {
-                setup.truth_prediction(bytes, &ranks).seconds
-            };
-            progress(&format!(
-                "{tag}: {} B {} -> {} (predicted {:?}, truth model {truth_predicted_s:.4} s){}",
-                bytes,
-                strategy.as_str(),
-                ranks.join(","),
-                predicted_s,
-                failure
-                    .as_ref()
-                    .map(|f| format!(" FAILED: {f}"))
-                    .unwrap_or_default()
-            ));
-            placements.push(Placement {
-                strategy,
-                bytes,
-                ranks,
-                predicted_s,
-                place_predicted_s,
-                truth_predicted_s,
-                estimated_figures,
-                failure,
-            });
+            for draw in 0..draws {
+                let placed = if !strategy.knows_the_size() && bytes != plan.sizes[0] {
+                    // The same as for the first size.
+                    let p = placements
+                        .iter()
+                        .find(|p| p.strategy == strategy && p.draw.unwrap_or(0) == draw)
+                        .cloned()
+                        .expect("placed for the first size");
+                    Ok((p.ranks, p.place_predicted_s))
+                } else {
+                    place(strategy, setup, bytes, draw, topology).await
+                };
+                let (ranks, place_predicted_s, failure) = match placed {
+                    Ok((r, p)) => (r, p, None),
+                    Err(e) => (Vec::new(), None, Some(format!("{e:#}"))),
+                };
+                let (predicted_s, estimated_figures) = if ranks.is_empty() {
+                    (None, 0)
+                } else {
+                    predicted(network, &ranks, bytes)
+                };
+                let truth_predicted_s = if ranks.is_empty() {
+                    f64::NAN
+                } else {
+                    setup.truth_prediction(bytes, &ranks).seconds
+                };
+                progress(&format!(
+                    "{tag}: {} B {}{} -> {} (predicted {:?}, truth model {truth_predicted_s:.4} s){}",
+                    bytes,
+                    strategy.as_str(),
+                    if draws > 1 {
+                        format!(" draw {draw}")
+                    } else {
+                        String::new()
+                    },
+                    ranks.join(","),
+                    predicted_s,
+                    failure
+                        .as_ref()
+                        .map(|f| format!(" FAILED: {f}"))
+                        .unwrap_or_default()
+                ));
+                placements.push(Placement {
+                    strategy,
+                    bytes,
+                    ranks,
+                    predicted_s,
+                    place_predicted_s,
+                    truth_predicted_s,
+                    estimated_figures,
+                    failure,
+                    draw: (draws > 1).then_some(draw),
+                });
+            }
         }
     }
     Ok(placements)
 }
 
-/// `MPI_Allreduce` on every distinct placement at every size and with every algorithm of
-/// `plan`, run after run, the placements interleaved (a slow spell of the machine falls on all).
+/// `MPI_Allreduce` on every distinct set (the strategies' placements, then the model's best sets
+/// `candidates`) at every size and with every algorithm of `plan`, run after run, the sets
+/// interleaved (a slow spell of the machine falls on all).
 fn run_mpi(
     lab: &Lab,
     program: &AllReduce,
     plan: &Plan,
     placements: &[Placement],
+    candidates: &[Candidate],
     tag: &str,
     progress: &mut impl FnMut(&str),
 ) -> Vec<MpiRecord> {
     let mut mpi_records = Vec::new();
     for &bytes in &plan.sizes {
-        // Distinct rank orders, in strategy order.
+        // Distinct rank orders, in strategy order, then the model's.
         let mut distinct: Vec<(Vec<String>, f64)> = Vec::new();
-        for p in placements.iter().filter(|p| p.bytes == bytes) {
-            if !p.ranks.is_empty() && !distinct.iter().any(|(r, _)| *r == p.ranks) {
-                distinct.push((p.ranks.clone(), p.truth_predicted_s));
+        let sets = placements
+            .iter()
+            .filter(|p| p.bytes == bytes)
+            .map(|p| (&p.ranks, p.truth_predicted_s))
+            .chain(
+                candidates
+                    .iter()
+                    .filter(|c| c.bytes == bytes)
+                    .map(|c| (&c.ranks, c.truth_predicted_s)),
+            );
+        for (ranks, truth_s) in sets {
+            if !ranks.is_empty() && !distinct.iter().any(|(r, _)| r == ranks) {
+                distinct.push((ranks.clone(), truth_s));
             }
         }
-        let (timed, warmup) = iterations(bytes);
         for &algorithm in &plan.algorithms {
             let mut records: Vec<MpiRecord> = distinct
                 .iter()
@@ -578,46 +731,21 @@ fn run_mpi(
                     failures: Vec::new(),
                 })
                 .collect();
-            let runs = match algorithm {
-                Algorithm::Ring => plan.runs,
-                Algorithm::OpenMpiChoice => plan.choice_runs,
-            };
-            for run in 0..runs {
+            for run in 0..plan.runs_of(algorithm) {
                 for (i, (ranks, truth_s)) in distinct.iter().enumerate() {
-                    let job = mpi::Job {
-                        ranks: ranks.clone(),
-                        bytes: bytes as usize,
-                        iterations: timed,
-                        warmup,
-                        algorithm,
-                        // Start-up, then ten times what the truth predicts (loss makes tails).
-                        timeout: Duration::from_secs(30)
-                            + Duration::from_secs_f64(
-                                (10.0 * truth_s * f64::from(timed + warmup)).min(600.0),
-                            ),
-                    };
-                    let outcome = tokio::task::block_in_place(|| mpi::run(lab, program, &job));
-                    match outcome {
-                        Ok(m) => {
-                            let mean = m.iterations.iter().sum::<Duration>().as_secs_f64()
-                                / m.iterations.len() as f64;
-                            progress(&format!(
-                                "{tag}: mpi {bytes} B {} run {run} [{}]: mean {mean:.4} s, median {:.4} s",
-                                algorithm.key(),
-                                ranks.join(","),
-                                m.median().as_secs_f64()
-                            ));
-                            records[i]
-                                .runs
-                                .push(m.iterations.iter().map(Duration::as_secs_f64).collect());
+                    let label = format!("run {run}");
+                    match mpi_once(lab, program, ranks, bytes, algorithm, *truth_s) {
+                        Ok(times) => {
+                            progress(&describe(tag, bytes, algorithm, &label, ranks, &times));
+                            records[i].runs.push(times);
                         }
                         Err(e) => {
                             progress(&format!(
-                                "{tag}: mpi {bytes} B {} run {run} [{}] FAILED: {e:#}",
+                                "{tag}: mpi {bytes} B {} {label} [{}] FAILED: {e}",
                                 algorithm.key(),
                                 ranks.join(",")
                             ));
-                            records[i].failures.push(format!("{e:#}"));
+                            records[i].failures.push(e);
                         }
                     }
                 }
@@ -626,6 +754,129 @@ fn run_mpi(
         }
     }
     mpi_records
+}
+
+/// One `mpirun` of `ranks` at `bytes`: its timed iterations, seconds, or why it failed.
+/// `truth_s` (the truth's predicted time) sets its timeout.
+fn mpi_once(
+    lab: &Lab,
+    program: &AllReduce,
+    ranks: &[String],
+    bytes: u64,
+    algorithm: Algorithm,
+    truth_s: f64,
+) -> std::result::Result<Vec<f64>, String> {
+    let (timed, warmup) = iterations(bytes);
+    let truth_s = if truth_s.is_finite() { truth_s } else { 1.0 };
+    let job = mpi::Job {
+        ranks: ranks.to_vec(),
+        bytes: bytes as usize,
+        iterations: timed,
+        warmup,
+        algorithm,
+        // Start-up, then ten times what the truth predicts (loss makes tails).
+        timeout: Duration::from_secs(30)
+            + Duration::from_secs_f64((10.0 * truth_s * f64::from(timed + warmup)).min(600.0)),
+    };
+    tokio::task::block_in_place(|| mpi::run(lab, program, &job))
+        .map(|m| m.iterations.iter().map(Duration::as_secs_f64).collect())
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// A progress line for one run's timed iterations.
+fn describe(
+    tag: &str,
+    bytes: u64,
+    algorithm: Algorithm,
+    label: &str,
+    ranks: &[String],
+    times: &[f64],
+) -> String {
+    let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+    format!(
+        "{tag}: mpi {bytes} B {} {label} [{}]: mean {mean:.4} s, median {:.4} s",
+        algorithm.key(),
+        ranks.join(","),
+        median_f64(times)
+    )
+}
+
+/// For every size and algorithm: the set whose runs were fastest (by their median run time),
+/// run again in turn with zonemesh predicted-time's set, as often as the first round ran each,
+/// so that both are measured side by side. zonemesh's regret is reported against this confirmed
+/// best; when zonemesh's set was itself the fastest, nothing more runs.
+fn confirm(
+    lab: &Lab,
+    program: &AllReduce,
+    setup: &Setup,
+    plan: &Plan,
+    placements: &[Placement],
+    records: &[MpiRecord],
+    progress: &mut impl FnMut(&str),
+) -> Vec<Confirmation> {
+    let tag = &format!("{} seed {}", setup.scenario, setup.seed);
+    let mut out = Vec::new();
+    for &bytes in &plan.sizes {
+        let Some(zonemesh) = placements
+            .iter()
+            .find(|p| p.strategy == Strategy::ZonemeshPredicted && p.bytes == bytes)
+            .filter(|p| !p.ranks.is_empty())
+        else {
+            continue;
+        };
+        for &algorithm in &plan.algorithms {
+            let fastest = records
+                .iter()
+                .filter(|r| r.bytes == bytes && r.algorithm == algorithm)
+                .filter_map(|r| {
+                    let times = run_times(r);
+                    (!times.is_empty()).then(|| (r, median_f64(&times)))
+                })
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            let Some((best, _)) = fastest else { continue };
+            let mut c = Confirmation {
+                bytes,
+                algorithm,
+                best: best.ranks.clone(),
+                zonemesh: zonemesh.ranks.clone(),
+                best_runs: Vec::new(),
+                zonemesh_runs: Vec::new(),
+                failures: Vec::new(),
+            };
+            if c.best != c.zonemesh {
+                let truth = |ranks: &[String]| setup.truth_prediction(bytes, ranks).seconds;
+                let (best_truth, zonemesh_truth) = (truth(&c.best), truth(&c.zonemesh));
+                for run in 0..plan.runs_of(algorithm) {
+                    for (ranks, truth_s, is_best) in [
+                        (&c.best, best_truth, true),
+                        (&c.zonemesh, zonemesh_truth, false),
+                    ] {
+                        let label = format!("confirming run {run}");
+                        match mpi_once(lab, program, ranks, bytes, algorithm, truth_s) {
+                            Ok(times) => {
+                                progress(&describe(tag, bytes, algorithm, &label, ranks, &times));
+                                if is_best {
+                                    c.best_runs.push(times);
+                                } else {
+                                    c.zonemesh_runs.push(times);
+                                }
+                            }
+                            Err(e) => {
+                                progress(&format!(
+                                    "{tag}: mpi {bytes} B {} {label} [{}] FAILED: {e}",
+                                    algorithm.key(),
+                                    ranks.join(",")
+                                ));
+                                c.failures.push(e);
+                            }
+                        }
+                    }
+                }
+            }
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The lab's TCP ring and parameter server once on every distinct placement at every size.
@@ -695,9 +946,12 @@ fn tcp_run(lab: &Lab, ranks: &[String], bytes: u64, collective: Collective) -> T
 /// Each run's time: the mean of its timed iterations (a job's time is the sum of its
 /// iterations, retransmission timeouts included, which a median would hide).
 pub fn run_times(record: &MpiRecord) -> Vec<f64> {
-    record
-        .runs
-        .iter()
+    run_means(&record.runs)
+}
+
+/// The mean of each run's timed iterations (runs without any left out).
+fn run_means(runs: &[Vec<f64>]) -> Vec<f64> {
+    runs.iter()
         .filter(|r| !r.is_empty())
         .map(|r| r.iter().sum::<f64>() / r.len() as f64)
         .collect()
@@ -763,20 +1017,55 @@ fn median_f64(values: &[f64]) -> f64 {
 }
 
 /// What `strategy`'s placement at `bytes` measured with `algorithm` in `result` (`None` when it
-/// did not run or every run failed).
+/// did not run or every run failed). A drawing strategy's time is the mean over its draws (its
+/// range: the fastest and the slowest draw).
 pub fn measured(
     result: &LabResult,
     strategy: Strategy,
     bytes: u64,
     algorithm: Algorithm,
 ) -> Option<Measurement> {
-    let p = result.placement(strategy, bytes)?;
-    let r = result.mpi(&p.ranks, bytes, algorithm)?;
-    let times = run_times(r);
+    let draws: Vec<Measurement> = result
+        .placements_of(strategy, bytes)
+        .filter_map(|p| measured_set(result, &p.ranks, bytes, algorithm))
+        .collect();
+    match draws.as_slice() {
+        [] => None,
+        [one] => Some(*one),
+        many => {
+            let n = many.len() as f64;
+            Some(Measurement {
+                time: many.iter().map(|m| m.time).sum::<f64>() / n,
+                range: (
+                    many.iter().map(|m| m.time).fold(f64::INFINITY, f64::min),
+                    many.iter().map(|m| m.time).fold(0.0, f64::max),
+                ),
+                iteration_median: many.iter().map(|m| m.iteration_median).sum::<f64>() / n,
+                runs: many.iter().map(|m| m.runs).sum(),
+                failed: many.iter().map(|m| m.failed).sum(),
+            })
+        }
+    }
+}
+
+/// What the runs of the set `ranks` measured at `bytes` with `algorithm`.
+pub fn measured_set(
+    result: &LabResult,
+    ranks: &[String],
+    bytes: u64,
+    algorithm: Algorithm,
+) -> Option<Measurement> {
+    let r = result.mpi(ranks, bytes, algorithm)?;
+    of_runs(&r.runs, r.failures.len())
+}
+
+/// A measurement of runs (each its timed iterations), `None` when none succeeded.
+fn of_runs(runs: &[Vec<f64>], failed: usize) -> Option<Measurement> {
+    let times = run_means(runs);
     if times.is_empty() {
         return None;
     }
-    let all: Vec<f64> = r.runs.iter().flatten().copied().collect();
+    let all: Vec<f64> = runs.iter().flatten().copied().collect();
     Some(Measurement {
         time: median_f64(&times),
         range: (
@@ -785,7 +1074,56 @@ pub fn measured(
         ),
         iteration_median: median_f64(&all),
         runs: times.len(),
-        failed: r.failures.len(),
+        failed,
+    })
+}
+
+/// zonemesh predicted-time against the confirmed best of one size and algorithm: both measured
+/// side by side in the confirming runs (or zonemesh's own runs, when its set was the fastest).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Regret {
+    /// The confirmed best's set.
+    pub best: Vec<String>,
+    /// Its time, seconds.
+    pub best_time: f64,
+    /// zonemesh's time, seconds, measured beside it.
+    pub zonemesh_time: f64,
+    /// Whether the first round's fastest set ran slower than zonemesh's when run again beside
+    /// it (then zonemesh's set is the best measured, and the regret is 0).
+    pub overturned: bool,
+}
+
+impl Regret {
+    /// zonemesh's time over the best's, minus one (0: zonemesh's set is the best measured).
+    pub fn ratio(&self) -> f64 {
+        self.zonemesh_time / self.best_time - 1.0
+    }
+}
+
+/// The regret of zonemesh predicted-time at `bytes` with `algorithm` in `result`, if confirmed.
+pub fn regret(result: &LabResult, bytes: u64, algorithm: Algorithm) -> Option<Regret> {
+    let c = result.confirmation(bytes, algorithm)?;
+    if c.best == c.zonemesh {
+        let own = measured_set(result, &c.zonemesh, bytes, algorithm)?;
+        return Some(Regret {
+            best: c.best.clone(),
+            best_time: own.time,
+            zonemesh_time: own.time,
+            overturned: false,
+        });
+    }
+    let best = of_runs(&c.best_runs, 0)?;
+    let zonemesh = of_runs(&c.zonemesh_runs, 0)?;
+    let overturned = zonemesh.time < best.time;
+    Some(Regret {
+        best: if overturned {
+            c.zonemesh.clone()
+        } else {
+            c.best.clone()
+        },
+        best_time: best.time.min(zonemesh.time),
+        zonemesh_time: zonemesh.time,
+        overturned,
     })
 }
 
