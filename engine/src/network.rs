@@ -4,9 +4,10 @@
 //! [`SnapshotNetwork`] answers over a [`Snapshot`], a list of candidate nodes (indices into it
 //! are the network's node numbers) and `now`:
 //!
-//! - a link `a → b` is [`Snapshot::pair`]'s figures of the pair: its RTT and loss where measured
-//!   (fresh), else the estimate the snapshot gives for an unmeasured pair; its rate is the
-//!   measured throughput, else the estimated one;
+//! - a link `a → b` is [`Snapshot::directed`]'s figures: the pair's RTT and loss (round trips)
+//!   where measured (fresh), else the estimate the snapshot gives for an unmeasured pair; its
+//!   rate is the throughput measured from `a` to `b`, else the estimate of that direction (a
+//!   ring's flows go one way, and a node whose egress is slow may receive at full rate);
 //! - a figure nobody measured or estimated is assumed pessimistically ([`UNKNOWN_RTT_US`], no
 //!   loss, [`UNKNOWN_RATE_BPS`]) and counted as estimated;
 //! - a node's egress and ingress are its caps in the fitted model ([`Snapshot::egress_cap_bps`],
@@ -48,7 +49,8 @@ pub const UNKNOWN_RATE_BPS: f64 = 1e9;
 /// How many link figures a prediction used, and how many of them were estimated (or assumed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {
-    /// Figures used: per node pair, its RTT and loss (one figure) and its rate (another).
+    /// Figures used: per node pair its RTT and loss (one figure), per direction used its rate
+    /// (another).
     pub figures: u32,
     /// Of them, the ones not measured.
     pub estimated: u32,
@@ -115,26 +117,31 @@ impl<'a> SnapshotNetwork<'a> {
     /// The figures used since the last [`forget_usage`](Self::forget_usage).
     pub fn usage(&self) -> Usage {
         let links = self.links.borrow();
+        let used = self.used.borrow();
         let mut usage = Usage::default();
-        for key in self.used.borrow().iter() {
+        for key in used.iter() {
             let e = &links[key];
-            usage.figures += 2;
-            usage.estimated += u32::from(!e.latency_measured) + u32::from(!e.rate_measured);
+            usage.figures += 1;
+            usage.estimated += u32::from(!e.rate_measured);
+            // The pair's round-trip figures count once, whichever directions were used.
+            let reverse = (key.1, key.0);
+            if key.0 <= key.1 || !used.contains(&reverse) {
+                usage.figures += 1;
+                usage.estimated += u32::from(!e.latency_measured);
+            }
         }
         usage
     }
 
     fn entry(&self, a: usize, b: usize) -> Entry {
-        let key = (a.min(b) as u32, a.max(b) as u32);
+        let key = (a as u32, b as u32);
         self.used.borrow_mut().insert(key);
         if let Some(e) = self.links.borrow().get(&key) {
             return *e;
         }
-        let p = self.snapshot.pair(
-            self.nodes[key.0 as usize],
-            self.nodes[key.1 as usize],
-            self.now,
-        );
+        let p = self
+            .snapshot
+            .directed(self.nodes[a], self.nodes[b], self.now);
         let e = Entry {
             link: Link {
                 rtt_us: p.rtt_us.unwrap_or(UNKNOWN_RTT_US),
@@ -279,10 +286,60 @@ mod tests {
             bytes_per_iteration: 1_000_000,
         };
         predict(&job, &[0, 1], &net);
+        // A ring of two uses both directions: the pair's round trip (measured), a1 → a2's rate
+        // (measured) and a2 → a1's, which no test measured (the model's estimate).
         assert_eq!(
             net.usage(),
             Usage {
-                figures: 2,
+                figures: 3,
+                estimated: 1
+            }
+        );
+        assert_eq!(net.link(1, 0).rtt_us, 100.0, "round trips are the pair's");
+    }
+
+    #[test]
+    fn a_links_rate_is_its_own_direction_and_its_round_trip_the_pairs() {
+        let now = UnixMs(1_000_000);
+        let mut t = Topology::new(EngineConfig::default());
+        for n in ["a1", "a2"] {
+            t.register(&hello(n, "zone-a"), now);
+        }
+        // a2 sends slowly (its egress at 100 Mbit/s) and receives at full rate; a2's probes
+        // see a longer RTT than a1's.
+        let reports = [
+            ("a1", sample("a1", "a2", 100.0, 0, Some(9e8))),
+            ("a2", sample("a2", "a1", 140.0, 0, Some(1e8))),
+        ];
+        for (seq, (src, path)) in reports.into_iter().enumerate() {
+            let id = t.id(&name(src)).unwrap();
+            let report = Report {
+                sequence: seq as u64 + 1,
+                paths: vec![path],
+            };
+            t.apply_report(id, &report, now).unwrap();
+        }
+        t.sweep(now);
+        let ids = ["a1", "a2"].map(|n| t.id(&name(n)).unwrap()).to_vec();
+        let net = SnapshotNetwork::new(t.view(), ids.clone(), now);
+        let (ab, ba) = (net.link(0, 1), net.link(1, 0));
+        assert_eq!((ab.rate_bps, ba.rate_bps), (9e8, 1e8));
+        assert_eq!((ab.rtt_us, ba.rtt_us), (140.0, 140.0), "round trips: the worse");
+        // The pair's figures (RankNodes, GetPath) stay the worse of both directions.
+        let pair = t.view().pair(ids[0], ids[1], now);
+        assert_eq!(pair.tput_bps, Some(1e8));
+        // A parameter server on a1 pushes to and pulls from a2: the pull runs at a1 → a2's
+        // rate, the push at a2 → a1's; both directions count.
+        net.forget_usage();
+        let job = Job {
+            collective: Collective::ParameterServer { servers: 1 },
+            bytes_per_iteration: 1_000_000,
+        };
+        predict(&job, &[0, 1], &net);
+        assert_eq!(
+            net.usage(),
+            Usage {
+                figures: 3,
                 estimated: 0
             }
         );

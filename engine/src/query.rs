@@ -63,19 +63,8 @@ impl Snapshot {
     /// Figures of the pair `a`–`b` (both directions; see [`PairFigures`]).
     pub fn pair(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
         let config = &self.config.path;
-        let ab = self.path(a, b);
-        let ba = self.path(b, a);
-        let lat_ab = ab.and_then(|p| self.fresh_latency(p, now));
-        let lat_ba = ba.and_then(|p| self.fresh_latency(p, now));
-        let mut figures = PairFigures::default();
-        if lat_ab.is_some() || lat_ba.is_some() {
-            figures.latency = Provenance::Measured;
-            for (rtt, loss, at) in [lat_ab, lat_ba].into_iter().flatten() {
-                figures.rtt_us = max_opt(figures.rtt_us, rtt);
-                figures.loss = max_opt(figures.loss, Some(loss));
-                figures.oldest = Some(figures.oldest.map_or(at, |o| o.min(at)));
-            }
-        }
+        let mut figures = self.round_trip(a, b, now);
+        let (ab, ba) = (self.path(a, b), self.path(b, a));
         let t_ab = ab.and_then(|p| p.fresh_throughput(now, config));
         let t_ba = ba.and_then(|p| p.fresh_throughput(now, config));
         if t_ab.is_some() || t_ba.is_some() {
@@ -84,33 +73,79 @@ impl Snapshot {
                 figures.tput_bps = min_opt(figures.tput_bps, Some(t.latest_bps));
                 figures.oldest = Some(figures.oldest.map_or(t.at, |o| o.min(t.at)));
             }
-        }
-        if figures.latency == Provenance::Measured && figures.throughput == Provenance::Measured {
             return figures;
         }
         let (za, zb) = (self.zone_of(a), self.zone_of(b));
         let model = self.model();
-        if figures.latency != Provenance::Measured {
-            for e in [model.latency(a, za, b, zb), model.latency(b, zb, a, za)]
-                .into_iter()
-                .flatten()
-            {
-                figures.latency = Provenance::Estimated;
-                figures.rtt_us = max_opt(figures.rtt_us, Some(e.rtt_us));
-                figures.loss = max_opt(figures.loss, Some(e.loss));
-                figures.oldest = min_at(figures.oldest, e.oldest);
-            }
+        let (rtt, loss) = (figures.rtt_us, figures.loss);
+        let rate = min_opt(
+            model.rate_bps(a, za, b, zb, rtt, loss),
+            model.rate_bps(b, zb, a, za, rtt, loss),
+        );
+        if let Some(bps) = rate {
+            figures.throughput = Provenance::Estimated;
+            figures.tput_bps = Some(bps);
         }
-        if figures.throughput != Provenance::Measured {
-            let (rtt, loss) = (figures.rtt_us, figures.loss);
-            let rate = min_opt(
-                model.rate_bps(a, za, b, zb, rtt, loss),
-                model.rate_bps(b, zb, a, za, rtt, loss),
-            );
-            if let Some(bps) = rate {
-                figures.throughput = Provenance::Estimated;
-                figures.tput_bps = Some(bps);
+        figures
+    }
+
+    /// Figures of the direction `a` → `b`: RTT and loss of the pair (round trips: the worse
+    /// direction, as [`Snapshot::pair`]), throughput of `a` → `b` alone — measured; else the
+    /// model's estimate of that direction; else, as an estimate, what `b` → `a` measured. A
+    /// collective's flows go one way, and a node's egress and ingress may differ.
+    pub fn directed(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
+        let config = &self.config.path;
+        let mut figures = self.round_trip(a, b, now);
+        if let Some(t) = self
+            .path(a, b)
+            .and_then(|p| p.fresh_throughput(now, config))
+        {
+            figures.throughput = Provenance::Measured;
+            figures.tput_bps = Some(t.latest_bps);
+            figures.oldest = Some(figures.oldest.map_or(t.at, |o| o.min(t.at)));
+            return figures;
+        }
+        let (za, zb) = (self.zone_of(a), self.zone_of(b));
+        let estimate = self
+            .model()
+            .rate_bps(a, za, b, zb, figures.rtt_us, figures.loss)
+            .or_else(|| {
+                self.path(b, a)
+                    .and_then(|p| p.fresh_throughput(now, config))
+                    .map(|t| t.latest_bps)
+            });
+        if let Some(bps) = estimate {
+            figures.throughput = Provenance::Estimated;
+            figures.tput_bps = Some(bps);
+        }
+        figures
+    }
+
+    /// RTT and loss of the pair `a`–`b`: the worse of the directions measured fresh, else the
+    /// model's estimate of both; throughput left unset.
+    fn round_trip(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
+        let lat_ab = self.path(a, b).and_then(|p| self.fresh_latency(p, now));
+        let lat_ba = self.path(b, a).and_then(|p| self.fresh_latency(p, now));
+        let mut figures = PairFigures::default();
+        if lat_ab.is_some() || lat_ba.is_some() {
+            figures.latency = Provenance::Measured;
+            for (rtt, loss, at) in [lat_ab, lat_ba].into_iter().flatten() {
+                figures.rtt_us = max_opt(figures.rtt_us, rtt);
+                figures.loss = max_opt(figures.loss, Some(loss));
+                figures.oldest = Some(figures.oldest.map_or(at, |o| o.min(at)));
             }
+            return figures;
+        }
+        let (za, zb) = (self.zone_of(a), self.zone_of(b));
+        let model = self.model();
+        for e in [model.latency(a, za, b, zb), model.latency(b, zb, a, za)]
+            .into_iter()
+            .flatten()
+        {
+            figures.latency = Provenance::Estimated;
+            figures.rtt_us = max_opt(figures.rtt_us, Some(e.rtt_us));
+            figures.loss = max_opt(figures.loss, Some(e.loss));
+            figures.oldest = min_at(figures.oldest, e.oldest);
         }
         figures
     }

@@ -171,7 +171,10 @@ mod tests {
         // arrives), not twice that (as when the loopback flow shared a1's 1 Gbit/s).
         assert_eq!(fast_net.link(0, 0), LOOPBACK);
         let shared = ring(&fast_net, &["a1", "a1", "b1", "b1"], 16 << 20);
-        assert!(shared > 0.85 * t && shared < 1.05 * t, "{shared} against {t}");
+        assert!(
+            shared > 0.85 * t && shared < 1.05 * t,
+            "{shared} against {t}"
+        );
         assert_eq!(fast_net.zone(1), fast_net.zone(0));
         assert_ne!(fast_net.zone(2), fast_net.zone(0));
     }
