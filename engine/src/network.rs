@@ -259,7 +259,10 @@ mod tests {
             }
         );
         let estimated = net.link(3, 1);
-        assert_eq!(estimated.rtt_us, 2_000.0, "zone-a → zone-b's base RTT in the model");
+        assert_eq!(
+            estimated.rtt_us, 2_000.0,
+            "zone-a → zone-b's base RTT in the model"
+        );
         assert_eq!(
             net.usage(),
             Usage {

@@ -514,7 +514,10 @@ mod tests {
         }
         // The faulty nodes keep their own fault.
         let (lossy, slow) = (find("z0-n1"), find("z1-n2"));
-        assert!((lossy.figures.loss.unwrap() - 0.05).abs() < 1e-6, "{lossy:?}");
+        assert!(
+            (lossy.figures.loss.unwrap() - 0.05).abs() < 1e-6,
+            "{lossy:?}"
+        );
         assert!(lossy.left_out.is_empty());
         assert_eq!(slow.figures.tput_bps, Some(1e8), "{slow:?}");
         assert!(slow.left_out.is_empty());
