@@ -166,7 +166,8 @@ fn styled_table(
     table.trim_fmt() + "\n"
 }
 
-/// The nodes whose own fault a zone link's figures leave out: "—" for none, at most three names.
+/// The nodes whose own fault a zone link's (or a node's) figures leave out: "—" for none, at most
+/// three names.
 fn left_out(nodes: &[String]) -> String {
     match nodes.len() {
         0 => "—".into(),
@@ -254,6 +255,10 @@ pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
         "throughput".into(),
         "state".into(),
     ]];
+    let leaves_out = answer.nodes.iter().any(|n| !n.nodes_left_out.is_empty());
+    if leaves_out {
+        rows[0].insert(7, "leaves out".into());
+    }
     for (i, n) in answer.nodes.iter().enumerate() {
         let mut st = state(n.state).to_owned();
         if !n.reason.is_empty() {
@@ -265,7 +270,7 @@ pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
             (0, _) => format!("~{text}"),
             _ => text,
         };
-        rows.push(vec![
+        let mut row = vec![
             (i + 1).to_string(),
             n.node.clone(),
             n.zone.clone(),
@@ -274,8 +279,13 @@ pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
             figure(percent(n.loss_ratio)),
             rate(n.throughput_bps),
             st,
-        ]);
+        ];
+        if leaves_out {
+            row.insert(7, left_out(&n.nodes_left_out));
+        }
+        rows.push(row);
     }
+    let state_column = if leaves_out { 8 } else { 7 };
     let states: Vec<&str> = answer.nodes.iter().map(|n| state(n.state)).collect();
     let estimated: Vec<bool> = answer
         .nodes
@@ -283,12 +293,15 @@ pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
         .map(|n| n.paths_measured == 0 && n.paths_estimated > 0)
         .collect();
     let mut out = styled_table(&rows, style, |r, c| match c {
-        7 => state_paint(states[r - 1]),
+        _ if c == state_column => state_paint(states[r - 1]),
         4 | 5 if estimated[r - 1] => Some(Paint::Dim),
         _ => None,
     });
     if estimated.contains(&true) {
-        out += "  ~ estimated from the zone roll-ups (no path to the peers measured)\n";
+        out += "  ~ estimated by the model of the measured network (no scoring path measured)\n";
+    }
+    if leaves_out {
+        out += LEAVES_OUT_NODES;
     }
     out
 }
@@ -307,6 +320,10 @@ pub fn nodes(answer: &v1::ListNodesResponse, style: &Style) -> String {
         "paths".into(),
         "addresses".into(),
     ]];
+    let leaves_out = answer.nodes.iter().any(|n| !n.nodes_left_out.is_empty());
+    if leaves_out {
+        rows[0].insert(8, "leaves out".into());
+    }
     if why {
         rows[0].push("why not ready".into());
     }
@@ -334,27 +351,39 @@ pub fn nodes(answer: &v1::ListNodesResponse, style: &Style) -> String {
             n.zone_paths_measured.to_string(),
             n.addresses.join(","),
         ];
+        if leaves_out {
+            row.insert(8, left_out(&n.nodes_left_out));
+        }
         if why {
             row.push(n.state_reason.clone());
         }
         rows.push(row);
     }
     let states: Vec<&str> = answer.nodes.iter().map(|n| state(n.state)).collect();
-    styled_table(&rows, style, |r, c| {
+    let mut out = styled_table(&rows, style, |r, c| {
         if c == 2 {
             state_paint(states[r - 1])
         } else {
             None
         }
-    })
+    });
+    if leaves_out {
+        out += LEAVES_OUT_NODES;
+    }
+    out
 }
 
-/// Where the estimates of a path come from.
-const ROLL_UP: &str = "estimated from the zone-to-zone roll-up";
+/// What a ranking's or a node list's "leaves out" means.
+const LEAVES_OUT_NODES: &str = "  a node's figures are its own: they leave out its paths to the zone-mates under \
+                                \"leaves out\", whose own fault (loss, added RTT, slow link) counts against them\n";
 
-/// A `GetPath` answer. Measured figures in full; an estimate only with what it has (the zone
-/// roll-up's RTT percentiles, loss and throughput), labelled as such; nothing for what is
-/// unknown, never a zero that was not measured.
+/// Where the estimates of a path come from: the engine's model of the measured network (its two
+/// nodes' terms and their zone pair's).
+const ESTIMATED: &str = "estimated by the model";
+
+/// A `GetPath` answer. Measured figures in full; an estimate only with what it has (the model's
+/// RTT percentiles, loss and throughput), labelled as such; nothing for what is unknown, never a
+/// zero that was not measured.
 pub fn path(answer: &v1::GetPathResponse) -> String {
     let mut out = format!("  {} → {}\n", answer.src, answer.dst);
     let Some(f) = answer.figures else {
@@ -403,14 +432,14 @@ pub fn path(answer: &v1::GetPathResponse) -> String {
         Ok(v1::Provenance::Estimated) => {
             match f.rtt {
                 Some(r) if r.p50_us > 0.0 => {
-                    let _ = writeln!(out, "  RTT        {}  ({ROLL_UP})", percentiles(&r));
+                    let _ = writeln!(out, "  RTT        {}  ({ESTIMATED})", percentiles(&r));
                 }
                 _ => out += "  RTT        —\n",
             }
-            let _ = writeln!(out, "  loss       {} ({ROLL_UP})", percent(f.loss_ratio));
+            let _ = writeln!(out, "  loss       {} ({ESTIMATED})", percent(f.loss_ratio));
             let _ = writeln!(
                 out,
-                "  latency    not measured on this path; the roll-up's oldest figure is from {}",
+                "  latency    not measured on this path; the oldest sample behind the estimate is from {}",
                 age(f.latency_age_ms)
             );
         }
@@ -432,7 +461,7 @@ pub fn path(answer: &v1::GetPathResponse) -> String {
         Ok(v1::Provenance::Estimated) => {
             let _ = writeln!(
                 out,
-                "  throughput {} ({ROLL_UP})",
+                "  throughput {} ({ESTIMATED})",
                 rate(f.throughput_smoothed_bps)
             );
         }
@@ -512,7 +541,7 @@ pub fn matrix(answer: &v1::GetMatrixResponse, style: &Style) -> String {
     let mut out = styled_table(&rows, style, |r, c| colors[r][c]);
     let _ = writeln!(
         out,
-        "  {}; ~ estimated from the zone roll-up, ! stale, — unknown{}",
+        "  {}; ~ estimated by the model, ! stale, — unknown{}",
         json_metric_label(metric),
         if shown < n {
             format!("; {shown} of {n} columns fit (--output json has them all)")
@@ -698,7 +727,10 @@ mod tests {
     fn tables() -> Vec<(String, String)> {
         let node_list = v1::ListNodesResponse {
             nodes: vec![
-                node("a1", "zone-a", v1::NodeState::Ready, ""),
+                v1::Node {
+                    nodes_left_out: vec!["a2".into()],
+                    ..node("a1", "zone-a", v1::NodeState::Ready, "")
+                },
                 node(
                     "a2",
                     "zone-a",
@@ -753,6 +785,7 @@ mod tests {
                     loss_ratio: 0.0,
                     throughput_bps: 9.41e9,
                     paths_measured: 2,
+                    nodes_left_out: vec!["a2".into()],
                     ..Default::default()
                 },
                 v1::RankedNode {
@@ -806,8 +839,10 @@ mod tests {
         out
     }
 
-    /// (Two changes on purpose, in the golden files too: a ranked node without figures and a zone
-    /// link without figures show "—" where they showed a measured-looking "0 µs" and "0.00 %".)
+    /// (Changes on purpose, in the golden files too: a ranked node without figures and a zone
+    /// link without figures show "—" where they showed a measured-looking "0 µs" and "0.00 %";
+    /// a1's figures leave out a2's paths and say so, under "leaves out" and in a note; the
+    /// matrix says its estimates come from the model, not a zone roll-up.)
     #[test]
     fn tables_print_as_they_did() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
@@ -908,7 +943,7 @@ mod tests {
              \x20 1  a1    zone-a  0.500  2.15 ms   1.00 %   1.00 Gbit/s  READY\n\
              \x20 2  a2    zone-a  0.500  ~2.15 ms  ~1.00 %  1.00 Gbit/s  READY\n\
              \x20 3  a3    zone-a  0.500  —         —        1.00 Gbit/s  READY\n\
-             \x20 ~ estimated from the zone roll-ups (no path to the peers measured)\n"
+             \x20 ~ estimated by the model of the measured network (no scoring path measured)\n"
         );
     }
 
@@ -1008,10 +1043,10 @@ mod tests {
         assert_eq!(
             t,
             "  a3 → b2\n\
-             \x20 RTT        p50 2.15 ms  p90 2.30 ms  p99 2.60 ms  (estimated from the zone-to-zone roll-up)\n\
-             \x20 loss       1.25 % (estimated from the zone-to-zone roll-up)\n\
-             \x20 latency    not measured on this path; the roll-up's oldest figure is from 3.0 s ago\n\
-             \x20 throughput 250.0 Mbit/s (estimated from the zone-to-zone roll-up)\n"
+             \x20 RTT        p50 2.15 ms  p90 2.30 ms  p99 2.60 ms  (estimated by the model)\n\
+             \x20 loss       1.25 % (estimated by the model)\n\
+             \x20 latency    not measured on this path; the oldest sample behind the estimate is from 3.0 s ago\n\
+             \x20 throughput 250.0 Mbit/s (estimated by the model)\n"
         );
         for zero in ["0 µs", "0 of 0", "upper bound", "smoothed"] {
             assert!(!t.contains(zero), "{zero:?} in {t}");

@@ -116,7 +116,8 @@ pub struct NodeView {
     pub icmp_mode: Option<IcmpMode>,
     /// Its agent's TCP responder port (0 when unknown).
     pub probe_port: u16,
-    /// Mean median RTT of its measured paths inside its zone, µs (0 when none).
+    /// Mean median RTT of its own measured paths inside its zone, µs (0 when none): the paths
+    /// to the zone-mates in `nodes_left_out` are not counted.
     pub zone_rtt_p50_us: f64,
     /// Mean loss ratio of those paths.
     pub zone_loss_ratio: f64,
@@ -124,6 +125,9 @@ pub struct NodeView {
     pub zone_throughput_bps: f64,
     /// Measured paths behind the three figures above.
     pub zone_paths_measured: u32,
+    /// Zone-mates with a fault of their own (in the engine's model) whose paths the figures
+    /// above leave out, by name; empty when they leave out none.
+    pub nodes_left_out: Vec<NodeName>,
     /// Whether its agent's stream is open.
     pub connected: bool,
 }
@@ -230,7 +234,7 @@ pub struct RankedNode {
     pub state: NodeState,
     /// Why it ranks where it does when it is not READY or has no figures.
     pub reason: String,
-    /// Mean median RTT of the scoring paths, µs.
+    /// Mean median RTT of the scoring paths, µs (its own: see `nodes_left_out`).
     pub rtt_p50_us: f64,
     /// Mean loss ratio of the scoring paths.
     pub loss_ratio: f64,
@@ -242,6 +246,9 @@ pub struct RankedNode {
     pub paths_estimated: u32,
     /// Age of the oldest sample behind the figures, ms.
     pub oldest_age_ms: i64,
+    /// Zone-mates with a fault of their own (in the engine's model) whose paths the scoring
+    /// paths leave out, by name; empty when they leave out none (always, with peers).
+    pub nodes_left_out: Vec<NodeName>,
 }
 
 /// `RankNodes`: best first.

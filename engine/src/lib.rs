@@ -84,6 +84,7 @@ mod ids;
 mod membership;
 pub mod model;
 pub mod network;
+pub mod own;
 pub mod path;
 pub mod place;
 pub mod planner;
@@ -518,6 +519,14 @@ impl Snapshot {
     /// Running sums of a node's fresh paths inside its zone (both directions).
     pub fn node_sums(&self, id: NodeId) -> &Sums {
         self.node_sums.get(id.0 as usize)
+    }
+
+    /// What the path `src → dst` adds to the running sums, as of its last apply or sweep step.
+    pub(crate) fn contribution(&self, src: NodeId, dst: NodeId) -> Option<&Contribution> {
+        self.rows
+            .get(src.0 as usize)
+            .get(dst)
+            .map(|e| &e.contribution)
     }
 
     /// Running sums of the fresh paths from zone `a` to zone `b`, if any path between them

@@ -215,7 +215,7 @@ mod tests {
             t.register(&hello(n, z), now);
         }
         // a1–a2 and b1–b2 measured with throughput; a1–b1 measured without; a2–b2 never: the
-        // zone roll-up estimates it.
+        // model estimates it.
         let reports = [
             (
                 "a1",
@@ -270,7 +270,10 @@ mod tests {
             }
         );
         let estimated = net.link(3, 1);
-        assert_eq!(estimated.rtt_us, 2_000.0, "the roll-up of zone-a → zone-b");
+        assert_eq!(
+            estimated.rtt_us, 2_000.0,
+            "zone-a → zone-b's base RTT in the model"
+        );
         assert_eq!(
             net.usage(),
             Usage {

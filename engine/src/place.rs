@@ -1,8 +1,8 @@
 //! `Place`: choose nodes for the workers of a job.
 //!
 //! The cost of a node pair is the ranking cost ([`Scales::cost`]) of its [pair
-//! figures](super::query::PairFigures) — the worse direction, or the zone roll-up when unmeasured,
-//! or the worst possible cost when nothing is known — with scales taken from the zone roll-ups of
+//! figures](super::query::PairFigures) — the worse direction, or the model's estimate when
+//! unmeasured, or the worst possible cost when nothing is known — with scales taken from the zone roll-ups of
 //! the candidates' zones. A set of nodes is as good as its worst pair (then the sum of its pairs),
 //! which is what a synchronous all-reduce waits for.
 //!

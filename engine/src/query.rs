@@ -243,8 +243,9 @@ impl Snapshot {
         out
     }
 
-    /// `ListNodes`: a page of the nodes (of a zone, or all), by name. Only the page's nodes are
-    /// described.
+    /// `ListNodes`: a page of the nodes (of a zone, or all), by name, each with its own figures
+    /// in its zone ([`crate::own`]: leaving out the paths to its faulty zone-mates, named).
+    /// Only the page's nodes are described.
     pub fn list_nodes(&self, query: &NodesQuery, now: UnixMs) -> Result<Nodes, Error> {
         let zone = query
             .zone
@@ -257,11 +258,13 @@ impl Snapshot {
         };
         ids.sort_by(|a, b| self.node(*a).name.cmp(&self.node(*b).name));
         let (range, next_offset) = query.page.range(ids.len(), MAX_NODES_PAGE);
+        let faulty = self.faulty();
         let nodes = ids[range]
             .iter()
             .map(|&id| {
                 let n = self.node(id);
-                let sums = self.node_sums(id);
+                let own = self.own_sums(id, &faulty);
+                let sums = &own.sums;
                 let (state, why) = self.state(id, now);
                 NodeView {
                     name: n.name.clone(),
@@ -278,6 +281,7 @@ impl Snapshot {
                     zone_loss_ratio: sums.loss_mean().unwrap_or(0.0),
                     zone_throughput_bps: sums.tput_mean().unwrap_or(0.0),
                     zone_paths_measured: sums.loss_n,
+                    nodes_left_out: self.names_of(&own.left_out),
                     connected: n.connected,
                 }
             })
@@ -631,6 +635,36 @@ mod tests {
             }
             let left_out: Vec<&str> = link.nodes_left_out.iter().map(|n| n.as_str()).collect();
             assert_eq!(left_out, want, "{src}→{dst}");
+        }
+    }
+
+    #[test]
+    fn list_nodes_shows_each_nodes_own_figures_and_who_it_left_out() {
+        let now = UnixMs(1_000_000);
+        // Zone-0 of three: z0-n1 loses 5 % on every path; zone-1 is clean.
+        let lossy = |s: &str, d: &str| if s == "z0-n1" || d == "z0-n1" { 5 } else { 0 };
+        let t = mesh(2, 3, |_, _| 100.0, lossy, now);
+        let nodes = t
+            .view()
+            .list_nodes(
+                &NodesQuery {
+                    zone: None,
+                    page: Page::default(),
+                },
+                now,
+            )
+            .unwrap()
+            .nodes;
+        for n in &nodes {
+            let left_out: Vec<&str> = n.nodes_left_out.iter().map(|m| m.as_str()).collect();
+            let (loss, paths, want): (f64, u32, &[&str]) = match n.name.as_str() {
+                "z0-n1" => (0.05, 4, &[]),
+                "z0-n0" | "z0-n2" => (0.0, 2, &["z0-n1"]),
+                _ => (0.0, 4, &[]),
+            };
+            assert!((n.zone_loss_ratio - loss).abs() < 1e-6, "{n:?}");
+            assert_eq!(n.zone_paths_measured, paths, "{}", n.name);
+            assert_eq!(left_out, want, "{}", n.name);
         }
     }
 

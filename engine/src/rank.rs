@@ -4,24 +4,23 @@
 //! the job's peers when the query names peers, otherwise the paths between it and the other
 //! candidates of its zone (both directions). The figures are the mean median RTT, the mean loss
 //! ratio and the mean throughput of those paths; a pair with no fresh measurement in either
-//! direction counts with the zone-to-zone roll-up, flagged as estimated.
+//! direction counts with the [model](crate::model)'s estimate, flagged as estimated.
 //!
-//! Without peers, loss and RTT are scored as each candidate's *own share* of its paths' figures:
-//! a path's loss or delay adds up from both of its ends (`L(x, y) ≈ o(x) + o(y)`), so a fault of
-//! the candidate shows on every one of its paths while a fault of one neighbour shows on one. With
-//! `n ≥ 3` scored candidates in a zone, each with the mean `m(x)` over its pairs, the additive
-//! model gives `T = Σ m / 2` and `o(x) = ((n − 1)·m(x) − T) / (n − 2)` (at least 0): exact when
-//! the model holds, computed from the running sums without reading a path. So the neighbours of a
-//! lossy node are not ranked down with it. Throughput is not additive (a path runs at its
-//! slower end) and stays the mean. The answer reports the measured means; the share only scores.
-//! With peers, the paths to the peers are what the job will use, so their means score as they are.
+//! Without peers, the figures are the candidate's *own* ([`crate::own`]): the scoring paths leave
+//! out those to the zone-mates with a fault of their own in the model, and the answer names them
+//! (`nodes_left_out`). A path's loss, delay and rate come from both of its ends, so a lossy or
+//! slow neighbour's fault counts against the neighbour, not against every node of its zone; the
+//! faulty node's own figures keep its paths to the others, which all show its fault. The score
+//! ranks on the figures the answer reports. With peers, the paths to the peers are what the job
+//! will use, so their means score as they are and nothing is left out.
 //!
 //! Each figure is normalised by its largest value among the READY candidates (loss by at least
 //! 1 %, so that a single lost probe in a clean zone does not outweigh everything else; RTT by at
 //! least 500 µs, so that µs of noise between nodes of one switch do not either), and the
 //! cost is `(w_loss·loss + w_delay·rtt + w_tput·(1 − tput)) / (w_loss + w_delay + w_tput)`; the
-//! score is `1 − cost`. A candidate without a throughput figure gets the middle of that term, one
-//! without any RTT (every probe lost) the worst of it.
+//! score is `1 − cost`. A candidate without a throughput figure gets its zone's rate in the model
+//! (the zone's capacity, else its typical tested rate), and the middle of that term when that is
+//! unknown too; one without any RTT (every probe lost) the worst of it.
 //!
 //! READY candidates with figures come first, best first; then READY candidates without figures,
 //! STALE and DOWN ones, each with the reason. Ties break by node name.
@@ -30,6 +29,7 @@ use std::collections::HashSet;
 
 use zonemesh_domain::{NodeState, Provenance, RankQuery, RankedNode, Ranking, UnixMs};
 
+use crate::own::Faulty;
 use crate::{Error, NodeId, Snapshot};
 
 /// Loss normalisation never divides by less than this.
@@ -99,6 +99,8 @@ pub struct Ranked {
     pub reason: String,
     /// The figures behind the score.
     pub figures: NodeFigures,
+    /// The zone-mates with a fault of their own whose paths the figures leave out, by id.
+    pub left_out: Vec<NodeId>,
     /// 0 (best) .. 1 (worst); see the module docs.
     pub cost: f64,
 }
@@ -223,45 +225,69 @@ impl Snapshot {
         }
     }
 
-    /// The figures of candidate `c` over its scoring paths.
+    /// The figures of candidate `c` over its scoring paths, and the faulty zone-mates they leave
+    /// out (see the module docs).
     fn candidate_figures(
         &self,
         c: NodeId,
         peers: &[NodeId],
         zone_mates: Option<&[NodeId]>,
+        faulty: &Faulty,
         now: UnixMs,
-    ) -> NodeFigures {
-        let mut figures = match zone_mates {
+    ) -> (NodeFigures, Vec<NodeId>) {
+        let (mut figures, left_out) = match zone_mates {
             // The whole zone is among the candidates: the running sums are exactly the answer.
             None if peers.is_empty() => {
-                let s = self.node_sums(c);
-                NodeFigures {
+                let own = self.own_sums(c, faulty);
+                let s = own.sums;
+                let figures = NodeFigures {
                     rtt_us: s.rtt_mean(),
                     loss: s.loss_mean(),
                     tput_bps: s.tput_mean(),
                     measured: s.loss_n,
                     estimated: 0,
                     oldest: s.oldest,
-                }
-            }
-            _ => {
-                let mut acc = Acc::default();
-                let others = if peers.is_empty() {
-                    zone_mates.unwrap_or(&[])
-                } else {
-                    peers
                 };
-                for &p in others.iter().filter(|p| **p != c) {
+                (figures, own.left_out)
+            }
+            None => {
+                let mut acc = Acc::default();
+                for &p in peers.iter().filter(|p| **p != c) {
                     self.accumulate_pair(&mut acc, c, p, now);
                 }
-                acc.finish()
+                (acc.finish(), Vec::new())
+            }
+            Some(mates) => {
+                let zone = self.zone_of(c);
+                let others: Vec<NodeId> = mates.iter().copied().filter(|p| *p != c).collect();
+                let (clean, mut left_out): (Vec<NodeId>, Vec<NodeId>) =
+                    others.iter().partition(|p| !faulty.contains(zone, **p));
+                left_out.sort();
+                let mut acc = Acc::default();
+                for &p in &clean {
+                    self.accumulate_pair(&mut acc, c, p, now);
+                }
+                if left_out.is_empty() || acc.measured + acc.estimated > 0 {
+                    (acc.finish(), left_out)
+                } else {
+                    // Only faulty neighbours to score on: their paths are all there is.
+                    let mut acc = Acc::default();
+                    for &p in &others {
+                        self.accumulate_pair(&mut acc, c, p, now);
+                    }
+                    (acc.finish(), Vec::new())
+                }
             }
         };
         if figures.tput_bps.is_none() {
             let z = self.zone_of(c);
-            figures.tput_bps = self.roll_up(z, z).and_then(|s| s.tput_mean());
+            figures.tput_bps = match self.model().zone_pair(z, z) {
+                Some(terms) => terms.capacity_bps.or(terms.typical_bps),
+                // Until the writer's first fit: the mean of the zone's tested paths.
+                None => self.roll_up(z, z).and_then(|s| s.tput_mean()),
+            };
         }
-        figures
+        (figures, left_out)
     }
 
     /// Ranks the candidates of a query (see the module docs).
@@ -288,11 +314,16 @@ impl Snapshot {
             by_zone.retain(|z, members| members.len() < self.zone(*z).members.len());
         }
 
+        let faulty = if peers.is_empty() {
+            self.faulty()
+        } else {
+            Faulty::default()
+        };
         let mut ranked: Vec<Ranked> = candidates
             .iter()
             .map(|&c| {
                 let mates = by_zone.get(&self.zone_of(c)).map(Vec::as_slice);
-                let figures = self.candidate_figures(c, &peers, mates, now);
+                let (figures, left_out) = self.candidate_figures(c, &peers, mates, &faulty, now);
                 let (state, why) = self.state(c, now);
                 let reason = match state {
                     NodeState::Ready if figures.loss.is_none() => "no measurements yet".to_owned(),
@@ -305,29 +336,23 @@ impl Snapshot {
                     state,
                     reason,
                     figures,
+                    left_out,
                     cost: 1.0,
                 }
             })
             .collect();
 
-        // What scores: (rtt, loss, throughput) per candidate.
-        let mut scored: Vec<(Option<f64>, Option<f64>, Option<f64>)> = ranked
-            .iter()
-            .map(|r| (r.figures.rtt_us, r.figures.loss, r.figures.tput_bps))
-            .collect();
-        if peers.is_empty() {
-            self.own_shares(&ranked, &mut scored);
-        }
+        // The figures the answer reports are what scores.
         let scales = Scales::over(
             ranked
                 .iter()
-                .zip(&scored)
-                .filter(|(r, _)| r.class() == 0)
-                .map(|(_, s)| *s),
+                .filter(|r| r.class() == 0)
+                .map(|r| (r.figures.rtt_us, r.figures.loss, r.figures.tput_bps)),
         );
-        for (r, (rtt, loss, tput)) in ranked.iter_mut().zip(&scored) {
+        for r in &mut ranked {
             if r.figures.loss.is_some() {
-                r.cost = scales.cost(&query.weights, *rtt, *loss, *tput);
+                let f = r.figures;
+                r.cost = scales.cost(&query.weights, f.rtt_us, f.loss, f.tput_bps);
             }
         }
         ranked.sort_by(|a, b| {
@@ -342,31 +367,11 @@ impl Snapshot {
         Ok(ranked)
     }
 
-    /// Replaces the loss and RTT of `scored` by each candidate's own share within its zone (see
-    /// the module docs); zones with fewer than three scored candidates keep their means.
-    fn own_shares(
-        &self,
-        ranked: &[Ranked],
-        scored: &mut [(Option<f64>, Option<f64>, Option<f64>)],
-    ) {
-        let mut by_zone: std::collections::HashMap<crate::ZoneId, Vec<usize>> =
-            std::collections::HashMap::new();
-        for (i, r) in ranked.iter().enumerate() {
-            if r.figures.loss.is_some() && r.figures.rtt_us.is_some() {
-                by_zone.entry(self.zone_of(r.node)).or_default().push(i);
-            }
-        }
-        for members in by_zone.values().filter(|m| m.len() >= 3) {
-            let n = members.len() as f64;
-            let share = |mean: f64, total: f64| (((n - 1.0) * mean - total) / (n - 2.0)).max(0.0);
-            let loss_total = members.iter().filter_map(|&i| scored[i].1).sum::<f64>() / 2.0;
-            let rtt_total = members.iter().filter_map(|&i| scored[i].0).sum::<f64>() / 2.0;
-            for &i in members {
-                let (rtt, loss, _) = &mut scored[i];
-                *loss = loss.map(|m| share(m, loss_total));
-                *rtt = rtt.map(|m| share(m, rtt_total));
-            }
-        }
+    /// The names of `ids`, sorted.
+    pub(crate) fn names_of(&self, ids: &[NodeId]) -> Vec<zonemesh_domain::NodeName> {
+        let mut names: Vec<_> = ids.iter().map(|id| self.node(*id).name.clone()).collect();
+        names.sort();
+        names
     }
 
     /// `RankNodes`.
@@ -375,6 +380,7 @@ impl Snapshot {
             .rank_ids(query, now)?
             .into_iter()
             .map(|r| RankedNode {
+                nodes_left_out: self.names_of(&r.left_out),
                 node: self.node(r.node).name.clone(),
                 zone: self.zone(self.zone_of(r.node)).name.clone(),
                 score: (1.0 - r.cost).clamp(0.0, 1.0),
@@ -480,12 +486,46 @@ mod tests {
         let ranked = t.view().rank_ids(&RankQuery::default(), now).unwrap();
         let order = names(&t, &ranked);
         assert_eq!(&order[7..], ["z1-n2", "z0-n1"], "{order:?}");
-        // The measured means are what the answer reports: z0-n0 did lose probes to z0-n1.
-        let n0 = ranked
-            .iter()
-            .find(|r| t.node(r.node).name.as_str() == "z0-n0")
-            .unwrap();
-        assert!(n0.figures.loss.unwrap() > 0.02, "{:?}", n0.figures);
+        // The answer reports each node's own figures: z0-n0's paths to z0-n1 lost probes, and
+        // count against z0-n1, named; b's nodes run at their own rate, not the mean with z1-n2.
+        let find = |n: &str| {
+            ranked
+                .iter()
+                .find(|r| t.node(r.node).name.as_str() == n)
+                .unwrap()
+        };
+        let left_out = |r: &Ranked| -> Vec<String> {
+            r.left_out
+                .iter()
+                .map(|id| t.node(*id).name.to_string())
+                .collect()
+        };
+        for (n, bad) in [
+            ("z0-n0", "z0-n1"),
+            ("z0-n2", "z0-n1"),
+            ("z1-n0", "z1-n2"),
+            ("z1-n1", "z1-n2"),
+        ] {
+            let r = find(n);
+            assert_eq!(r.figures.loss, Some(0.0), "{n}: {:?}", r.figures);
+            assert_eq!(r.figures.tput_bps, Some(1e9), "{n}: {:?}", r.figures);
+            assert_eq!(r.figures.measured, 2, "{n}");
+            assert_eq!(left_out(r), [bad], "{n}");
+        }
+        // The faulty nodes keep their own fault.
+        let (lossy, slow) = (find("z0-n1"), find("z1-n2"));
+        assert!(
+            (lossy.figures.loss.unwrap() - 0.05).abs() < 1e-6,
+            "{lossy:?}"
+        );
+        assert!(lossy.left_out.is_empty());
+        assert_eq!(slow.figures.tput_bps, Some(1e8), "{slow:?}");
+        assert!(slow.left_out.is_empty());
+        // The innocent nodes score as well as the clean zone's.
+        let best = ranked[0].cost;
+        for n in ["z0-n0", "z0-n2", "z1-n0", "z1-n1"] {
+            assert!(find(n).cost - best < 0.01, "{n}: {order:?}");
+        }
         // With peers the paths to them score as measured: next to the lossy node is worse.
         let query = RankQuery {
             candidates: vec![name("z0-n0"), name("z2-n0")],
@@ -497,30 +537,82 @@ mod tests {
     }
 
     #[test]
-    fn own_shares_undo_the_additive_model_exactly() {
-        // Pair losses o(x) + o(y) for o = (0, 5 %, 0, 1 %): the shares recover o from the means.
+    fn each_node_reports_and_scores_on_its_own_loss() {
+        // Pair losses o(x) + o(y) for o = (0, 5 %, 0, 1 %, 0): leaving out the paths to the two
+        // faulty nodes, each node's figures are its own o, and rank it.
         let now = UnixMs(1_000_000);
         let own = |n: &str| match n {
             "z0-n1" => 5,
             "z0-n3" => 1,
             _ => 0,
         };
-        let t = mesh(1, 4, flat_rtt, |s, d| own(s) + own(d), now);
-        let ranked = t.view().rank_ids(&RankQuery::default(), now).unwrap();
-        let mut scored: Vec<_> = ranked
-            .iter()
-            .map(|r| (r.figures.rtt_us, r.figures.loss, r.figures.tput_bps))
-            .collect();
-        t.view().own_shares(&ranked, &mut scored);
-        for (r, (_, loss, _)) in ranked.iter().zip(&scored) {
-            let expected = f64::from(own(t.node(r.node).name.as_str()) as u32) / 100.0;
-            assert!(
-                (loss.unwrap() - expected).abs() < 1e-9,
-                "{}: {loss:?}",
-                t.node(r.node).name
-            );
+        let t = mesh(1, 5, flat_rtt, |s, d| own(s) + own(d), now);
+        let check = |ranked: &[Ranked], order: &[&str]| {
+            for r in ranked {
+                let n = t.node(r.node).name.as_str();
+                let expected = own(n) as f64 / 100.0;
+                assert!(
+                    (r.figures.loss.unwrap() - expected).abs() < 1e-6,
+                    "{n}: {:?}",
+                    r.figures
+                );
+                let left_out: Vec<&str> = r
+                    .left_out
+                    .iter()
+                    .map(|id| t.node(*id).name.as_str())
+                    .collect();
+                let want: &[&str] = match n {
+                    "z0-n1" => &["z0-n3"],
+                    "z0-n3" => &["z0-n1"],
+                    _ => &["z0-n1", "z0-n3"],
+                };
+                assert_eq!(left_out, want, "{n}");
+            }
+            assert_eq!(names(&t, ranked), order);
+        };
+        // The whole zone, from the running sums.
+        check(
+            &t.view().rank_ids(&RankQuery::default(), now).unwrap(),
+            &["z0-n0", "z0-n2", "z0-n4", "z0-n3", "z0-n1"],
+        );
+        // Four of its nodes as candidates, from their paths to each other.
+        let explicit = RankQuery {
+            candidates: ["z0-n3", "z0-n2", "z0-n1", "z0-n0"].map(name).to_vec(),
+            ..RankQuery::default()
+        };
+        check(
+            &t.view().rank_ids(&explicit, now).unwrap(),
+            &["z0-n0", "z0-n2", "z0-n3", "z0-n1"],
+        );
+        // The answer names what it left out.
+        let answer = t.view().rank(&RankQuery::default(), now).unwrap();
+        let first = &answer.nodes[0];
+        assert_eq!(first.node.as_str(), "z0-n0");
+        assert_eq!(first.nodes_left_out, [name("z0-n1"), name("z0-n3")]);
+        assert!(first.loss_ratio < 1e-9, "{first:?}");
+    }
+
+    #[test]
+    fn a_subset_of_a_zone_leaves_its_faulty_candidates_out() {
+        // Candidates z0-n0..2 of a zone of four: z0-n0's paths to the lossy z0-n1 are left out,
+        // its path to z0-n2 is what scores; z0-n3 is no candidate and scores nothing.
+        let now = UnixMs(1_000_000);
+        let lossy = |s: &str, d: &str| if s == "z0-n1" || d == "z0-n1" { 5 } else { 0 };
+        let t = mesh(1, 4, flat_rtt, lossy, now);
+        let query = RankQuery {
+            candidates: ["z0-n0", "z0-n1", "z0-n2"].map(name).to_vec(),
+            ..RankQuery::default()
+        };
+        let ranked = t.view().rank(&query, now).unwrap().nodes;
+        let row = |n: &str| ranked.iter().find(|r| r.node.as_str() == n).unwrap();
+        for n in ["z0-n0", "z0-n2"] {
+            assert_eq!(row(n).loss_ratio, 0.0, "{n}");
+            assert_eq!(row(n).paths_measured, 2, "{n}: one pair, both ways");
+            assert_eq!(row(n).nodes_left_out, [name("z0-n1")], "{n}");
         }
-        assert_eq!(names(&t, &ranked), ["z0-n0", "z0-n2", "z0-n3", "z0-n1"]);
+        assert!((row("z0-n1").loss_ratio - 0.05).abs() < 1e-6);
+        assert!(row("z0-n1").nodes_left_out.is_empty());
+        assert_eq!(ranked.last().unwrap().node.as_str(), "z0-n1");
     }
 
     #[test]

@@ -632,6 +632,7 @@ impl From<NodeView> for v1::Node {
             zone_throughput_bps: n.zone_throughput_bps,
             zone_paths_measured: n.zone_paths_measured,
             connected: n.connected,
+            nodes_left_out: n.nodes_left_out.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -725,6 +726,7 @@ impl From<RankedNode> for v1::RankedNode {
             paths_measured: r.paths_measured,
             paths_estimated: r.paths_estimated,
             oldest_age_ms: r.oldest_age_ms,
+            nodes_left_out: r.nodes_left_out.into_iter().map(Into::into).collect(),
         }
     }
 }

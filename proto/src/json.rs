@@ -172,6 +172,7 @@ struct NodeJson {
     connected: bool,
     last_seen_unix_ms: i64,
     name: String,
+    nodes_left_out: Vec<String>,
     probe_port: u32,
     region: String,
     #[serde(serialize_with = "state_name")]
@@ -278,6 +279,7 @@ impl<'a> From<&'a v1::GetMatrixResponse> for MatrixJson<'a> {
 struct RankedNodeJson {
     loss_ratio: f64,
     node: String,
+    nodes_left_out: Vec<String>,
     paths_estimated: u32,
     paths_measured: u32,
     reason: String,
@@ -591,6 +593,11 @@ mod golden {
             zone_throughput_bps: 1e9,
             zone_paths_measured: 2,
             connected: state == v1::NodeState::Ready as i32,
+            nodes_left_out: if name == "a1" {
+                vec!["a2".into()]
+            } else {
+                Vec::new()
+            },
             state_reason: if state == v1::NodeState::Ready as i32 {
                 String::new()
             } else {
@@ -692,6 +699,7 @@ mod golden {
                     paths_measured: 3,
                     paths_estimated: 1,
                     oldest_age_ms: 4_000,
+                    nodes_left_out: vec!["a2".into(), "a4".into()],
                 },
                 v1::RankedNode {
                     node: "b1".into(),

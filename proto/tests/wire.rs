@@ -153,6 +153,7 @@ fn every_topology_message_round_trips() {
             zone_paths_measured: 3,
             connected: true,
             state_reason: "its agent is gone".into(),
+            nodes_left_out: vec!["node-b".into()],
         }],
         next_page_token: "1".into(),
     });
@@ -228,6 +229,7 @@ fn every_topology_message_round_trips() {
             paths_measured: 2,
             paths_estimated: 1,
             oldest_age_ms: 100,
+            nodes_left_out: vec!["b".into()],
         }],
     });
     round_trip(v1::PlaceRequest {

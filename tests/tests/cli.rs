@@ -40,7 +40,7 @@ fn json(out: &Output) -> Result<Value> {
 }
 
 /// zone-a: a1, a2, a3 (100 µs apart; a3 loses 20 % toward a1), zone-b: b1, b2; 2 ms between.
-/// a3 never reports b2: that path is estimated from the zone roll-up.
+/// a3 never reports b2: that path is estimated by the model.
 async fn cluster(dir: &std::path::Path, extra: &[&str]) -> Result<(Aggregator, Vec<FakeAgent>)> {
     let mut args = vec!["--in-memory"];
     args.extend(extra);
@@ -127,7 +127,7 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
     let text = ok(&zonemesh(&url, &["path", "a3", "a1"])?)?;
     ensure!(text.contains("20.00 %"), "{text}");
 
-    // path: a3 → b2 was never measured. It shows the zone roll-up's figures, labelled as an
+    // path: a3 → b2 was never measured. It shows the model's figures, labelled as an
     // estimate, and none of the measured-only figures as zeros ("min 0 µs, max 0 µs, jitter
     // 0 µs … 0 of 0 probes answered" before).
     let path = json(&zonemesh(&url, &["path", "a3", "b2", "-o", "json"])?)?;
@@ -137,7 +137,7 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
     );
     let text = ok(&zonemesh(&url, &["path", "a3", "b2"])?)?;
     ensure!(
-        text.contains("p50 2.00 ms") && text.contains("estimated from the zone-to-zone roll-up"),
+        text.contains("p50 2.00 ms") && text.contains("estimated by the model"),
         "{text}"
     );
     for zero in ["0 µs", "0 of 0", "min ", "jitter", "probes answered"] {

@@ -31,7 +31,7 @@ const NODES: [(&str, &str); 6] = [
 
 /// What `node` reports, as `(peer, RTT µs, lost of 100, throughput bit/s)`: 100 µs and 9.4 Gbit/s
 /// inside a zone, 2 ms and 2.5 Gbit/s across; 20 of 100 probes lost on every path of a2 inside
-/// zone-a (both directions); b2 never reports b2 → b1, which is then estimated from the roll-up.
+/// zone-a (both directions); b2 never reports b2 → b1, which is then estimated by the model.
 fn paths_of(node: &str) -> Vec<(&'static str, f64, u64, f64)> {
     let zone_of = |n: &str| {
         if n.starts_with('a') {
