@@ -327,7 +327,11 @@ mod tests {
         let net = SnapshotNetwork::new(t.view(), ids.clone(), now);
         let (ab, ba) = (net.link(0, 1), net.link(1, 0));
         assert_eq!((ab.rate_bps, ba.rate_bps), (9e8, 1e8));
-        assert_eq!((ab.rtt_us, ba.rtt_us), (140.0, 140.0), "round trips: the worse");
+        assert_eq!(
+            (ab.rtt_us, ba.rtt_us),
+            (140.0, 140.0),
+            "round trips: the worse"
+        );
         // The pair's figures (RankNodes, GetPath) stay the worse of both directions.
         let pair = t.view().pair(ids[0], ids[1], now);
         assert_eq!(pair.tput_bps, Some(1e8));
