@@ -299,7 +299,8 @@ async fn agents_register_report_and_are_acknowledged_and_queried() {
     assert!(job.predicted_seconds > 0.0, "{job:?}");
     let bottleneck = job.bottleneck.expect("a bottleneck");
     assert!(!bottleneck.why.is_empty());
-    assert_eq!(job.prediction_figures, 2);
+    // A ring of two: the pair's round trip and the rate of each direction.
+    assert_eq!(job.prediction_figures, 3);
     server.stop().await;
 }
 
