@@ -37,8 +37,10 @@
 //!   push phase lasts as long as the worst of: a server's incast (`(p − 1) · n / s` bytes through
 //!   its ingress), a worker's egress (`n` bytes, less its own shard), and the slowest single
 //!   transfer; the pull phase mirrors it.
-//! - **All-to-all**: every rank sends `n` bytes in all, `n / (p − 1)` to each other rank, all at
-//!   once; the slowest of the per-flow transfers (with the sharing above) is the time.
+//! - **All-to-all**, as a pairwise exchange (Open MPI's schedule for large messages): `p − 1`
+//!   rounds; in round `k` rank `r` sends `n / (p − 1)` bytes to rank `r + k` (mod `p`), every
+//!   rank at once. Each round lasts its slowest transfer (with the sharing above), and the rounds
+//!   follow one another, so every round pays its delay: `p − 1` latency terms, not one.
 //!
 //! The [`Prediction`] names the bottleneck: the link (or node, or zone pair) whose term decided
 //! the time, and why.
@@ -377,20 +379,7 @@ pub fn predict(job: &Job, ranks: &[usize], net: &dyn Network) -> Prediction {
             Collective::ParameterServer { servers } => {
                 parameter_server(net, ranks, n, (servers as usize).clamp(1, p))
             }
-            Collective::AllToAll => {
-                let each = n / (p - 1) as f64;
-                let flows: Vec<Flow> = ranks
-                    .iter()
-                    .flat_map(|&a| {
-                        ranks.iter().filter(move |&&b| b != a).map(move |&b| Flow {
-                            from: a,
-                            to: b,
-                            bytes: each,
-                        })
-                    })
-                    .collect();
-                phase(net, &flows)
-            }
+            Collective::AllToAll => all_to_all(net, ranks, n),
         }
     };
     Prediction {
@@ -398,6 +387,40 @@ pub fn predict(job: &Job, ranks: &[usize], net: &dyn Network) -> Prediction {
         bottleneck,
         why,
     }
+}
+
+/// A pairwise-exchange all-to-all over `ranks` (see the module docs): `p − 1` rounds one after
+/// another; the bottleneck named is the slowest round's.
+fn all_to_all(net: &dyn Network, ranks: &[usize], n: f64) -> (f64, Bottleneck, String) {
+    let p = ranks.len();
+    let each = n / (p - 1) as f64;
+    let mut total = 0.0;
+    let mut worst = (0.0, Bottleneck::None, String::new());
+    let mut flows = Vec::with_capacity(p);
+    for k in 1..p {
+        flows.clear();
+        flows.extend((0..p).map(|i| Flow {
+            from: ranks[i],
+            to: ranks[(i + k) % p],
+            bytes: each,
+        }));
+        let (t, bottleneck, why) = phase(net, &flows);
+        total += t;
+        if t > worst.0 {
+            worst = (t, bottleneck, why);
+        }
+    }
+    let (slowest, bottleneck, why) = worst;
+    (
+        total,
+        bottleneck,
+        format!(
+            "{} exchange rounds of {:.0} kB; the slowest ({:.2} ms) bound by {why}",
+            p - 1,
+            each / 1e3,
+            slowest * 1e3
+        ),
+    )
 }
 
 fn hierarchical(net: &dyn Network, ranks: &[usize], n: f64) -> (f64, Bottleneck, String) {
@@ -687,6 +710,30 @@ mod tests {
         assert!(h.seconds < r.seconds, "{h} / {r}");
         let a = predict(&job(Collective::AllToAll), &ranks, &net);
         assert!(a.seconds > 0.010, "a far flow at least: {a}");
+    }
+
+    #[test]
+    fn all_to_all_pays_a_delay_in_every_one_of_its_rounds() {
+        // Six ranks, 20 ms between the two zones, tiny messages: the delays decide. Every one
+        // of the 5 rounds of the pairwise exchange has a flow across the zones (rank r sends to
+        // r + k), so the time is about 5 one-way delays of 10 ms, not one.
+        let net = Flat {
+            far: Some((0, 1, 20_000.0)),
+            ..Flat::new(&[0, 0, 0, 1, 1, 1])
+        };
+        let job = Job {
+            collective: Collective::AllToAll,
+            bytes_per_iteration: 6_000,
+        };
+        let a = predict(&job, &[0, 1, 2, 3, 4, 5], &net);
+        assert!(
+            a.seconds > 5.0 * 0.010 && a.seconds < 5.0 * 0.012,
+            "five rounds of a 10 ms one-way delay: {a}"
+        );
+        assert!(a.why.starts_with("5 exchange rounds"), "{}", a.why);
+        // Inside one zone the same exchange is five short rounds.
+        let near = predict(&job, &[0, 1, 2], &net);
+        assert!(near.seconds < 0.005, "{near}");
     }
 
     #[test]

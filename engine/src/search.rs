@@ -23,8 +23,10 @@
 //!    - parameter server: twice the worst of a link between a server and another chosen node
 //!      and a node's own link (its model cap) carrying a server's incast or a worker's pushes at
 //!      once; moves: replace a node, swap a server with a worker;
-//!    - all-to-all: the worst of a link among the chosen and a node's own link carrying its
-//!      sends to every other node at once; moves: replace a node.
+//!    - all-to-all (a pairwise exchange of `p − 1` rounds): the largest row — a node's costs to
+//!      every other chosen node summed, since the node is in every round — and a node's own
+//!      link carrying all its sends; moves: replace a node. (The rounds depend on the rank
+//!      order, which step 5 chooses: swaps, and every order among a few nodes.)
 //! 4. Every result is priced with `predict` over the same network, and for a hierarchical
 //!    all-reduce each zone's leader (its first rank) is chosen by `predict`.
 //! 5. The best over every pool searched is polished with moves valued by `predict` itself
@@ -170,14 +172,15 @@ impl Ctx {
                 }
                 2.0 * worst.max(self.worst_own(s, usize::MAX))
             }
+            // A pairwise exchange: p − 1 rounds, one after another, each as slow as its slowest
+            // transfer; their sum is at least the mean transfer of every ordered pair times
+            // the rounds (2 · Σ pair cost / k over k nodes), and a node's own link carries all
+            // its sends over the rounds.
             Shape::AllPairs => {
-                let mut worst = 0.0f64;
-                for (x, &a) in s.order.iter().enumerate() {
-                    for &b in &s.order[x + 1..] {
-                        worst = worst.max(c.t(a, b));
-                    }
-                }
-                worst.max(self.worst_own(s, usize::MAX))
+                let rows = self.rows_without(s, usize::MAX);
+                rows.into_iter()
+                    .fold(0.0, f64::max)
+                    .max(self.worst_own(s, usize::MAX))
             }
         }
     }
@@ -557,6 +560,25 @@ impl Ctx {
         improved
     }
 
+    /// Each position's row of an all-to-all: the sum of its pairs' costs to the other positions,
+    /// leaving out position `skip` (its own row is 0). A pairwise exchange puts each node in
+    /// every round, sending to one other node each time, so the rounds' sum is at least every
+    /// row.
+    fn rows_without(&self, s: &State, skip: usize) -> Vec<f64> {
+        let n = s.order.len();
+        let mut rows = vec![0.0; n];
+        for a in 0..n {
+            for b in a + 1..n {
+                if a != skip && b != skip {
+                    let t = self.costs.t(s.order[a], s.order[b]);
+                    rows[a] += t;
+                    rows[b] += t;
+                }
+            }
+        }
+        rows
+    }
+
     /// One pass for the bottleneck objectives (parameter server, all-to-all): replace each
     /// position by a spare node; for a parameter server, also swap servers and workers. True
     /// when a move was taken.
@@ -583,6 +605,10 @@ impl Ctx {
                 }
             }
             let own_without = self.worst_own(state, x);
+            let rows = match self.shape {
+                Shape::AllPairs => self.rows_without(state, x),
+                _ => Vec::new(),
+            };
             for y in 0..k {
                 if chosen[y] || self.slots[y] < state.take[x] {
                     continue;
@@ -591,9 +617,18 @@ impl Ctx {
                     .filter(|&z| z != x && self.counts(&servers, x, z))
                     .map(|z| c.t(y, state.order[z]))
                     .fold((without, sum_without), |(w, s), t| (w.max(t), s + t));
-                let with = with.max(own_without).max(self.own_term(state, x, y));
-                if accept(factor * with, new_sum, *best, sum) {
-                    *best = factor * with;
+                let own = own_without.max(self.own_term(state, x, y));
+                let value = match self.shape {
+                    // Every row with y in x's place, and y's own row.
+                    Shape::AllPairs => (0..n)
+                        .filter(|&z| z != x)
+                        .map(|z| rows[z] + c.t(y, state.order[z]))
+                        .fold(new_sum - sum_without, f64::max)
+                        .max(own),
+                    _ => factor * with.max(own),
+                };
+                if accept(value, new_sum, *best, sum) {
+                    *best = value;
                     sum = new_sum;
                     chosen[state.order[x]] = false;
                     chosen[y] = true;
@@ -900,8 +935,80 @@ pub fn polish_best(
     let spare: Vec<usize> = (0..net.nodes().len())
         .filter(|n| !ranks.contains(n))
         .collect();
-    let ranks = polish(net, job, ranks, &spare, slots, tries);
+    let mut ranks = polish(net, job, ranks, &spare, slots, tries);
+    if job.collective == Collective::AllToAll {
+        ranks = best_exchange_order(net, job, ranks);
+    }
     price(net, job, ranks)
+}
+
+/// Nodes up to which a pairwise exchange's every order is tried (`(n − 1)!` predictions).
+pub const EXCHANGE_ORDERS_UP_TO: usize = 6;
+
+/// A pairwise exchange's rounds pair rank `r` with `r + k`: among few nodes, every order of them
+/// (the first node fixed: a rotation is the same exchange), the fastest by `predict`.
+fn best_exchange_order(net: &SnapshotNetwork<'_>, job: &Job, ranks: Vec<usize>) -> Vec<usize> {
+    let order = node_order(&ranks);
+    if order.len() < 3 || order.len() > EXCHANGE_ORDERS_UP_TO {
+        return ranks;
+    }
+    expand(&exchange_best(net, job, &order).1)
+}
+
+/// A rank order as nodes with their consecutive ranks.
+fn node_order(ranks: &[usize]) -> Vec<(usize, u32)> {
+    let mut order: Vec<(usize, u32)> = Vec::new();
+    for &r in ranks {
+        match order.last_mut() {
+            Some((n, t)) if *n == r => *t += 1,
+            _ => order.push((r, 1)),
+        }
+    }
+    order
+}
+
+/// The ranks of a node-level order.
+fn expand(order: &[(usize, u32)]) -> Vec<usize> {
+    order
+        .iter()
+        .flat_map(|&(n, t)| std::iter::repeat_n(n, t as usize))
+        .collect()
+}
+
+/// The fastest order of `order`'s nodes for a pairwise exchange (the first node fixed), and its
+/// time: `(n − 1)!` predictions.
+fn exchange_best(
+    net: &SnapshotNetwork<'_>,
+    job: &Job,
+    order: &[(usize, u32)],
+) -> (f64, Vec<(usize, u32)>) {
+    let mut best = (predict(job, &expand(order), net).seconds, order.to_vec());
+    if order.len() < 3 {
+        return best;
+    }
+    let mut rest = order[1..].to_vec();
+    permute(&mut rest, 0, &mut |tail| {
+        let mut candidate = vec![order[0]];
+        candidate.extend_from_slice(tail);
+        let t = predict(job, &expand(&candidate), net).seconds;
+        if t < best.0 * (1.0 - 1e-9) {
+            best = (t, candidate);
+        }
+    });
+    best
+}
+
+/// Calls `visit` with every order of `items[k..]` (items before `k` fixed).
+fn permute<T: Copy>(items: &mut [T], k: usize, visit: &mut dyn FnMut(&[T])) {
+    if k + 1 >= items.len() {
+        visit(items);
+        return;
+    }
+    for i in k..items.len() {
+        items.swap(k, i);
+        permute(items, k + 1, visit);
+        items.swap(k, i);
+    }
 }
 
 /// First-improvement moves valued by `predict`: replace a node by a spare one with the slots for
@@ -915,19 +1022,10 @@ fn polish(
     mut tries: usize,
 ) -> Vec<usize> {
     // Node-level order with each node's workers.
-    let mut order: Vec<(usize, u32)> = Vec::new();
-    for &r in &ranks {
-        match order.last_mut() {
-            Some((n, t)) if *n == r => *t += 1,
-            _ => order.push((r, 1)),
-        }
-    }
-    let expand = |order: &[(usize, u32)]| -> Vec<usize> {
-        order
-            .iter()
-            .flat_map(|&(n, t)| std::iter::repeat_n(n, t as usize))
-            .collect()
-    };
+    let mut order = node_order(&ranks);
+    // Among few nodes, a pairwise exchange's replacement is valued in its best order.
+    let exchange = job.collective == Collective::AllToAll
+        && (3..=EXCHANGE_ORDERS_UP_TO).contains(&order.len());
     let mut spare = spare.to_vec();
     let mut best = predict(job, &ranks, net).seconds;
     'outer: while tries > 0 {
@@ -941,31 +1039,36 @@ fn polish(
                 }
                 tries -= 1;
                 let old = order[x].0;
-                order[x].0 = spare[s];
-                let t = predict(job, &expand(&order), net).seconds;
+                let mut candidate = order.clone();
+                candidate[x].0 = spare[s];
+                let (t, candidate) = if exchange {
+                    exchange_best(net, job, &candidate)
+                } else {
+                    (predict(job, &expand(&candidate), net).seconds, candidate)
+                };
                 if t < best * (1.0 - 1e-9) {
                     best = t;
+                    order = candidate;
                     spare[s] = old;
                     continue 'outer;
                 }
-                order[x].0 = old;
             }
         }
-        if job.collective != Collective::AllToAll {
-            for i in 0..order.len() {
-                for j in i + 1..order.len() {
-                    if tries == 0 {
-                        break 'outer;
-                    }
-                    tries -= 1;
-                    order.swap(i, j);
-                    let t = predict(job, &expand(&order), net).seconds;
-                    if t < best * (1.0 - 1e-9) {
-                        best = t;
-                        continue 'outer;
-                    }
-                    order.swap(i, j);
+        // Swap two nodes' places: a ring's order, and a pairwise exchange's rounds (which
+        // pairs of ranks share a round).
+        for i in 0..order.len() {
+            for j in i + 1..order.len() {
+                if tries == 0 {
+                    break 'outer;
                 }
+                tries -= 1;
+                order.swap(i, j);
+                let t = predict(job, &expand(&order), net).seconds;
+                if t < best * (1.0 - 1e-9) {
+                    best = t;
+                    continue 'outer;
+                }
+                order.swap(i, j);
             }
         }
         break;

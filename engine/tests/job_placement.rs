@@ -172,8 +172,9 @@ fn optimum(i: &Instance, zones: usize) -> f64 {
                 best = best.min(predict(&job, ranks, &net).seconds);
             };
             match job.collective {
-                // Rotations of a ring are the same ring.
-                Collective::RingAllReduce => {
+                // Rotations of a ring are the same ring; so are those of a pairwise exchange
+                // (round k pairs rank r with r + k), whose rounds depend on the order.
+                Collective::RingAllReduce | Collective::AllToAll => {
                     let mut rest = pick[1..].to_vec();
                     let k = rest.len();
                     permutations(&mut rest, k, &mut |r| {
@@ -199,7 +200,6 @@ fn optimum(i: &Instance, zones: usize) -> f64 {
                         }
                     }
                 }
-                Collective::AllToAll => eval(&pick),
                 Collective::HierarchicalAllReduce => {
                     let mut all = pick.clone();
                     permutations(&mut all, w, &mut |r| eval(r));
