@@ -389,6 +389,42 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
         ensure!(result.contains(part), "placement {result:?} lacks {part:?}");
     }
 
+    // The same job with its collective and bytes: the predicted time per iteration, what holds
+    // it up, the rank order and the runners-up, as `zonemesh place` shows them. A quantity that
+    // is not one is refused naming the field.
+    b.click(r#"#place-collective option[value="ring"]"#).await?;
+    b.clear_and_type("#place-bytes", "25MB").await?;
+    b.click("#place-button").await?;
+    b.until_text("#place-result", "the refused quantity", |t| {
+        t.contains("bytes_per_iteration")
+    })
+    .await?;
+    b.clear_and_type("#place-bytes", "25Mi").await?;
+    b.click("#place-button").await?;
+    let job = b
+        .until_text("#place-result", "the predicted time", |t| {
+            t.contains("per iteration") && t.contains("rank order")
+        })
+        .await?;
+    let order = b.text(r#"#place-job dd[data-field="rank_order"]"#).await?;
+    let mut ranked: Vec<&str> = order.split(" \u{2192} ").map(str::trim).collect();
+    ranked.sort_unstable();
+    ensure!(
+        ranked == ["a1", "a2", "a3"],
+        "rank order {order:?} in {job:?}"
+    );
+    let why = b.text(r#"#place-job dd[data-field="why"]"#).await?;
+    ensure!(
+        !why.trim().is_empty() && why != "\u{2013}",
+        "bottleneck {why:?}"
+    );
+    let predicted = b.text(r#"#place-job dd[data-field="predicted"]"#).await?;
+    ensure!(
+        predicted.ends_with(" per iteration")
+            && (predicted.contains("ms") || predicted.contains(" s ")),
+        "predicted {predicted:?}"
+    );
+
     // Last, for the screenshot: a tooltip over a2 → b1.
     b.hover_cell("a2", "b1").await?;
     b.until_text("#tooltip", "a2 → b1's tooltip", |t| {

@@ -12,7 +12,7 @@
 //! | `GET /api/matrix?metric=rtt\|rtt_p99\|loss\|throughput&zone=&nodes=a,b` | `GetMatrix` |
 //! | `GET /api/path?src=&dst=` | `GetPath` |
 //! | `GET /api/rank?zone=&limit=&candidates=a,b&peers=c` | `RankNodes` |
-//! | `POST /api/place` `{"workers":3,"zone_policy":"prefer_one","exclude":[]}` | `Place` |
+//! | `POST /api/place` `{"workers":3,"zone_policy":"prefer_one","exclude":[],"collective":"ring","bytes_per_iteration":"25Mi","servers":0,"alternatives":2}` (the job's fields optional) | `Place` |
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use zonemesh_domain::{
-    FieldError, Matrix, MatrixQuery, NodeName, Nodes, NodesQuery, PlaceQuery, RankQuery, Zones,
-    ZonesQuery,
+    Collective, FieldError, Matrix, MatrixQuery, NodeName, Nodes, NodesQuery, PlaceQuery,
+    RankQuery, Zones, ZonesQuery, parse_quantity,
 };
 use zonemesh_proto::json;
 use zonemesh_proto::v1;
@@ -256,6 +256,18 @@ struct PlaceBody {
     zone_policy: Option<String>,
     #[serde(default)]
     exclude: Vec<String>,
+    /// The job's collective (`ring`, `hierarchical`, `parameter-server`, `all-to-all`).
+    #[serde(default)]
+    collective: Option<String>,
+    /// Bytes each rank contributes per iteration: a Kubernetes quantity (`25Mi`) or a number.
+    #[serde(default)]
+    bytes_per_iteration: Option<serde_json::Value>,
+    /// Parameter servers (a parameter-server collective only; 0 or absent: one).
+    #[serde(default)]
+    servers: u32,
+    /// Runner-up placements to answer with.
+    #[serde(default)]
+    alternatives: u32,
 }
 
 /// The body as a checked `Place` query.
@@ -278,10 +290,47 @@ fn place_query(body: &[u8]) -> Result<PlaceQuery, FieldError> {
             ));
         }
     };
+    let collective = match body.collective.as_deref().map(str::trim) {
+        None | Some("") => {
+            if body.servers > 0 {
+                return Err(FieldError::new("servers", "servers without a collective"));
+            }
+            v1::Collective::Unspecified
+        }
+        Some(name) => match Collective::parse("collective", name, "servers", body.servers)? {
+            Collective::RingAllReduce => v1::Collective::Ring,
+            Collective::HierarchicalAllReduce => v1::Collective::Hierarchical,
+            Collective::ParameterServer { .. } => v1::Collective::ParameterServer,
+            Collective::AllToAll => v1::Collective::AllToAll,
+        },
+    };
+    let bytes_per_iteration = match &body.bytes_per_iteration {
+        None | Some(serde_json::Value::Null) => 0,
+        Some(serde_json::Value::String(q)) if q.trim().is_empty() => 0,
+        Some(serde_json::Value::String(q)) => {
+            parse_quantity(q).map_err(|e| FieldError::new("bytes_per_iteration", e))?
+        }
+        Some(serde_json::Value::Number(n)) => n.as_u64().ok_or_else(|| {
+            FieldError::new(
+                "bytes_per_iteration",
+                format!("{n} is not a whole number of bytes"),
+            )
+        })?,
+        Some(other) => {
+            return Err(FieldError::new(
+                "bytes_per_iteration",
+                format!("{other} is neither a quantity (\"25Mi\") nor a number"),
+            ));
+        }
+    };
     PlaceQuery::try_from(v1::PlaceRequest {
         workers: body.workers,
         zone_policy: policy as i32,
         exclude: body.exclude,
+        collective: collective as i32,
+        bytes_per_iteration,
+        servers: body.servers,
+        alternatives: body.alternatives,
         ..Default::default()
     })
 }
@@ -341,6 +390,31 @@ mod tests {
                 r#"{"workers":3,"exclude":["Bad_Name"]}"#,
                 Some("exclude[0]"),
             ),
+            (
+                r#"{"workers":4,"collective":"ring","bytes_per_iteration":"25Mi"}"#,
+                None,
+            ),
+            (
+                r#"{"workers":4,"collective":"parameter-server","bytes_per_iteration":1000,"servers":2,"alternatives":3}"#,
+                None,
+            ),
+            (
+                r#"{"workers":4,"collective":"tree","bytes_per_iteration":"1Mi"}"#,
+                Some("collective"),
+            ),
+            (
+                r#"{"workers":4,"collective":"ring","bytes_per_iteration":"25MB"}"#,
+                Some("bytes_per_iteration"),
+            ),
+            (
+                r#"{"workers":4,"collective":"ring","bytes_per_iteration":-1}"#,
+                Some("bytes_per_iteration"),
+            ),
+            (
+                r#"{"workers":4,"collective":"ring","bytes_per_iteration":"1Mi","servers":2}"#,
+                Some("servers"),
+            ),
+            (r#"{"workers":4,"servers":2}"#, Some("servers")),
         ];
         for (body, field) in cases {
             let got = place_query(body.as_bytes());
@@ -350,5 +424,14 @@ mod tests {
                 "{body}: {got:?}"
             );
         }
+        // The job arrives whole: 25Mi is 26,214,400 bytes.
+        let q = place_query(
+            br#"{"workers":4,"collective":"all-to-all","bytes_per_iteration":"25Mi","alternatives":2}"#,
+        )
+        .unwrap();
+        let job = q.job.expect("a job");
+        assert_eq!(job.collective, Collective::AllToAll);
+        assert_eq!(job.bytes_per_iteration, 25 << 20);
+        assert_eq!(q.alternatives, 2);
     }
 }
