@@ -519,7 +519,17 @@ fn the_cluster_tls_component_forwards_over_https_as_a_scheduler() -> Result<()> 
             .strip_prefix("value: ")
             .map(str::to_owned)
     };
-    ensure!(value_of("ZONEMESH_ADVERTISE_URL").as_deref() == Some("https://$(POD_IP):7401"));
+    // The pod's DNS name, which the aggregator's certificate covers (its IP is not in it).
+    let url = "https://$(ZONEMESH_REPLICA_NAME).zonemesh-aggregator-headless.zonemesh.svc:7401";
+    ensure!(value_of("ZONEMESH_ADVERTISE_URL").as_deref() == Some(url));
+    ensure!(tls.contains("- \"*.zonemesh-aggregator-headless.zonemesh.svc\""));
+    let cluster = std::fs::read_to_string(deploy().join("cluster/aggregator.yaml"))?;
+    let name_at = cluster.find("- name: ZONEMESH_REPLICA_NAME");
+    let url_at = cluster.find("- name: ZONEMESH_ADVERTISE_URL");
+    ensure!(
+        name_at.is_some() && name_at < url_at,
+        "the replica's name is defined before the URL that uses it"
+    );
     ensure!(value_of("ZONEMESH_PEER_CA").as_deref() == Some("/etc/zonemesh-tls/ca.crt"));
     ensure!(value_of("ZONEMESH_PEER_CERT").as_deref() == Some("/etc/zonemesh-peer/tls.crt"));
     ensure!(value_of("ZONEMESH_PEER_KEY").as_deref() == Some("/etc/zonemesh-peer/tls.key"));
