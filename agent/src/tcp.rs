@@ -2,9 +2,18 @@
 //! when no ICMP socket can be opened), and timed bulk transfers for throughput grants.
 //!
 //! The responder tells the two uses apart by the first bytes: an RTT probe connects and resets
-//! without sending anything; a throughput test sends a [`Header`], streams data and half-closes,
+//! without sending anything; a throughput test sends a header, streams data and half-closes,
 //! and the responder answers with the bytes it received after the warm-up and over how long
 //! (receiver-side figures, like iperf3's receiver line).
+//!
+//! A test's first stream opens with `ZMT2` instead of `ZMT1`: before any bulk data it times up to
+//! [`EXCHANGES`] request–response exchanges of a [`EXCHANGE_LEN`]-byte message (`TCP_NODELAY`
+//! on both ends), on an idle connection, within the first half of the warm-up. Each request
+//! starts with [`EXCHANGE_MORE`] and is echoed; the last message starts with [`EXCHANGE_DONE`]
+//! and carries the warm-up left (ms), from which the responder starts its clock. The other
+//! streams start when the exchanges end. A responder that predates `ZMT2` closes the
+//! connection; the test then runs without exchanges. After the transfer, each sender reads its
+//! TCP counters (`TCP_INFO`): segments sent and retransmitted.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -16,14 +25,24 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use zonemesh_domain::{Bps, ThroughputSample};
+use zonemesh_domain::{Bps, MessageExchange, Micros, Retransmits, ThroughputSample};
 
 use crate::Error;
 use crate::config::SocketBuffer;
 use crate::probe::{Outcome, Prober, Target};
 
-/// First bytes of a throughput test.
+/// First bytes of a throughput test's stream.
 const MAGIC: &[u8; 4] = b"ZMT1";
+/// First bytes of a throughput test's first stream: timed exchanges, then the transfer.
+const MAGIC_EXCHANGE: &[u8; 4] = b"ZMT2";
+/// Most exchanges a test times (fewer when they would take more than half the warm-up).
+pub const EXCHANGES: u32 = 64;
+/// Bytes of an exchanged message: a small MPI message with its envelope.
+pub const EXCHANGE_LEN: usize = 64;
+/// First byte of an exchange request (echoed).
+const EXCHANGE_MORE: u8 = 1;
+/// First byte of the message that ends the exchanges (not echoed).
+const EXCHANGE_DONE: u8 = 0;
 /// Size of the header: magic, warm-up ms, counted duration ms (big-endian u32s).
 const HEADER_LEN: usize = 12;
 /// Size of the responder's answer: counted bytes and counted µs (big-endian u64s).
@@ -165,22 +184,27 @@ async fn serve(mut stream: TcpStream) -> io::Result<()> {
         Err(_) | Ok(Err(_)) => return Ok(()),
         Ok(Ok(_)) => {}
     }
-    if &header[..4] != MAGIC {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a zonemesh throughput test",
-        ));
-    }
-    let warmup =
-        Duration::from_millis(u32::from_be_bytes(header[4..8].try_into().expect("4 bytes")).into());
-    let duration = Duration::from_millis(
-        u32::from_be_bytes(header[8..12].try_into().expect("4 bytes")).into(),
-    );
+    let exchanges = match &header[..4] {
+        m if m == MAGIC => false,
+        m if m == MAGIC_EXCHANGE => true,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a zonemesh throughput test",
+            ));
+        }
+    };
+    let ms = |b: &[u8]| Duration::from_millis(u32::from_be_bytes(b.try_into().expect("4")).into());
+    let mut warmup = ms(&header[4..8]);
+    let duration = ms(&header[8..12]);
     if warmup + duration > MAX_TEST {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "test longer than the responder allows",
         ));
+    }
+    if exchanges {
+        warmup = warmup.min(echo_exchanges(&mut stream).await?);
     }
     let started = Instant::now();
     let mark = started + warmup;
@@ -209,6 +233,30 @@ async fn serve(mut stream: TcpStream) -> io::Result<()> {
     stream.shutdown().await
 }
 
+/// Echoes a test's exchange requests until the message that ends them, and returns the warm-up
+/// it says is left.
+async fn echo_exchanges(stream: &mut TcpStream) -> io::Result<Duration> {
+    stream.set_nodelay(true)?;
+    let mut message = [0u8; EXCHANGE_LEN];
+    for _ in 0..=EXCHANGES {
+        tokio::time::timeout(HEADER_TIMEOUT, stream.read_exact(&mut message))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "exchange request"))??;
+        match message[0] {
+            EXCHANGE_MORE => stream.write_all(&message).await?,
+            EXCHANGE_DONE => {
+                let left = u32::from_be_bytes(message[1..5].try_into().expect("4 bytes"));
+                return Ok(Duration::from_millis(left.into()));
+            }
+            _ => break,
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "exchanges neither echoable nor ended",
+    ))
+}
+
 /// A throughput test that the aggregator granted.
 #[derive(Debug, Clone)]
 pub struct Test {
@@ -222,7 +270,8 @@ pub struct Test {
     pub streams: u32,
 }
 
-/// Runs `test` from `source` and returns the receiver's figures summed over the streams.
+/// Runs `test` from `source` and returns the receiver's figures summed over the streams, the
+/// timed exchanges of the first stream and the senders' TCP counters.
 pub async fn measure(
     test: &Test,
     source: Option<IpAddr>,
@@ -231,39 +280,69 @@ pub async fn measure(
     if test.duration.is_zero() {
         return Err(Error::ThroughputDuration);
     }
-    let deadline = Instant::now() + test.warmup + test.duration;
+    let begun = Instant::now();
+    let mut first = open(test, source, buffer, MAGIC_EXCHANGE, test.warmup).await?;
+    let (first, timed) = match time_exchanges(&mut first, begun, test.warmup).await {
+        Ok(timed) => (first, timed),
+        Err(e) => {
+            // A responder that predates the exchanges closed the connection, or an exchange took
+            // the whole warm-up: the transfer runs without them.
+            tracing::debug!(peer = %test.peer, error = %e, "no timed exchanges");
+            let left = test.warmup.saturating_sub(begun.elapsed());
+            (open(test, source, buffer, MAGIC, left).await?, Vec::new())
+        }
+    };
+    let left = test.warmup.saturating_sub(begun.elapsed());
+    let deadline = Instant::now() + left + test.duration;
     let mut streams = tokio::task::JoinSet::new();
-    for _ in 0..test.streams.max(1) {
+    let peer = test.peer;
+    streams.spawn(async move { transfer(first, peer, deadline).await });
+    for _ in 1..test.streams.max(1) {
         let test = test.clone();
-        streams.spawn(async move { one_stream(&test, source, buffer, deadline).await });
+        streams.spawn(async move {
+            let stream = open(&test, source, buffer, MAGIC, left).await?;
+            transfer(stream, test.peer, deadline).await
+        });
     }
     let (mut bytes, mut micros) = (0u64, 0u64);
+    let mut counters = Some((0u64, 0u64));
     while let Some(result) = streams.join_next().await {
-        let (b, us) = result??;
-        bytes += b;
-        micros = micros.max(us);
+        let done = result??;
+        bytes += done.bytes;
+        micros = micros.max(done.micros);
+        counters = counters
+            .zip(done.counters)
+            .map(|((s, r), (ds, dr))| (s + ds, r + dr));
     }
     if micros == 0 {
         return Err(Error::ThroughputNothing);
     }
     let rate = Bps::parse("throughput_bps", bytes as f64 * 8.0 / (micros as f64 / 1e6))
         .map_err(Error::ThroughputFigures)?;
-    ThroughputSample::new(
+    let mut sample = ThroughputSample::new(
         rate,
         bytes,
         micros,
         u64::try_from(test.warmup.as_micros()).unwrap_or(u64::MAX),
         test.streams.max(1),
     )
-    .map_err(Error::ThroughputFigures)
+    .map_err(Error::ThroughputFigures)?;
+    sample.retransmits = counters
+        .filter(|&(sent, _)| sent > 0)
+        .and_then(|(sent, again)| Retransmits::new(sent, again.min(sent)).ok());
+    sample.exchange = exchange_figures(&timed);
+    Ok(sample)
 }
 
-async fn one_stream(
+/// Connects to the test's peer from `source` and sends a header with `magic`, the warm-up left
+/// and the counted duration.
+async fn open(
     test: &Test,
     source: Option<IpAddr>,
     buffer: SocketBuffer,
-    deadline: Instant,
-) -> Result<(u64, u64), Error> {
+    magic: &[u8; 4],
+    warmup: Duration,
+) -> Result<TcpStream, Error> {
     let peer = test.peer;
     let socket = socket_for(peer, source, buffer).map_err(Error::ThroughputSocket)?;
     let mut stream = tokio::time::timeout(Duration::from_secs(3), socket.connect(peer))
@@ -274,17 +353,95 @@ async fn one_stream(
             what: "connect to",
             source,
         })?;
-    let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
     let mut header = [0u8; HEADER_LEN];
-    header[..4].copy_from_slice(MAGIC);
-    header[4..8].copy_from_slice(&ms(test.warmup).to_be_bytes());
-    header[8..12].copy_from_slice(&ms(test.duration).to_be_bytes());
+    header[..4].copy_from_slice(magic);
+    header[4..8].copy_from_slice(&millis(warmup).to_be_bytes());
+    header[8..12].copy_from_slice(&millis(test.duration).to_be_bytes());
+    stream
+        .write_all(&header)
+        .await
+        .map_err(|source| Error::ThroughputIo {
+            peer,
+            what: "transfer to",
+            source,
+        })?;
+    Ok(stream)
+}
+
+fn millis(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+/// Times request–response exchanges on `stream` (opened with [`MAGIC_EXCHANGE`]) until
+/// [`EXCHANGES`] are done or half the warm-up has passed since `begun`, then tells the responder
+/// the warm-up left. An exchange that would outlast the whole warm-up is an error: the
+/// connection is then out of step and is dropped.
+async fn time_exchanges(
+    stream: &mut TcpStream,
+    begun: Instant,
+    warmup: Duration,
+) -> io::Result<Vec<Duration>> {
+    stream.set_nodelay(true)?;
+    let (budget, hard) = (begun + warmup / 2, begun + warmup);
+    let mut message = [0u8; EXCHANGE_LEN];
+    let mut echo = [0u8; EXCHANGE_LEN];
+    let mut timed = Vec::with_capacity(EXCHANGES as usize);
+    message[0] = EXCHANGE_MORE;
+    while timed.len() < EXCHANGES as usize && Instant::now() < budget {
+        let sent = Instant::now();
+        stream.write_all(&message).await?;
+        tokio::time::timeout_at(hard, stream.read_exact(&mut echo))
+            .await
+            .map_err(|_| {
+                io::Error::new(io::ErrorKind::TimedOut, "an exchange outlasted the warm-up")
+            })??;
+        timed.push(sent.elapsed());
+    }
+    message[0] = EXCHANGE_DONE;
+    let left = warmup.saturating_sub(begun.elapsed());
+    message[1..5].copy_from_slice(&millis(left).to_be_bytes());
+    stream.write_all(&message).await?;
+    stream.set_nodelay(false)?;
+    Ok(timed)
+}
+
+/// Median, mean and largest of the timed exchanges; `None` when none was timed.
+fn exchange_figures(timed: &[Duration]) -> Option<MessageExchange> {
+    let mut us: Vec<f64> = timed.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+    us.sort_by(f64::total_cmp);
+    let (count, max) = (u32::try_from(us.len()).ok()?, *us.last()?);
+    let mean = us.iter().sum::<f64>() / us.len() as f64;
+    let figure = |name, v: f64| Micros::parse(name, v.min(max)).ok();
+    MessageExchange::new(
+        count,
+        figure("exchange_p50_us", us[us.len() / 2])?,
+        figure("exchange_mean_us", mean)?,
+        figure("exchange_max_us", max)?,
+    )
+    .ok()
+}
+
+/// What one stream's transfer counted.
+struct Transferred {
+    /// Bytes the receiver counted after its warm-up.
+    bytes: u64,
+    /// Over how long, µs.
+    micros: u64,
+    /// The sender's data segments and retransmissions, when `TCP_INFO` could be read.
+    counters: Option<(u64, u64)>,
+}
+
+/// Streams data on `stream` until `deadline`, half-closes and reads the receiver's answer.
+async fn transfer(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    deadline: Instant,
+) -> Result<Transferred, Error> {
     let io_err = |source: io::Error| Error::ThroughputIo {
         peer,
         what: "transfer to",
         source,
     };
-    stream.write_all(&header).await.map_err(io_err)?;
     let chunk = vec![0u8; CHUNK];
     while Instant::now() < deadline {
         match tokio::time::timeout_at(deadline, stream.write(&chunk)).await {
@@ -300,9 +457,45 @@ async fn one_stream(
         .await
         .map_err(|_| Error::ThroughputNoAnswer { peer })?
         .map_err(io_err)?;
-    let bytes = u64::from_be_bytes(answer[..8].try_into().expect("8 bytes"));
-    let micros = u64::from_be_bytes(answer[8..].try_into().expect("8 bytes"));
-    Ok((bytes, micros))
+    Ok(Transferred {
+        bytes: u64::from_be_bytes(answer[..8].try_into().expect("8 bytes")),
+        micros: u64::from_be_bytes(answer[8..].try_into().expect("8 bytes")),
+        // Read once the receiver has everything: no retransmission of this test is to come.
+        counters: tcp_counters(&stream),
+    })
+}
+
+/// The sender's data segments sent and segments retransmitted on `stream`, from Linux's
+/// `TCP_INFO` (`tcpi_data_segs_out`, since Linux 4.6, and `tcpi_total_retrans`).
+///
+/// The one `unsafe` of the workspace (which denies it): neither nix nor socket2 reads
+/// `TCP_INFO`, and nix's generic getter panics when the kernel's struct is shorter than libc's.
+/// The kernel writes at most `len` bytes and says how many; fields beyond them are not read.
+#[allow(unsafe_code)]
+fn tcp_counters(stream: &TcpStream) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `tcp_info` is a plain C struct of integers, for which all zero bytes is a value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = libc::socklen_t::try_from(std::mem::size_of::<libc::tcp_info>()).ok()?;
+    // SAFETY: the descriptor is the open socket `stream` borrows; `info` and `len` are valid for
+    // writes of `len` bytes, which is what getsockopt writes at most.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &raw mut len,
+        )
+    };
+    let needed = std::mem::offset_of!(libc::tcp_info, tcpi_data_segs_out) + 4;
+    if rc != 0 || (len as usize) < needed {
+        return None;
+    }
+    Some((
+        u64::from(info.tcpi_data_segs_out),
+        u64::from(info.tcpi_total_retrans),
+    ))
 }
 
 #[cfg(test)]
@@ -335,6 +528,74 @@ mod tests {
         assert!(t.bytes > 0);
         // Counted from the warm-up mark to the last byte: about the test's duration.
         assert!((250_000..2_000_000).contains(&t.duration_us), "{t:?}");
+        // The first stream timed its exchanges within half the warm-up, and the senders' counters
+        // cover at least the bytes the receiver counted.
+        let e = t.exchange.expect("the responder answers exchanges");
+        assert!((1..=EXCHANGES).contains(&e.count), "{e:?}");
+        assert!(
+            e.p50 <= e.max && e.mean <= e.max && e.max.get() < 50_000.0,
+            "{e:?}"
+        );
+        let r = t.retransmits.expect("TCP_INFO on Linux");
+        assert!(
+            r.segments_sent as f64 * 65_483.0 >= t.bytes as f64,
+            "{r:?} {t:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_responder_without_exchanges_still_serves_the_test() {
+        // What a responder from before the exchanges does: it closes a `ZMT2` connection and
+        // serves a `ZMT1` one.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let mut header = [0u8; HEADER_LEN];
+                stream.peek(&mut header).await.unwrap();
+                if &header[..4] == MAGIC {
+                    tokio::spawn(serve(stream));
+                }
+            }
+        });
+        let test = Test {
+            peer,
+            warmup: Duration::from_millis(100),
+            duration: Duration::from_millis(200),
+            streams: 1,
+        };
+        let t = measure(&test, None, SocketBuffer::Auto).await.unwrap();
+        assert!(t.bytes > 0 && t.exchange.is_none(), "{t:?}");
+    }
+
+    #[tokio::test]
+    async fn the_responder_starts_its_clock_from_the_warm_up_the_exchanges_left() {
+        let peer = local_responder();
+        let mut s = TcpStream::connect(peer).await.unwrap();
+        let mut header = [0u8; HEADER_LEN];
+        header[..4].copy_from_slice(MAGIC_EXCHANGE);
+        header[4..8].copy_from_slice(&10_000u32.to_be_bytes());
+        header[8..12].copy_from_slice(&100u32.to_be_bytes());
+        s.write_all(&header).await.unwrap();
+        let mut message = [7u8; EXCHANGE_LEN];
+        message[0] = EXCHANGE_MORE;
+        s.write_all(&message).await.unwrap();
+        let mut echo = [0u8; EXCHANGE_LEN];
+        s.read_exact(&mut echo).await.unwrap();
+        assert_eq!(echo, message);
+        // 10 s of warm-up asked, 0 left after the exchanges: the bytes sent now count.
+        message[0] = EXCHANGE_DONE;
+        message[1..5].copy_from_slice(&0u32.to_be_bytes());
+        s.write_all(&message).await.unwrap();
+        s.write_all(&[0u8; 4096]).await.unwrap();
+        s.shutdown().await.unwrap();
+        let mut answer = [0u8; ANSWER_LEN];
+        tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(u64::from_be_bytes(answer[..8].try_into().unwrap()), 4096);
     }
 
     #[tokio::test]

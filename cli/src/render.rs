@@ -467,6 +467,21 @@ pub fn path(answer: &v1::GetPathResponse) -> String {
         }
         _ => out += "  throughput — (not measured)\n",
     }
+    if let Some(ratio) = f.retransmit_ratio {
+        let _ = writeln!(
+            out,
+            "  TCP        {} of segments retransmitted in its throughput tests (this direction)",
+            percent(ratio)
+        );
+    }
+    if let Some(p50) = f.message_exchange_p50_us {
+        let _ = writeln!(
+            out,
+            "  messages   {} a small message's request and response, app to app (mean {})",
+            micros(p50),
+            micros(f.message_exchange_mean_us.unwrap_or(p50))
+        );
+    }
     out
 }
 
@@ -1006,6 +1021,9 @@ mod tests {
             throughput_age_ms: 60_000,
             throughput_bps: 9.4e9,
             throughput_smoothed_bps: 9.3e9,
+            retransmit_ratio: Some(0.0125),
+            message_exchange_p50_us: Some(140.0),
+            message_exchange_mean_us: Some(260.0),
             ..Default::default()
         };
         let t = path(&path_answer(f));
@@ -1015,7 +1033,9 @@ mod tests {
              \x20 RTT        p50 100 µs  p90 120 µs  p99 150 µs  (min 80 µs, max 300 µs, jitter 4 µs)\n\
              \x20 loss       1.00 % (95 % upper bound 3.00 %), 198 of 200 probes answered\n\
              \x20 latency    measured, 1.5 s ago\n\
-             \x20 throughput 9.40 Gbit/s (smoothed 9.30 Gbit/s), measured, 60.0 s ago\n"
+             \x20 throughput 9.40 Gbit/s (smoothed 9.30 Gbit/s), measured, 60.0 s ago\n\
+             \x20 TCP        1.25 % of segments retransmitted in its throughput tests (this direction)\n\
+             \x20 messages   140 µs a small message's request and response, app to app (mean 260 µs)\n"
         );
     }
 

@@ -91,6 +91,12 @@ pub struct PathFigures {
     pub probes_sent_total: u64,
     /// Replies received since the aggregator first saw the path.
     pub probes_received_total: u64,
+    /// The share of data segments retransmitted in the path's throughput tests, smoothed.
+    pub retransmit_ratio: Option<f64>,
+    /// Median time of a small message's request and response between the agents, µs, smoothed.
+    pub message_exchange_p50_us: Option<f64>,
+    /// Mean of the same exchanges, µs, smoothed.
+    pub message_exchange_mean_us: Option<f64>,
 }
 
 /// One node as `ListNodes` shows it.

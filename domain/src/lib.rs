@@ -51,8 +51,8 @@ pub use query::{
     ZonesQuery,
 };
 pub use report::{
-    Hello, IcmpMode, MAX_ADDRESSES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, PathSample, Report,
-    Rtt, ThroughputSample,
+    Hello, IcmpMode, MAX_ADDRESSES, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, MessageExchange,
+    PathSample, Report, Retransmits, Rtt, ThroughputSample,
 };
 pub use tiers::{
     Cut, CutFigures, GroupLink, PairFigure, TierGroup, TierThresholds, TierZone, Tiers, ZonePair,

@@ -126,6 +126,88 @@ pub struct ThroughputSample {
     pub warmup_us: u64,
     /// Parallel streams; at least 1.
     pub streams: u32,
+    /// The sender's TCP counters over the whole test, when the agent could read them.
+    pub retransmits: Option<Retransmits>,
+    /// Timed exchanges of a small message before the transfer, when the peer's responder
+    /// answered them.
+    pub exchange: Option<MessageExchange>,
+}
+
+/// The sender's TCP counters over a throughput test, summed over its streams (Linux `TCP_INFO`:
+/// `tcpi_data_segs_out` and `tcpi_total_retrans`). They have a direction, unlike ICMP loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retransmits {
+    /// Data segments sent, retransmissions included; at least 1.
+    pub segments_sent: u64,
+    /// Segments sent again; at most `segments_sent`.
+    pub retransmitted: u64,
+}
+
+impl Retransmits {
+    /// Checks the counters. Errors name the wire field.
+    pub fn new(segments_sent: u64, retransmitted: u64) -> Result<Self, FieldError> {
+        if segments_sent == 0 {
+            return Err(FieldError::new("segments_sent", "must be at least 1"));
+        }
+        if retransmitted > segments_sent {
+            return Err(FieldError::new(
+                "segments_retransmitted",
+                format!("{retransmitted} is above segments_sent ({segments_sent})"),
+            ));
+        }
+        Ok(Self {
+            segments_sent,
+            retransmitted,
+        })
+    }
+
+    /// The share of data segments sent again.
+    pub fn ratio(&self) -> f64 {
+        self.retransmitted as f64 / self.segments_sent as f64
+    }
+}
+
+/// Timed request–response exchanges of a small message over one TCP connection between two
+/// agents, application to application: beside the kernel-timestamped ICMP round trip, what one
+/// message costs the hosts' software (the α of an α–β model) and, under loss, what recovering a
+/// lost last segment costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageExchange {
+    /// Exchanges timed; at least 1.
+    pub count: u32,
+    /// Median exchange.
+    pub p50: Micros,
+    /// Mean exchange (a lost and recovered message counts with its recovery).
+    pub mean: Micros,
+    /// Slowest exchange.
+    pub max: Micros,
+}
+
+impl MessageExchange {
+    /// Checks the figures: `p50 <= max` and `mean <= max`. Errors name the wire field.
+    pub fn new(count: u32, p50: Micros, mean: Micros, max: Micros) -> Result<Self, FieldError> {
+        if count == 0 {
+            return Err(FieldError::new("exchanges", "must be at least 1"));
+        }
+        if p50 > max {
+            return Err(FieldError::new(
+                "exchange_p50_us",
+                format!("{} is above exchange_max_us ({})", p50.get(), max.get()),
+            ));
+        }
+        if mean > max {
+            return Err(FieldError::new(
+                "exchange_mean_us",
+                format!("{} is above exchange_max_us ({})", mean.get(), max.get()),
+            ));
+        }
+        Ok(Self {
+            count,
+            p50,
+            mean,
+            max,
+        })
+    }
 }
 
 impl ThroughputSample {
@@ -160,6 +242,8 @@ impl ThroughputSample {
             duration_us,
             warmup_us,
             streams,
+            retransmits: None,
+            exchange: None,
         })
     }
 }

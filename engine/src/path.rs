@@ -2,7 +2,7 @@
 //! latest throughput test. Everything is keyed by the aggregator's own clock (`at`), never by the
 //! agents' clocks, so that nodes whose clocks differ still age alike.
 
-use zonemesh_domain::{PathSample, UnixMs};
+use zonemesh_domain::{PathSample, ThroughputSample, UnixMs};
 
 /// While throughput tests hold a path's windows back, its last figures stay current for at most
 /// this many stale timeouts after they were measured (see [`PathState::current_at`]).
@@ -160,6 +160,88 @@ pub struct ThroughputState {
     pub smoothed_bps: f64,
 }
 
+/// What TCP itself saw in a path's throughput tests, each figure smoothed like the rate: the
+/// share of data segments the sender retransmitted, and the median and mean of the timed message
+/// exchanges (µs). NaN where no test has read a figure: no `Option`, whose tags would cost every
+/// path 12 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpFigures {
+    retransmit_ratio: f32,
+    exchange_p50_us: f32,
+    exchange_mean_us: f32,
+}
+
+impl Default for TcpFigures {
+    fn default() -> Self {
+        Self::new(None, None, None)
+    }
+}
+
+impl PartialEq for TcpFigures {
+    /// Equal when every figure is the same number or both are absent.
+    fn eq(&self, other: &Self) -> bool {
+        let bits = |t: &Self| {
+            [t.retransmit_ratio, t.exchange_p50_us, t.exchange_mean_us].map(f32::to_bits)
+        };
+        bits(self) == bits(other)
+    }
+}
+
+impl TcpFigures {
+    /// The figures given (`None`: never read).
+    pub fn new(
+        retransmit_ratio: Option<f32>,
+        exchange_p50_us: Option<f32>,
+        exchange_mean_us: Option<f32>,
+    ) -> Self {
+        Self {
+            retransmit_ratio: retransmit_ratio.unwrap_or(f32::NAN),
+            exchange_p50_us: exchange_p50_us.unwrap_or(f32::NAN),
+            exchange_mean_us: exchange_mean_us.unwrap_or(f32::NAN),
+        }
+    }
+
+    /// Smoothed share of data segments retransmitted.
+    pub fn retransmit_ratio(&self) -> Option<f32> {
+        known(self.retransmit_ratio)
+    }
+
+    /// Smoothed median message exchange, µs.
+    pub fn exchange_p50_us(&self) -> Option<f32> {
+        known(self.exchange_p50_us)
+    }
+
+    /// Smoothed mean message exchange, µs.
+    pub fn exchange_mean_us(&self) -> Option<f32> {
+        known(self.exchange_mean_us)
+    }
+
+    /// Folds in a test's figures with weight `alpha` (a figure the test did not read keeps its
+    /// value).
+    fn fold(&mut self, alpha: f64, sample: &ThroughputSample) {
+        let smooth = |old: &mut f32, new: Option<f64>| {
+            if let Some(new) = new {
+                *old = if old.is_nan() {
+                    new as f32
+                } else {
+                    (alpha * new + (1.0 - alpha) * f64::from(*old)) as f32
+                };
+            }
+        };
+        let exchange = sample.exchange;
+        smooth(
+            &mut self.retransmit_ratio,
+            sample.retransmits.map(|r| r.ratio()),
+        );
+        smooth(&mut self.exchange_p50_us, exchange.map(|e| e.p50.get()));
+        smooth(&mut self.exchange_mean_us, exchange.map(|e| e.mean.get()));
+    }
+}
+
+fn known(v: f32) -> Option<f32> {
+    (!v.is_nan()).then_some(v)
+}
+
 /// Figures of the sliding window, recomputed whenever a window arrives or leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Merged {
@@ -196,6 +278,8 @@ pub struct PathState {
     pub withheld_at: Option<UnixMs>,
     /// The throughput figures, once a test has run.
     pub throughput: Option<ThroughputState>,
+    /// What TCP saw in the throughput tests.
+    pub tcp: TcpFigures,
 }
 
 impl PathState {
@@ -235,11 +319,10 @@ impl PathState {
         }
         if let Some(t) = sample.throughput {
             let rate = t.rate.get();
-            let smoothed = match self.throughput {
-                Some(prev) => {
-                    config.throughput_alpha * rate
-                        + (1.0 - config.throughput_alpha) * prev.smoothed_bps
-                }
+            let alpha = config.throughput_alpha;
+            let prev = self.throughput;
+            let smoothed = match prev {
+                Some(prev) => alpha * rate + (1.0 - alpha) * prev.smoothed_bps,
                 None => rate,
             };
             self.throughput = Some(ThroughputState {
@@ -247,6 +330,7 @@ impl PathState {
                 latest_bps: rate,
                 smoothed_bps: smoothed,
             });
+            self.tcp.fold(alpha, &t);
         }
         self.expire(now, config);
     }
@@ -390,6 +474,41 @@ mod tests {
             .window(UnixMs(1), 1)
             .spread(0.5, 1.0, 1.0, 2.0)
             .build()
+    }
+
+    #[test]
+    fn tcp_figures_are_smoothed_like_the_rate_and_a_test_without_them_keeps_them() {
+        use zonemesh_domain::{Bps, MessageExchange, Micros, Retransmits};
+        let config = PathConfig::default();
+        let test = |retransmitted: u64, p50: f64, mean: f64| {
+            let mut t =
+                ThroughputSample::new(Bps::parse("r", 8e6).unwrap(), 1_000_000, 1_000_000, 0, 1)
+                    .unwrap();
+            t.retransmits = Some(Retransmits::new(1_000, retransmitted).unwrap());
+            let us = |v| Micros::parse("e", v).unwrap();
+            t.exchange = Some(MessageExchange::new(8, us(p50), us(mean), us(1_000.0)).unwrap());
+            t
+        };
+        let with = |t: ThroughputSample| {
+            let mut s = sample(10, 10, 100.0);
+            s.throughput = Some(t);
+            s
+        };
+        let mut path = PathState::default();
+        assert_eq!(path.tcp.retransmit_ratio(), None);
+        path.apply(&with(test(20, 100.0, 200.0)), UnixMs(0), &config, false);
+        assert_eq!(path.tcp.retransmit_ratio(), Some(0.02));
+        assert_eq!(path.tcp.exchange_p50_us(), Some(100.0));
+        path.apply(&with(test(0, 200.0, 200.0)), UnixMs(1), &config, false);
+        // 0.3 of the new test, 0.7 of what was.
+        let close = |a: Option<f32>, b: f32| (a.unwrap() - b).abs() < 1e-5;
+        assert!(close(path.tcp.retransmit_ratio(), 0.014));
+        assert!(close(path.tcp.exchange_p50_us(), 130.0));
+        assert!(close(path.tcp.exchange_mean_us(), 200.0));
+        let bare = ThroughputSample::new(Bps::parse("r", 8e6).unwrap(), 1_000_000, 1_000_000, 0, 1);
+        let before = path.tcp;
+        path.apply(&with(bare.unwrap()), UnixMs(2), &config, false);
+        assert_eq!(path.tcp, before);
     }
 
     #[test]

@@ -210,6 +210,9 @@ impl Snapshot {
                 out.throughput_bps = t.latest_bps;
                 out.throughput_smoothed_bps = t.smoothed_bps;
             }
+            out.retransmit_ratio = path.tcp.retransmit_ratio().map(f64::from);
+            out.message_exchange_p50_us = path.tcp.exchange_p50_us().map(f64::from);
+            out.message_exchange_mean_us = path.tcp.exchange_mean_us().map(f64::from);
         }
         let fresh_latency = !out.stale && out.latency_provenance == Provenance::Measured;
         if fresh_latency && out.throughput_provenance == Provenance::Measured {

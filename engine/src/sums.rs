@@ -53,7 +53,7 @@ impl Sums {
             step(&mut self.tput_n);
         }
         if sign > 0.0
-            && let Some(at) = c.at
+            && let Some(at) = c.at()
         {
             self.oldest = Some(self.oldest.map_or(at, |o| o.min(at)));
         }
@@ -81,16 +81,37 @@ impl Sums {
 }
 
 /// What one path adds to the sums, remembered so that it can be taken out exactly.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Contribution {
     /// RTT p50, p90, p99, µs (f32 as the path keeps them: what is added is taken out exactly).
     pub(crate) rtt: Option<[f32; 3]>,
     pub(crate) loss: Option<f32>,
     pub(crate) tput: Option<f32>,
-    pub(crate) at: Option<UnixMs>,
+    /// When the path's latency figures were last updated, ms; [`NEVER`] when they never were
+    /// (no `Option`, whose tag would cost every path 8 bytes).
+    at_ms: i64,
+}
+
+/// [`Contribution::at_ms`] of a path whose latency figures never were updated.
+const NEVER: i64 = i64::MIN;
+
+impl Default for Contribution {
+    fn default() -> Self {
+        Self {
+            rtt: None,
+            loss: None,
+            tput: None,
+            at_ms: NEVER,
+        }
+    }
 }
 
 impl Contribution {
+    /// When the path's latency figures were last updated.
+    pub(crate) fn at(&self) -> Option<UnixMs> {
+        (self.at_ms != NEVER).then_some(UnixMs(self.at_ms))
+    }
+
     pub(crate) fn of(path: &PathState, now: UnixMs, config: &PathConfig) -> Self {
         if path.is_stale(now, config) {
             return Self {
@@ -106,7 +127,7 @@ impl Contribution {
             tput: path
                 .fresh_throughput(now, config)
                 .map(|t| t.latest_bps as f32),
-            at: path.last_update,
+            at_ms: path.last_update.map_or(NEVER, |t| t.0),
         }
     }
 }

@@ -128,6 +128,8 @@ impl SampleBuilder {
                 duration_us: 1_000_000,
                 warmup_us: 0,
                 streams: 1,
+                retransmits: None,
+                exchange: None,
             }),
             method: self.method,
         }

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use tonic::transport::Channel;
 use zonemesh_domain::stats::{median, wilson};
 use zonemesh_lab::Lab;
-use zonemesh_lab::tools::{iperf3, ping_rtts, start_ping};
+use zonemesh_lab::tools::{iperf3, iperf3_sent, ping_rtts, start_ping};
 use zonemesh_proto::v1;
 
 /// How the accuracy comparison pings on the demo cluster: for longer than zonemesh's figures reach
@@ -362,6 +362,99 @@ async fn path(
         .into_inner()
         .figures
         .unwrap_or_default())
+}
+
+/// What TCP saw on one path: the sender's retransmissions in zonemesh's throughput tests beside
+/// iperf3's on the same path, and the timed message exchanges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpRow {
+    /// Source node (the tests' sender).
+    pub src: String,
+    /// Destination node.
+    pub dst: String,
+    /// The loss the lab injects on what `src` sends to `dst` (the data's direction).
+    pub injected_data_loss: f64,
+    /// zonemesh's smoothed share of segments retransmitted.
+    pub zonemesh_retransmit_ratio: f64,
+    /// iperf3's retransmitted segments per data segment (of [`MSS_BYTES`]) on the same path.
+    pub iperf3_retransmit_ratio: f64,
+    /// zonemesh's smoothed median message exchange, µs.
+    pub exchange_p50_us: f64,
+    /// zonemesh's smoothed mean message exchange, µs.
+    pub exchange_mean_us: f64,
+}
+
+/// TCP payload of a segment on the lab's 1500-byte links with timestamps, bytes.
+pub const MSS_BYTES: f64 = 1448.0;
+
+/// The loss the lab injects on what `src` sends to `dst`: `dst`'s own (it drops what reaches
+/// it) and the zone link's.
+pub fn injected_data_loss(lab: &Lab, src: &str, dst: &str) -> f64 {
+    let spec = lab.spec();
+    let (zs, zd) = (&lab.node(src).zone, &lab.node(dst).zone);
+    let link = if zs == zd {
+        0.0
+    } else {
+        spec.link_between(zs, zd).loss
+    };
+    let node = spec.nodes.get(dst).map_or(0.0, |s| s.loss);
+    1.0 - (1.0 - node) * (1.0 - link)
+}
+
+/// zonemesh's TCP figures on `src` → `dst` (iperf3's left at 0: see [`add_iperf3_retransmits`]).
+/// Fails when zonemesh has no retransmission or exchange figure for the path.
+pub async fn measure_tcp_zonemesh(
+    lab: &Lab,
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    src: &str,
+    dst: &str,
+) -> Result<TcpRow> {
+    let f = path(topology, src, dst).await?;
+    Ok(TcpRow {
+        src: src.into(),
+        dst: dst.into(),
+        injected_data_loss: injected_data_loss(lab, src, dst),
+        zonemesh_retransmit_ratio: f
+            .retransmit_ratio
+            .with_context(|| format!("no retransmissions on {src} -> {dst}"))?,
+        iperf3_retransmit_ratio: 0.0,
+        exchange_p50_us: f
+            .message_exchange_p50_us
+            .with_context(|| format!("no message exchanges on {src} -> {dst}"))?,
+        exchange_mean_us: f.message_exchange_mean_us.unwrap_or(0.0),
+    })
+}
+
+/// Runs iperf3 (3 s) on `row`'s path now and records its retransmissions.
+pub async fn add_iperf3_retransmits(lab: &Lab, row: &mut TcpRow) -> Result<()> {
+    let sent = iperf3_sent(lab, &row.src, &row.dst, 3).await?;
+    row.iperf3_retransmit_ratio = sent.retransmit_ratio(MSS_BYTES);
+    Ok(())
+}
+
+/// The TCP rows as a Markdown table (iperf3's column "–" where it did not run).
+pub fn tcp_table(rows: &[TcpRow]) -> String {
+    let mut out = String::from(
+        "| path | injected loss (data direction) | zonemesh retransmitted | iperf3 retransmitted | exchange p50 | exchange mean |\n|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} → {} | {:.1} % | {:.2} % | {} | {:.0} µs | {:.0} µs |",
+            r.src,
+            r.dst,
+            100.0 * r.injected_data_loss,
+            100.0 * r.zonemesh_retransmit_ratio,
+            if r.iperf3_retransmit_ratio > 0.0 {
+                format!("{:.2} %", 100.0 * r.iperf3_retransmit_ratio)
+            } else {
+                "–".to_owned()
+            },
+            r.exchange_p50_us,
+            r.exchange_mean_us,
+        );
+    }
+    out
 }
 
 /// The paths' rows as a Markdown table.

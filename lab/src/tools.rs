@@ -64,6 +64,42 @@ pub fn parse_ping_rtts(stdout: &str) -> Vec<f64> {
 /// Runs iperf3 from `src` to `dst` (a one-off server in `dst`'s namespace): `seconds` counted
 /// after a 1 s warm-up (`-O 1`). Returns the receiver's bits per second.
 pub async fn iperf3(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<f64> {
+    let json = iperf3_json(lab, src, dst, seconds).await?;
+    received_bps(&json).context("iperf3 JSON without end.sum_received")
+}
+
+/// What iperf3's sender counted over a run as [`iperf3`] makes it: bytes sent and segments
+/// retransmitted (iperf3 reads them from the kernel's `TCP_INFO`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Iperf3Sent {
+    /// Bytes the sender sent in the counted part.
+    pub bytes: u64,
+    /// Segments it retransmitted.
+    pub retransmits: u64,
+}
+
+impl Iperf3Sent {
+    /// Retransmitted segments per data segment, the segments taken as `mss` bytes each.
+    pub fn retransmit_ratio(&self, mss: f64) -> f64 {
+        self.retransmits as f64 / (self.bytes as f64 / mss).max(1.0)
+    }
+}
+
+/// Runs iperf3 as [`iperf3`] does and returns what its sender counted.
+pub async fn iperf3_sent(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<Iperf3Sent> {
+    let json = iperf3_json(lab, src, dst, seconds).await?;
+    let sent = &json[json
+        .rfind("\"sum_sent\"")
+        .context("iperf3 JSON without sum_sent")?..];
+    let field = |key: &str| json_number(sent, key).with_context(|| format!("sum_sent.{key}"));
+    Ok(Iperf3Sent {
+        bytes: field("bytes")? as u64,
+        retransmits: field("retransmits")? as u64,
+    })
+}
+
+/// iperf3's JSON output of one run from `src` to `dst`.
+async fn iperf3_json(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<String> {
     const PORT: &str = "5299";
     let mut server = tokio::process::Command::from(lab.command(dst, "iperf3"))
         .args(["-s", "-1", "-p", PORT])
@@ -94,8 +130,7 @@ pub async fn iperf3(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<f64
             .await?;
         if out.status.success() {
             let _ = server.wait().await;
-            let text = String::from_utf8_lossy(&out.stdout);
-            return received_bps(&text).context("iperf3 JSON without end.sum_received");
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
         last = String::from_utf8_lossy(&out.stdout).into_owned();
     }
@@ -106,9 +141,14 @@ pub async fn iperf3(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<f64
 /// `end.sum_received.bits_per_second` of iperf3's JSON, without a JSON parser dependency.
 fn received_bps(json: &str) -> Option<f64> {
     let end = json.rfind("\"sum_received\"")?;
-    let rest = &json[end..];
-    let key = rest.find("\"bits_per_second\"")?;
-    let value = rest[key + "\"bits_per_second\"".len()..]
+    json_number(&json[end..], "bits_per_second")
+}
+
+/// The number after the first `"key":` in `json`.
+fn json_number(json: &str, key: &str) -> Option<f64> {
+    let quoted = format!("\"{key}\"");
+    let at = json.find(&quoted)?;
+    let value = json[at + quoted.len()..]
         .trim_start()
         .strip_prefix(':')?
         .trim_start();
@@ -169,5 +209,14 @@ rtt min/avg/max/mdev = 0.039/0.070/0.102/0.031 ms
         let json = r#"{"end":{"sum_sent":{"bits_per_second":9.9e7},"sum_received":{"seconds":3.0,"bits_per_second":95654321.5,"retransmits":0}}}"#;
         assert_eq!(received_bps(json), Some(95_654_321.5));
         assert_eq!(received_bps("{}"), None);
+        let sent = r#"{"sum_sent":{"start":0,"bytes":14480000,"bits_per_second":9.9e7,"retransmits":500}}"#;
+        assert_eq!(json_number(sent, "bytes"), Some(14_480_000.0));
+        assert_eq!(json_number(sent, "retransmits"), Some(500.0));
+        let ratio = Iperf3Sent {
+            bytes: 14_480_000,
+            retransmits: 500,
+        }
+        .retransmit_ratio(1448.0);
+        assert!((ratio - 0.05).abs() < 1e-12);
     }
 }

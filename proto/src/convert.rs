@@ -9,12 +9,12 @@ use std::net::IpAddr;
 use zonemesh_domain::{
     Assignment, Bps, Collective, Cut, CutFigures, FieldError, GroupLink, Hello, IcmpMode, Job,
     JobBottleneck, MAX_ADDRESSES, MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE,
-    MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery, Metric, Micros,
-    NodeName, NodeState, NodeView, Nodes, NodesQuery, Page, PairFigure, PathAnswer, PathFigures,
-    PathSample, PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance, RankQuery, RankedNode,
-    Ranking, Report, Rtt, RttSummary, ThroughputGrant, ThroughputSample, TierGroup, TierThresholds,
-    TierZone, Tiers, UnixMs, Weights, ZoneLink, ZoneName, ZonePair, ZonePolicy, ZoneView, Zones,
-    ZonesQuery, node_names,
+    MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery, MessageExchange,
+    Metric, Micros, NodeName, NodeState, NodeView, Nodes, NodesQuery, Page, PairFigure, PathAnswer,
+    PathFigures, PathSample, PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance,
+    RankQuery, RankedNode, Ranking, Report, Retransmits, Rtt, RttSummary, ThroughputGrant,
+    ThroughputSample, TierGroup, TierThresholds, TierZone, Tiers, UnixMs, Weights, ZoneLink,
+    ZoneName, ZonePair, ZonePolicy, ZoneView, Zones, ZonesQuery, node_names,
 };
 
 use crate::v1;
@@ -126,13 +126,28 @@ impl TryFrom<v1::Throughput> for ThroughputSample {
 
     fn try_from(wire: v1::Throughput) -> Result<Self, FieldError> {
         let rate = Bps::parse("throughput_bps", wire.throughput_bps)?;
-        Self::new(
+        let mut sample = Self::new(
             rate,
             wire.bytes,
             wire.duration_us,
             wire.warmup_us,
             wire.streams,
-        )
+        )?;
+        sample.retransmits = match (wire.segments_sent, wire.segments_retransmitted) {
+            (0, 0) => None,
+            (sent, again) => Some(Retransmits::new(sent, again)?),
+        };
+        sample.exchange = if wire.exchanges == 0 {
+            None
+        } else {
+            Some(MessageExchange::new(
+                wire.exchanges,
+                Micros::parse("exchange_p50_us", wire.exchange_p50_us)?,
+                Micros::parse("exchange_mean_us", wire.exchange_mean_us)?,
+                Micros::parse("exchange_max_us", wire.exchange_max_us)?,
+            )?)
+        };
+        Ok(sample)
     }
 }
 
@@ -287,6 +302,12 @@ impl From<ThroughputSample> for v1::Throughput {
             duration_us: value.duration_us,
             warmup_us: value.warmup_us,
             streams: value.streams,
+            segments_sent: value.retransmits.map_or(0, |r| r.segments_sent),
+            segments_retransmitted: value.retransmits.map_or(0, |r| r.retransmitted),
+            exchanges: value.exchange.map_or(0, |e| e.count),
+            exchange_p50_us: value.exchange.map_or(0.0, |e| e.p50.get()),
+            exchange_mean_us: value.exchange.map_or(0.0, |e| e.mean.get()),
+            exchange_max_us: value.exchange.map_or(0.0, |e| e.max.get()),
         }
     }
 }
@@ -606,6 +627,9 @@ impl From<PathFigures> for v1::PathFigures {
             stale: f.stale,
             probes_sent_total: f.probes_sent_total,
             probes_received_total: f.probes_received_total,
+            retransmit_ratio: f.retransmit_ratio,
+            message_exchange_p50_us: f.message_exchange_p50_us,
+            message_exchange_mean_us: f.message_exchange_mean_us,
         }
     }
 }

@@ -149,10 +149,16 @@ struct PathFiguresJson {
     latency_provenance: i32,
     loss_ratio: f64,
     loss_upper_95_ratio: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_exchange_mean_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_exchange_p50_us: Option<f64>,
     probes_received: u64,
     probes_received_total: u64,
     probes_sent: u64,
     probes_sent_total: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retransmit_ratio: Option<f64>,
     #[serde(serialize_with = "opt_rtt")]
     rtt: Option<v1::RttStats>,
     stale: bool,
@@ -561,6 +567,9 @@ mod golden {
             stale: false,
             probes_sent_total: 18_446_744_073_709_551_615,
             probes_received_total: 12_000_000_000,
+            retransmit_ratio: Some(0.004_25),
+            message_exchange_p50_us: Some(61.5),
+            message_exchange_mean_us: Some(70.25),
         }
     }
 
@@ -865,6 +874,9 @@ mod golden {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/json");
         for (name, text) in cases() {
             let path = dir.join(format!("{name}.json"));
+            if std::env::var_os("ZONEMESH_WRITE_GOLDEN").is_some() {
+                std::fs::write(&path, &text).unwrap();
+            }
             let want = std::fs::read_to_string(&path).unwrap();
             assert_eq!(text, want, "{name}: the JSON changed");
         }

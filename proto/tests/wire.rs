@@ -36,6 +36,12 @@ fn summary() -> v1::PathSummary {
             duration_us: 1_000_000,
             warmup_us: 500_000,
             streams: 1,
+            segments_sent: 700,
+            segments_retransmitted: 7,
+            exchanges: 32,
+            exchange_p50_us: 80.0,
+            exchange_mean_us: 95.5,
+            exchange_max_us: 410.0,
         }),
         method: v1::IcmpMode::Raw as i32,
     }
@@ -69,6 +75,9 @@ fn figures() -> v1::PathFigures {
         stale: true,
         probes_sent_total: 100,
         probes_received_total: 90,
+        retransmit_ratio: Some(0.01),
+        message_exchange_p50_us: Some(80.0),
+        message_exchange_mean_us: Some(95.5),
     }
 }
 
@@ -525,6 +534,24 @@ fn bad_path_summaries_are_refused_with_the_field_name() {
         }),
         ("paths[0].throughput.streams", |s| {
             s.throughput.as_mut().unwrap().streams = 0
+        }),
+        ("paths[0].throughput.segments_sent", |s| {
+            s.throughput.as_mut().unwrap().segments_sent = 0
+        }),
+        ("paths[0].throughput.segments_retransmitted", |s| {
+            s.throughput.as_mut().unwrap().segments_retransmitted = 701
+        }),
+        ("paths[0].throughput.exchange_p50_us", |s| {
+            s.throughput.as_mut().unwrap().exchange_p50_us = f64::INFINITY
+        }),
+        ("paths[0].throughput.exchange_p50_us", |s| {
+            s.throughput.as_mut().unwrap().exchange_p50_us = 500.0
+        }),
+        ("paths[0].throughput.exchange_mean_us", |s| {
+            s.throughput.as_mut().unwrap().exchange_mean_us = -1.0
+        }),
+        ("paths[0].throughput.exchange_mean_us", |s| {
+            s.throughput.as_mut().unwrap().exchange_mean_us = 411.0
         }),
         ("paths[0].method", |s| s.method = 99),
     ];

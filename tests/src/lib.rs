@@ -245,6 +245,7 @@ impl FakeAgent {
                     duration_us: 1_000_000,
                     warmup_us: 0,
                     streams: 1,
+                    ..Default::default()
                 }),
                 ..Default::default()
             })

@@ -118,6 +118,66 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         );
     }
 
+    // TCP's own view, which has a direction. The lossy node drops what reaches it: a test that
+    // sends into it retransmits about its loss (as iperf3 does on the same path), one that
+    // sends out of it (only its ACKs dropped) and one between clean nodes about nothing. Every
+    // tested path timed its message exchanges, each at least the ICMP round trip that ping saw.
+    let nodes: Vec<String> = lab.spec().all_nodes().map(str::to_owned).collect();
+    let mut tcp_rows = Vec::new();
+    for src in &nodes {
+        for dst in nodes.iter().filter(|d| *d != src) {
+            let Ok(row) = accuracy::measure_tcp_zonemesh(&lab, &mut topology, src, dst).await
+            else {
+                continue;
+            };
+            tcp_rows.push(row);
+        }
+    }
+    let into = tcp_rows.iter().position(|r| r.dst == LOSSY_NODE);
+    ensure!(into.is_some(), "no throughput test into {LOSSY_NODE}");
+    let into = into.unwrap_or_default();
+    accuracy::add_iperf3_retransmits(&lab, &mut tcp_rows[into]).await?;
+    println!("{}", accuracy::tcp_table(&tcp_rows));
+    ensure!(
+        tcp_rows.len() >= 9,
+        "{} paths with TCP figures",
+        tcp_rows.len()
+    );
+    for r in &tcp_rows {
+        let path = format!("{} -> {}", r.src, r.dst);
+        if r.dst == LOSSY_NODE {
+            ensure!(
+                (0.5..=2.0).contains(&(r.zonemesh_retransmit_ratio / r.injected_data_loss)),
+                "{path}: {:.2} % retransmitted for {:.1} % injected",
+                100.0 * r.zonemesh_retransmit_ratio,
+                100.0 * r.injected_data_loss
+            );
+        } else {
+            ensure!(
+                r.zonemesh_retransmit_ratio < 0.005,
+                "{path}: {:.2} % retransmitted, nothing injected that way",
+                100.0 * r.zonemesh_retransmit_ratio
+            );
+        }
+        if let Some(ping) = rows.iter().find(|p| p.src == r.src && p.dst == r.dst) {
+            ensure!(
+                r.exchange_p50_us >= 0.9 * ping.ping_p50_us,
+                "{path}: exchanges of {:.0} µs under ping's {:.0} µs",
+                r.exchange_p50_us,
+                ping.ping_p50_us
+            );
+        }
+    }
+    let r = &tcp_rows[into];
+    ensure!(
+        (0.67..=1.5).contains(&(r.zonemesh_retransmit_ratio / r.iperf3_retransmit_ratio)),
+        "{} -> {}: zonemesh {:.2} %, iperf3 {:.2} % retransmitted",
+        r.src,
+        r.dst,
+        100.0 * r.zonemesh_retransmit_ratio,
+        100.0 * r.iperf3_retransmit_ratio
+    );
+
     // Placement: a 3-worker job goes to the one zone without an impaired node.
     let place = |exclude: Vec<String>| v1::PlaceRequest {
         workers: 3,

@@ -6,7 +6,7 @@ use prost::Message;
 use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 use zonemesh_proto::v1;
 
-use zonemesh_engine::path::{RttFigures, ThroughputState, Window};
+use zonemesh_engine::path::{RttFigures, TcpFigures, ThroughputState, Window};
 use zonemesh_engine::tiers::{GROUP_PREFIX, TierState};
 use zonemesh_engine::{PathState, StoredNode};
 
@@ -83,6 +83,13 @@ struct ThroughputRecord {
     latest_bps: f64,
     #[prost(double, tag = "3")]
     smoothed_bps: f64,
+    /// Absent in records written before the tests read them.
+    #[prost(float, optional, tag = "4")]
+    retransmit_ratio: Option<f32>,
+    #[prost(float, optional, tag = "5")]
+    exchange_p50_us: Option<f32>,
+    #[prost(float, optional, tag = "6")]
+    exchange_mean_us: Option<f32>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -527,6 +534,9 @@ fn path_record(path: &PathState) -> PathRecord {
             at_unix_ms: t.at.0,
             latest_bps: t.latest_bps,
             smoothed_bps: t.smoothed_bps,
+            retransmit_ratio: path.tcp.retransmit_ratio(),
+            exchange_p50_us: path.tcp.exchange_p50_us(),
+            exchange_mean_us: path.tcp.exchange_mean_us(),
         }),
         withheld_unix_ms: path.withheld_at.map(|t| t.0),
     }
@@ -575,6 +585,7 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
             rtt,
         ));
     }
+    let mut tcp = TcpFigures::default();
     let throughput = match r.throughput {
         None => None,
         Some(t)
@@ -583,6 +594,17 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
                 && t.smoothed_bps.is_finite()
                 && t.smoothed_bps >= 0.0 =>
         {
+            let figure = |name: &str, v: Option<f32>, most: f32| match v {
+                Some(x) if !(0.0..=most).contains(&x) => {
+                    Err(CodecError::Invalid(format!("throughput {name}: {x}")))
+                }
+                _ => Ok(v),
+            };
+            tcp = TcpFigures::new(
+                figure("retransmit_ratio", t.retransmit_ratio, 1.0)?,
+                figure("exchange_p50_us", t.exchange_p50_us, f32::MAX)?,
+                figure("exchange_mean_us", t.exchange_mean_us, f32::MAX)?,
+            );
             Some(ThroughputState {
                 at: UnixMs(t.at_unix_ms),
                 latest_bps: t.latest_bps,
@@ -610,6 +632,7 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
         last_update: r.last_update_unix_ms.map(UnixMs),
         withheld_at: r.withheld_unix_ms.map(UnixMs),
         throughput,
+        tcp,
     })
 }
 
@@ -736,5 +759,30 @@ mod tests {
         let mut snapshot = super::super::Contents::default();
         assert!(decode_into(&mut snapshot, META_KEY, b"other").is_err());
         assert!(decode_into(&mut snapshot, b"x/y", b"").is_err());
+    }
+
+    #[test]
+    fn a_paths_tcp_figures_round_trip_and_older_records_read_without_them() {
+        let state = PathState {
+            throughput: Some(ThroughputState {
+                at: UnixMs(5),
+                latest_bps: 1e9,
+                smoothed_bps: 9e8,
+            }),
+            tcp: TcpFigures::new(Some(0.0125), Some(81.5), Some(140.25)),
+            ..Default::default()
+        };
+        assert_eq!(path_state(path_record(&state)).unwrap(), state);
+        let mut older = path_record(&state);
+        let t = older.throughput.as_mut().unwrap();
+        (t.retransmit_ratio, t.exchange_p50_us, t.exchange_mean_us) = (None, None, None);
+        let read = path_state(PathRecord::decode(older.encode_to_vec().as_slice()).unwrap());
+        let read = read.unwrap();
+        assert_eq!(read.throughput.unwrap().smoothed_bps, 9e8);
+        assert_eq!(read.tcp, TcpFigures::default());
+        let mut bad = path_record(&state);
+        bad.throughput.as_mut().unwrap().retransmit_ratio = Some(1.5);
+        let err = path_state(bad).unwrap_err().to_string();
+        assert!(err.contains("retransmit_ratio"), "{err}");
     }
 }

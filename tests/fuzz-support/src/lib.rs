@@ -304,6 +304,12 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
                 duration_us: 3_000_000,
                 warmup_us: 1_000_000,
                 streams: 1,
+                segments_sent: 2_434_000,
+                segments_retransmitted: 12,
+                exchanges: 64,
+                exchange_p50_us: 40.0,
+                exchange_mean_us: 55.0,
+                exchange_max_us: 300.0,
             }),
             ..Default::default()
         }],
