@@ -11,10 +11,22 @@
 //!
 //! Terms, for `n` bytes per iteration and `p` ranks:
 //!
-//! - **Sending `m` bytes over a link** `a → b` costs `d + 8m / r + ρ`: its one-way delay `d =
-//!   rtt / 2`, the serialisation at the link's rate `r`, and the expected cost of a loss,
-//!   `ρ = (1 − (1 − ℓ)^⌈m / MSS⌉) · rtt` (a lost segment is repaired by fast retransmit about one
-//!   round trip later). A link's rate is never above its ends' egress and ingress.
+//! - **Sending `m` bytes over a link** `a → b` costs `d + α + 8m / r + ρ`: its one-way delay
+//!   `d = rtt / 2`, the message's own cost to the hosts' software `α`, the serialisation at the
+//!   link's rate `r`, and the expected cost of a loss `ρ`. Of the message's `k = ⌈m / MSS⌉`
+//!   segments, a loss among the first `k − 3` is repaired by fast retransmit about a round trip
+//!   later; a loss among the last 3 (fewer than the three duplicate acknowledgements fast
+//!   retransmit needs follow it) waits for a tail-loss probe; a probe repairs all but the last
+//!   segment within a few round trips, and a lost last segment waits out a timeout `T`:
+//!   `ρ = (1 − (1 − ℓ)^(k − 1)) · rtt + ℓ · T` ([`TAIL_SEGMENTS`]: calibrated against Open MPI
+//!   in `docs/ACCURACY.md`). A link's rate is never above its ends' egress and ingress.
+//!
+//!   Where each term is measured: `rtt` and `ℓ` by the agents' ICMP probes (round trips), `r`
+//!   by the throughput tests of that direction; `α` and `T` by the agents' timed exchanges of a
+//!   64-byte message before each throughput test (application to application over TCP):
+//!   `α = (median exchange − rtt) / 2`, and, since such a message is all tail,
+//!   `T = (mean exchange − median exchange) / ℓ` ([`Link::with_exchanges`]). Where no exchange
+//!   was timed, `α = 0` and a tail loss costs a round trip like any other.
 //! - **Concurrent flows share** their ends and the zone pair they cross: in each phase a flow's
 //!   rate is at most its source's egress and its destination's ingress divided by the flows they
 //!   carry in that phase, and the capacity between two zones divided by the flows crossing it in
@@ -53,6 +65,13 @@ pub const MSS_BYTES: f64 = 1448.0;
 /// The collective and the job are domain types: `Place` takes them in its query.
 pub use zonemesh_domain::{Collective, Job};
 
+/// Segments at a message's end whose loss waits for a timeout rather than fast retransmit: the
+/// last one. (Fewer than three duplicate acknowledgements follow any of the last three, RFC 5681,
+/// but a tail-loss probe repairs the others within a few round trips; charging all three the
+/// timeout the exchanges measure predicted Open MPI worse than charging none, the last one alone
+/// better: `docs/ACCURACY.md`, "Calibration of the collective model".)
+pub const TAIL_SEGMENTS: f64 = 1.0;
+
 /// One direction between two nodes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Link {
@@ -62,7 +81,64 @@ pub struct Link {
     pub loss: f64,
     /// The rate one TCP transfer gets, bit/s.
     pub rate_bps: f64,
+    /// What a message costs the two hosts' software beyond the wire, one way, µs (the α of an
+    /// α–β model); 0 when unknown.
+    pub message_us: f64,
+    /// How long a loss among a message's last [`TAIL_SEGMENTS`] takes to repair, µs (a tail-loss
+    /// probe or a retransmission timeout, not fast retransmit); `None` when unknown, and then a
+    /// round trip, as any other loss.
+    pub tail_repair_us: Option<f64>,
 }
+
+impl Link {
+    /// A link of its wire figures alone: no per-message cost, every loss repaired in a round
+    /// trip.
+    pub const fn wire(rtt_us: f64, loss: f64, rate_bps: f64) -> Self {
+        Self {
+            rtt_us,
+            loss,
+            rate_bps,
+            message_us: 0.0,
+            tail_repair_us: None,
+        }
+    }
+
+    /// The link with what timed exchanges of a small message between its ends say (their median
+    /// and mean round trip, µs, application to application): a message's own cost is half of
+    /// what the median adds to the link's round trip; and since a message that short is all
+    /// tail, the mean's excess over the median, divided by the chance that an exchange met a
+    /// loss (the round-trip loss), is what repairing a tail loss takes.
+    pub fn with_exchanges(mut self, p50_us: f64, mean_us: f64) -> Self {
+        if !(p50_us.is_finite() && mean_us.is_finite()) {
+            return self;
+        }
+        let rtt = self.rtt_us.max(0.0);
+        self.message_us = ((p50_us - rtt) / 2.0).max(0.0);
+        self.tail_repair_us = (self.loss > 0.0 && mean_us > p50_us)
+            .then(|| ((mean_us - p50_us) / self.loss).clamp(rtt, MAX_TAIL_REPAIR_US));
+        self
+    }
+
+    /// What sending `bytes` over the link costs beside its serialisation, seconds: the one-way
+    /// delay, the message's own cost, and the expected repair of a loss (see the module docs).
+    pub fn latency_s(&self, bytes: f64) -> f64 {
+        let rtt = self.rtt_us.max(0.0) / 1e6;
+        let kept = 1.0 - self.loss.clamp(0.0, 1.0);
+        let segments = (bytes.max(0.0) / MSS_BYTES).ceil();
+        let repair = match self.tail_repair_us {
+            None => (1.0 - kept.powf(segments)) * rtt,
+            Some(tail) => {
+                let last = segments.min(TAIL_SEGMENTS);
+                (1.0 - kept.powf(segments - last)) * rtt + (1.0 - kept.powf(last)) * tail / 1e6
+            }
+        };
+        rtt / 2.0 + self.message_us.max(0.0) / 1e6 + repair
+    }
+}
+
+/// The longest tail repair [`Link::with_exchanges`] infers, µs: Linux's largest retransmission
+/// timeout (`TCP_RTO_MAX`, 120 s) would be a connection in trouble, not a cost to plan with.
+const MAX_TAIL_REPAIR_US: f64 = 60e6;
 
 /// The network a prediction runs on. Nodes are indices chosen by the caller.
 pub trait Network {
@@ -243,9 +319,6 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
                 .min(ingress)
                 .min(zone_share)
                 .max(1.0);
-            let rtt = link.rtt_us.max(0.0) / 1e6;
-            let segments = (f.bytes.max(0.0) / MSS_BYTES).ceil();
-            let repair = (1.0 - (1.0 - link.loss.clamp(0.0, 1.0)).powf(segments)) * rtt;
             let (bottleneck, why) = if rate >= link.rate_bps {
                 (
                     Bottleneck::Link {
@@ -289,7 +362,7 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
                 )
             };
             FlowTime {
-                delay: rtt / 2.0 + repair,
+                delay: link.latency_s(f.bytes),
                 serial: f.bytes.max(0.0) * 8.0 / rate,
                 bottleneck,
                 why,
@@ -581,11 +654,7 @@ mod tests {
                 Some((node, loss)) if node == a || node == b => loss,
                 _ => 0.0,
             };
-            Link {
-                rtt_us,
-                loss,
-                rate_bps: self.rate,
-            }
+            Link::wire(rtt_us, loss, self.rate)
         }
         fn zone(&self, a: usize) -> usize {
             self.zones[a]
@@ -648,6 +717,32 @@ mod tests {
             interleaved.seconds > grouped.seconds * 1.3,
             "{grouped} / {interleaved}"
         );
+    }
+
+    #[test]
+    fn timed_exchanges_give_a_message_its_own_cost_and_a_tail_loss_its_repair() {
+        let wire = Link::wire(100.0, 0.05, 1e9);
+        // Exchanges 20 µs over the round trip at the median; 5 % of them met a loss and waited
+        // 200 ms: the mean is 10 ms over the median.
+        let timed = wire.with_exchanges(120.0, 120.0 + 0.05 * 200_000.0);
+        assert_eq!(timed.message_us, 10.0);
+        assert!((timed.tail_repair_us.unwrap() - 200_000.0).abs() < 1e-6);
+        // One segment is all tail: 50 µs of delay, 10 µs of its own, 5 % of 200 ms.
+        let one = timed.latency_s(1_000.0);
+        assert!((one - (50e-6 + 10e-6 + 0.05 * 0.2)).abs() < 1e-9, "{one}");
+        // Ten segments: the first nine repaired in a round trip, the last in 200 ms.
+        let ten = timed.latency_s(10.0 * MSS_BYTES);
+        let body = (1.0 - 0.95f64.powi(9)) * 100e-6;
+        let tail = 0.05 * 0.2;
+        assert!((ten - (60e-6 + body + tail)).abs() < 1e-9, "{ten}");
+        // Without exchanges every loss costs a round trip, as before.
+        let plain = wire.latency_s(10.0 * MSS_BYTES);
+        assert!((plain - (50e-6 + (1.0 - 0.95f64.powi(10)) * 100e-6)).abs() < 1e-12);
+        // No loss: nothing to repair, whatever the mean says; exchanges under the ICMP round
+        // trip: no cost of their own.
+        let clean = Link::wire(100.0, 0.0, 1e9).with_exchanges(80.0, 500.0);
+        assert_eq!((clean.message_us, clean.tail_repair_us), (0.0, None));
+        assert_eq!(wire.with_exchanges(f64::NAN, 1.0), wire);
     }
 
     #[test]

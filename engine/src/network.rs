@@ -143,11 +143,7 @@ impl<'a> SnapshotNetwork<'a> {
             .snapshot
             .directed(self.nodes[a], self.nodes[b], self.now);
         let e = Entry {
-            link: Link {
-                rtt_us: p.rtt_us.unwrap_or(UNKNOWN_RTT_US),
-                loss: p.loss.unwrap_or(0.0),
-                rate_bps: p.tput_bps.filter(|r| *r > 0.0).unwrap_or(UNKNOWN_RATE_BPS),
-            },
+            link: measured_link(&p),
             latency_measured: p.latency == Provenance::Measured && p.rtt_us.is_some(),
             rate_measured: p.throughput == Provenance::Measured,
         };
@@ -156,14 +152,24 @@ impl<'a> SnapshotNetwork<'a> {
     }
 }
 
+/// The link of a pair's directed figures (unknown figures assumed as the module docs say), with
+/// the pair's timed message exchanges where measured.
+fn measured_link(p: &crate::query::PairFigures) -> Link {
+    let link = Link::wire(
+        p.rtt_us.unwrap_or(UNKNOWN_RTT_US),
+        p.loss.unwrap_or(0.0),
+        p.tput_bps.filter(|r| *r > 0.0).unwrap_or(UNKNOWN_RATE_BPS),
+    );
+    match p.exchange_us {
+        Some((p50, mean)) => link.with_exchanges(p50, mean),
+        None => link,
+    }
+}
+
 impl Network for SnapshotNetwork<'_> {
     fn link(&self, a: usize, b: usize) -> Link {
         if self.nodes[a] == self.nodes[b] {
-            return Link {
-                rtt_us: 0.0,
-                loss: 0.0,
-                rate_bps: f64::INFINITY,
-            };
+            return Link::wire(0.0, 0.0, f64::INFINITY);
         }
         self.entry(a, b).link
     }

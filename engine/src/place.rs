@@ -779,11 +779,11 @@ impl Snapshot {
                     .roll_up(a, b)
                     .filter(|s| s.loss_n > 0)
                     .map_or(f64::INFINITY, |s| {
-                        let link = crate::collective::Link {
-                            rtt_us: s.rtt_mean().unwrap_or(UNKNOWN_RTT_US),
-                            loss: s.loss_mean().unwrap_or(0.0),
-                            rate_bps: s.tput_mean().unwrap_or(UNKNOWN_RATE_BPS),
-                        };
+                        let link = crate::collective::Link::wire(
+                            s.rtt_mean().unwrap_or(UNKNOWN_RTT_US),
+                            s.loss_mean().unwrap_or(0.0),
+                            s.tput_mean().unwrap_or(UNKNOWN_RATE_BPS),
+                        );
                         lone_transfer(link, chunk).0
                     });
                 worst = worst.max(cost);

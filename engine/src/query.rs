@@ -28,6 +28,9 @@ pub struct PairFigures {
     pub throughput: Provenance,
     /// Oldest sample behind the figures.
     pub oldest: Option<UnixMs>,
+    /// Median and mean of the pair's timed message exchanges, µs (round trips: either
+    /// direction's tests), where measured.
+    pub exchange_us: Option<(f64, f64)>,
 }
 
 fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -96,6 +99,13 @@ impl Snapshot {
     pub fn directed(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
         let config = &self.config.path;
         let mut figures = self.round_trip(a, b, now);
+        figures.exchange_us = [(a, b), (b, a)].into_iter().find_map(|(x, y)| {
+            let tcp = self.path(x, y)?.tcp;
+            Some((
+                f64::from(tcp.exchange_p50_us()?),
+                f64::from(tcp.exchange_mean_us()?),
+            ))
+        });
         if let Some(t) = self
             .path(a, b)
             .and_then(|p| p.fresh_throughput(now, config))

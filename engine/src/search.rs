@@ -39,7 +39,7 @@
 
 use zonemesh_domain::{Collective, Job};
 
-use crate::collective::{Link, MSS_BYTES, Network, Prediction, predict};
+use crate::collective::{Link, Network, Prediction, predict};
 use crate::network::{SnapshotNetwork, Usage};
 
 /// Pool nodes of its zone a node's quality is averaged over.
@@ -78,11 +78,8 @@ pub const LEADER_TRIES: usize = 3;
 /// What one lone transfer of `bytes` costs over `link`: (delay + repair + serialisation,
 /// serialisation), seconds.
 pub fn lone_transfer(link: Link, bytes: f64) -> (f64, f64) {
-    let rtt = link.rtt_us.max(0.0) / 1e6;
-    let segments = (bytes.max(0.0) / MSS_BYTES).ceil();
-    let repair = (1.0 - (1.0 - link.loss.clamp(0.0, 1.0)).powf(segments)) * rtt;
     let serial = bytes.max(0.0) * 8.0 / link.rate_bps.max(1.0);
-    (rtt / 2.0 + repair + serial, serial)
+    (link.latency_s(bytes) + serial, serial)
 }
 
 /// The bytes of one transfer the collective's time mostly depends on.

@@ -16,11 +16,7 @@ pub const PREDICTOR: &str = "the engine's α–β model (`zonemesh_engine::colle
 /// Two ranks on one node talk over the node's loopback (Open MPI's TCP transport, as the lab runs
 /// it), which no rate limit or loss of the lab touches: a flow on it uses no NIC (the network's
 /// `same_host`), only its own delay and rate.
-pub const LOOPBACK: Link = Link {
-    rtt_us: 20.0,
-    loss: 0.0,
-    rate_bps: 20e9,
-};
+pub const LOOPBACK: Link = Link::wire(20.0, 0.0, 20e9);
 
 /// How the job's ranks communicate (the collectives the lab runs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -135,11 +131,8 @@ mod tests {
     fn a_slow_node_and_a_far_zone_cost_what_the_engine_says() {
         let nodes: Vec<String> = ["a1", "a2", "b1", "b2"].map(String::from).to_vec();
         let zone = |n: &str| n[..1].to_owned();
-        let link = |a: &str, b: &str| Link {
-            rtt_us: if a[..1] == b[..1] { 50.0 } else { 10_000.0 },
-            loss: 0.0,
-            rate_bps: 1e9,
-        };
+        let link =
+            |a: &str, b: &str| Link::wire(if a[..1] == b[..1] { 50.0 } else { 10_000.0 }, 0.0, 1e9);
         let slow = |n: &str| if n == "a2" { 1e8 } else { 1e9 };
         let fast = |_: &str| 1e9;
         let fast_net = Named {

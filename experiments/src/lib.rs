@@ -16,6 +16,7 @@
 //! ```
 
 pub mod accuracy;
+pub mod calibration;
 pub mod collective_time;
 pub mod machine;
 pub mod mpi;

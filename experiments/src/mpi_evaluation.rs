@@ -184,20 +184,37 @@ pub struct PathFigure {
     pub latency_measured: bool,
     /// Throughput was measured (not estimated).
     pub throughput_measured: bool,
+    /// Median timed message exchange, µs (absent in results from before the agents timed them).
+    #[serde(default)]
+    pub exchange_p50_us: Option<f64>,
+    /// Mean timed message exchange, µs.
+    #[serde(default)]
+    pub exchange_mean_us: Option<f64>,
+    /// Share of segments the throughput tests retransmitted.
+    #[serde(default)]
+    pub retransmit_ratio: Option<f64>,
 }
 
 impl PathFigure {
-    /// As a link to predict over; an unknown throughput does not limit.
+    /// As a link to predict over, with its timed exchanges where measured, as the engine's
+    /// network gives it; an unknown throughput does not limit.
     pub fn link(&self) -> Link {
-        Link {
-            rtt_us: self.rtt_us,
-            loss: self.loss,
-            rate_bps: if self.throughput_bps > 0.0 {
-                self.throughput_bps
-            } else {
-                f64::INFINITY
-            },
+        let wire = self.wire_link();
+        match (self.exchange_p50_us, self.exchange_mean_us) {
+            (Some(p50), Some(mean)) => wire.with_exchanges(p50, mean),
+            _ => wire,
         }
+    }
+
+    /// As a link of its RTT, loss and throughput alone (the model before the agents timed
+    /// exchanges).
+    pub fn wire_link(&self) -> Link {
+        let rate = if self.throughput_bps > 0.0 {
+            self.throughput_bps
+        } else {
+            f64::INFINITY
+        };
+        Link::wire(self.rtt_us, self.loss, rate)
     }
 }
 
@@ -454,9 +471,14 @@ async fn place(
 /// zonemesh's figures of every ordered pair of candidates.
 async fn network(setup: &Setup, topology: &mut Topology) -> Result<Vec<PathFigure>> {
     let nodes: Vec<String> = setup.slots.keys().cloned().collect();
+    figures(&nodes, topology).await
+}
+
+/// zonemesh's figures of every directed path between `nodes`.
+pub async fn figures(nodes: &[String], topology: &mut Topology) -> Result<Vec<PathFigure>> {
     let mut out = Vec::new();
-    for a in &nodes {
-        for b in &nodes {
+    for a in nodes {
+        for b in nodes {
             if a == b {
                 continue;
             }
@@ -478,6 +500,9 @@ async fn network(setup: &Setup, topology: &mut Topology) -> Result<Vec<PathFigur
                 throughput_bps: f.throughput_bps,
                 latency_measured: f.latency_provenance == v1::Provenance::Measured as i32,
                 throughput_measured: f.throughput_provenance == v1::Provenance::Measured as i32,
+                exchange_p50_us: f.message_exchange_p50_us,
+                exchange_mean_us: f.message_exchange_mean_us,
+                retransmit_ratio: f.retransmit_ratio,
             });
         }
     }

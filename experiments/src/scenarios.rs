@@ -241,11 +241,11 @@ impl Setup {
             return LOOPBACK;
         }
         let rate = |n: &str| if n == self.slow { SLOW_BPS } else { NODE_BPS };
-        Link {
-            rtt_us: self.rtt_us(a, b) as f64,
-            loss: if b == self.lossy { self.loss } else { 0.0 },
-            rate_bps: rate(a).min(rate(b)) as f64,
-        }
+        Link::wire(
+            self.rtt_us(a, b) as f64,
+            if b == self.lossy { self.loss } else { 0.0 },
+            rate(a).min(rate(b)) as f64,
+        )
     }
 
     /// What `node`'s own link carries each way, bit/s (`tbf` on both ends of its veth).

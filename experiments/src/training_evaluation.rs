@@ -460,11 +460,11 @@ impl Figures {
                 .copied()
                 .unwrap_or((0.0, None, 0.0));
             let own = |n: &str| self.own_loss.get(n).copied().unwrap_or(0.0);
-            crate::collective_time::Link {
-                rtt_us: rtt,
-                loss: loss.unwrap_or_else(|| 1.0 - (1.0 - own(a)) * (1.0 - own(b))),
-                rate_bps: if tput > 0.0 { tput } else { f64::INFINITY },
-            }
+            crate::collective_time::Link::wire(
+                rtt,
+                loss.unwrap_or_else(|| 1.0 - (1.0 - own(a)) * (1.0 - own(b))),
+                if tput > 0.0 { tput } else { f64::INFINITY },
+            )
         };
         let node_bps = |n: &str| {
             self.capacity

@@ -12,6 +12,8 @@ use zonemesh_proto::v1;
 /// What the model section of the report measures, before its table.
 const MODEL_INTRO: &str = "\n## The model of paths nobody measured\n\nBetween two zones zonemesh probes only a few node pairs; every other pair is estimated by the\nengine's model (`zonemesh_engine::model`: node terms fitted apart from zone-pair terms). Its error\non measured paths it did not see: the node pairs measured between each two zones are split in two\nhalves, the model is fitted on the paths above without each half and predicts it (both directions).\nRTT error is relative to zonemesh's measured median, loss error absolute (percentage points).\nBeside it, the estimate zonemesh made before the model: the mean of the other measured paths\nbetween the two zones. The same on synthetic clusters of 5,000 nodes:\n`cargo bench -p zonemesh-aggregator --bench engine -- model`; `cargo test -p zonemesh-engine model`\nfails if the held-out median RTT error passes 5 % (on this table and on synthetic clusters).\n\n";
 
+const TCP_INTRO: &str = "\n## What TCP saw\n\nEvery path whose throughput test zonemesh has seen. The share of segments the sender\nretransmitted (`TCP_INFO`, smoothed over the tests) has a direction: a2 drops what reaches it,\nso a test that sends into a2 loses data segments, one that sends out of it only acknowledgements.\niperf3 ran once (`-t 3 -O 1`) on one path into a2; its retransmissions are per 1448-byte\nsegment of what it sent. The exchanges are zonemesh's timed request–response exchanges of a\n64-byte message before each test: the median is the ICMP round trip plus what a message costs\nthe hosts' software; the mean counts the exchanges that met a loss, which a message that short\nwaits out in a retransmission timeout (about 200 ms on Linux), not a round trip.\n\n";
+
 /// The heading from which `docs/ACCURACY.md` is written by hand: `accuracy --out` keeps it.
 pub const KEPT_SECTION: &str = "## Window quantiles";
 
@@ -61,6 +63,19 @@ pub async fn accuracy() -> Result<String> {
     let mut t_rows = Vec::new();
     for (src, dst) in &pairs {
         t_rows.push(accuracy::measure_throughput(&lab, &mut topology, src, dst).await?);
+    }
+    println!("TCP's own figures on every tested path, iperf3's retransmissions into {LOSSY_NODE}…");
+    let nodes: Vec<String> = lab.spec().all_nodes().map(str::to_owned).collect();
+    let mut tcp_rows = Vec::new();
+    for src in &nodes {
+        for dst in nodes.iter().filter(|d| *d != src) {
+            if let Ok(row) = accuracy::measure_tcp_zonemesh(&lab, &mut topology, src, dst).await {
+                tcp_rows.push(row);
+            }
+        }
+    }
+    if let Some(into) = tcp_rows.iter_mut().find(|r| r.dst == LOSSY_NODE) {
+        accuracy::add_iperf3_retransmits(&lab, into).await?;
     }
     let ranking = topology
         .rank_nodes(v1::RankNodesRequest::default())
@@ -139,6 +154,8 @@ pub async fn accuracy() -> Result<String> {
     md += &model_md;
     md += "\n## Throughput\n\nzonemesh's figure is its last test of the path (one TCP stream, 0.5 s warm-up, 2 s counted, taken\nby the receiver); iperf3 ran afterwards on the same path (`-t 3 -O 1`, receiver figure; run again, up to\nfour times, while a run reads under 95 % of the goodput the rate carries, as it does when it\nshares the link or the cores with one of the agents' own tests, and the best run counts). TCP\ncarries 1448 payload bytes in each 1514-byte frame that `tbf` counts, so the goodput to expect\nis 95.6 % of the rate.\n\n";
     md += &accuracy::throughput_table(&t_rows);
+    md += TCP_INTRO;
+    md += &accuracy::tcp_table(&tcp_rows);
     md += "\n## What zonemesh made of it\n\n";
     let order: Vec<String> = ranking
         .nodes

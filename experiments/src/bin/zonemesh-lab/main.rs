@@ -9,9 +9,10 @@
 //! zonemesh-lab accuracy --out docs/ACCURACY.md
 //! zonemesh-lab evaluate --seeds 1,2,3 --gradient 4MB --out docs/EVALUATION-v1.md
 //! zonemesh-lab evaluate-mpi --scenarios a,b,c,d,e --seeds 1,2,3 --out docs/EVALUATION.md
+//! zonemesh-lab calibrate [--cells 1g-zone-loss50] --out docs/ACCURACY.md
 //! ```
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use zonemesh_common::flags::{parse_or_exit, usage_error};
 use zonemesh_lab::{DEFAULT_PREFIX, Lab, LabSpec};
@@ -153,6 +154,29 @@ enum Cmd {
         #[arg(long, default_value = "docs/EVALUATION.md")]
         out: std::path::PathBuf,
     },
+    /// Calibrate the collective model: Open MPI all-reduce between two lab nodes over a grid of
+    /// link settings, against the model's prediction over what zonemesh measured; one results
+    /// file per cell in --results, then the table written into --out's calibration section.
+    Calibrate {
+        /// Cells by name (default: the whole grid).
+        #[arg(long, value_delimiter = ',')]
+        cells: Vec<String>,
+        /// mpiruns per size.
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        /// Keep a cell whose results file exists instead of running it again.
+        #[arg(long)]
+        keep_existing: bool,
+        /// Only write the table from the results files.
+        #[arg(long)]
+        report_only: bool,
+        /// Directory of the results files (JSON, one per cell).
+        #[arg(long, default_value = "docs/calibration")]
+        results: std::path::PathBuf,
+        /// The Markdown file whose calibration section is written.
+        #[arg(long, default_value = "docs/ACCURACY.md")]
+        out: std::path::PathBuf,
+    },
     /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
     /// except those of labs whose process still runs, unless --force.
     Cleanup {
@@ -252,6 +276,56 @@ fn run(cli: Cli) -> Result<()> {
             }
             mpi_report::write_report(&results, &out)
         }
+        Cmd::Calibrate {
+            cells,
+            runs,
+            keep_existing,
+            report_only,
+            results,
+            out,
+        } => {
+            let grid = zonemesh_experiments::calibration::cells();
+            let chosen: Vec<_> = if cells.is_empty() {
+                grid
+            } else {
+                cells
+                    .iter()
+                    .map(|name| {
+                        grid.iter()
+                            .find(|c| &c.name == name)
+                            .cloned()
+                            .unwrap_or_else(|| {
+                                let names: Vec<&str> =
+                                    grid.iter().map(|c| c.name.as_str()).collect();
+                                usage_error(
+                                    PROGRAM,
+                                    &format!(
+                                        "--cells: no cell {name:?} (cells: {})",
+                                        names.join(", ")
+                                    ),
+                                )
+                            })
+                    })
+                    .collect()
+            };
+            if runs == 0 {
+                usage_error(PROGRAM, "--runs: at least 1");
+            }
+            if !report_only {
+                zonemesh_lab::cleanup_on_signals();
+                tokio_runtime()?.block_on(calibrate(&chosen, runs, &results, keep_existing))?;
+            }
+            let all = zonemesh_experiments::calibration::read_results(&results)?;
+            anyhow::ensure!(!all.is_empty(), "no results in {}", results.display());
+            let doc = std::fs::read_to_string(&out).unwrap_or_default();
+            let section = zonemesh_experiments::calibration::section(&all);
+            std::fs::write(
+                &out,
+                zonemesh_experiments::calibration::splice(&doc, &section),
+            )?;
+            println!("{section}\nwrote {}", out.display());
+            Ok(())
+        }
         Cmd::Cleanup { prefix, force } => {
             let removed = zonemesh_lab::cleanup(&prefix, force)?;
             for r in &removed {
@@ -335,6 +409,38 @@ fn accuracy(out: &std::path::Path) -> Result<()> {
     }
     std::fs::write(out, text)?;
     println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// `calibrate`: runs `cells`, writing each one's results file into `results`.
+async fn calibrate(
+    cells: &[zonemesh_experiments::calibration::Cell],
+    runs: u32,
+    results: &std::path::Path,
+    keep_existing: bool,
+) -> Result<()> {
+    use zonemesh_experiments::calibration;
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("binary directory")?.to_owned();
+    let logs = std::env::temp_dir().join(format!("zonemesh-calibrate-{}", std::process::id()));
+    std::fs::create_dir_all(&logs)?;
+    std::fs::create_dir_all(results)?;
+    let options = zonemesh_lab::stack::StackOptions::new(&dir, &logs);
+    let program = zonemesh_experiments::mpi::AllReduce::build()?;
+    for cell in cells {
+        let path = results.join(calibration::file_name(cell));
+        if keep_existing && path.exists() {
+            println!("{}: kept {}", cell.name, path.display());
+            continue;
+        }
+        let result =
+            calibration::run_cell(cell, &program, &options, runs, &mut |m| println!("{m}"))
+                .await
+                .with_context(|| format!("{} (logs in {})", cell.name, logs.display()))?;
+        std::fs::write(&path, serde_json::to_string_pretty(&result)? + "\n")?;
+        println!("{}: wrote {}", cell.name, path.display());
+    }
+    let _ = std::fs::remove_dir_all(&logs);
     Ok(())
 }
 
