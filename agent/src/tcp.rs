@@ -288,6 +288,7 @@ pub async fn measure(
             // A responder that predates the exchanges closed the connection, or an exchange took
             // the whole warm-up: the transfer runs without them.
             tracing::debug!(peer = %test.peer, error = %e, "no timed exchanges");
+            drop(first);
             let left = test.warmup.saturating_sub(begun.elapsed());
             (open(test, source, buffer, MAGIC, left).await?, Vec::new())
         }

@@ -8,6 +8,9 @@
 //!   where measured (fresh), else the estimate the snapshot gives for an unmeasured pair; its
 //!   rate is the throughput measured from `a` to `b`, else the estimate of that direction (a
 //!   ring's flows go one way, and a node whose egress is slow may receive at full rate);
+//! - where the agents timed message exchanges on the pair (either direction's throughput tests,
+//!   while fresh), the link carries a message's own cost and the repair of a lost last segment
+//!   from them ([`Link::with_exchanges`]);
 //! - a figure nobody measured or estimated is assumed pessimistically ([`UNKNOWN_RTT_US`], no
 //!   loss, [`UNKNOWN_RATE_BPS`]) and counted as estimated;
 //! - a node's egress and ingress are its caps in the fitted model ([`Snapshot::egress_cap_bps`],
@@ -207,6 +210,47 @@ mod tests {
     use crate::collective::{Bottleneck, predict};
     use crate::testing::*;
     use crate::{EngineConfig, Topology};
+
+    #[test]
+    fn a_pairs_timed_exchanges_price_its_lost_last_segments() {
+        use zonemesh_domain::{MessageExchange, Micros};
+        let now = UnixMs(1_000_000);
+        let mut t = Topology::new(EngineConfig::default());
+        for n in ["a1", "a2"] {
+            t.register(&hello(n, "zone-a"), now);
+        }
+        // a1 -> a2 loses 5 of 100 probes; its test's exchanges: median 30 µs, mean 10 ms over.
+        let mut s = sample("a1", "a2", 20.0, 5, Some(9e8));
+        let us = |v| Micros::parse("e", v).unwrap();
+        s.throughput.as_mut().unwrap().exchange =
+            Some(MessageExchange::new(64, us(30.0), us(10_030.0), us(220_000.0)).unwrap());
+        let id = t.id(&name("a1")).unwrap();
+        t.apply_report(
+            id,
+            &Report {
+                sequence: 1,
+                paths: vec![s],
+            },
+            now,
+        )
+        .unwrap();
+        t.sweep(now);
+        let ids: Vec<NodeId> = ["a1", "a2"].map(|n| t.id(&name(n)).unwrap()).to_vec();
+        let net = SnapshotNetwork::new(t.view(), ids, now);
+        // Both directions: the exchanges are round trips, whichever side timed them.
+        for (a, b) in [(0, 1), (1, 0)] {
+            let link = net.link(a, b);
+            assert_eq!(link.message_us, 5.0, "{link:?}");
+            assert!(
+                (link.tail_repair_us.unwrap() - 200_000.0).abs() < 1e-6,
+                "{link:?}"
+            );
+        }
+        // An hour and more later the test no longer counts, nor do its exchanges.
+        let later = UnixMs(now.0 + 3_600_001);
+        let net = SnapshotNetwork::new(t.view(), net.nodes().to_vec(), later);
+        assert_eq!(net.link(0, 1).tail_repair_us, None);
+    }
 
     #[test]
     fn links_are_the_pairs_figures_and_unmeasured_ones_are_counted() {

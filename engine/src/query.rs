@@ -99,8 +99,11 @@ impl Snapshot {
     pub fn directed(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
         let config = &self.config.path;
         let mut figures = self.round_trip(a, b, now);
+        // Exchanges come with throughput tests: as old as a test may be and still count.
         figures.exchange_us = [(a, b), (b, a)].into_iter().find_map(|(x, y)| {
-            let tcp = self.path(x, y)?.tcp;
+            let path = self.path(x, y)?;
+            path.fresh_throughput(now, config)?;
+            let tcp = path.tcp;
             Some((
                 f64::from(tcp.exchange_p50_us()?),
                 f64::from(tcp.exchange_mean_us()?),
