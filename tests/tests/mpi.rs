@@ -260,3 +260,103 @@ async fn predicted_time_against_labels() -> Result<()> {
     );
     Ok(())
 }
+
+/// Issue 27's CI case: scenario (f) seed 1, a gray failure (a node of the one zone that fits the
+/// job drops 1 % of what reaches it; its throughput test hardly shows it), at 256 KiB, forced
+/// ring. zonemesh's set runs within 1.3× of the confirmed best (the fastest of every set run,
+/// rerun beside zonemesh's), and Place's prediction is within 35 % of what zonemesh's set
+/// measured.
+#[test]
+fn zonemesh_runs_near_the_confirmed_best_beside_a_gray_failure_on_scenario_f() -> Result<()> {
+    if !mpi_can_run("mpi") {
+        return Ok(());
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(gray_failure())
+}
+
+async fn gray_failure() -> Result<()> {
+    cleanup_on_signals();
+    let dir = binary("zonemesh-aggregator")
+        .parent()
+        .expect("binary directory")
+        .to_owned();
+    binary("zonemesh-agent");
+    let logs = tempfile::tempdir()?;
+    let program = AllReduce::build()?;
+    let setup = Setup::new(Scenario::F, 1);
+    let bytes = 256 << 10;
+    let plan = Plan {
+        strategies: vec![Strategy::ZonemeshPredicted],
+        sizes: vec![bytes],
+        algorithms: vec![Algorithm::Ring],
+        runs: 3,
+        choice_runs: 0,
+        tcp_workload: false,
+        model_sets: 2,
+        confirm: true,
+    };
+    let result = mpi_evaluation::evaluate_lab(
+        &setup,
+        &plan,
+        &program,
+        &StackOptions::new(&dir, logs.path()),
+        &mut |m| eprintln!("{m}"),
+    )
+    .await?;
+    let placed = result
+        .placement(Strategy::ZonemeshPredicted, bytes)
+        .context("zonemesh's placement")?;
+    ensure!(
+        placed.failure.is_none(),
+        "no placement: {:?}",
+        placed.failure
+    );
+    let runs = result
+        .mpi(&placed.ranks, bytes, Algorithm::Ring)
+        .context("its runs")?;
+    ensure!(
+        runs.failures.is_empty() && runs.runs.len() == 3,
+        "runs failed: {:?}",
+        runs.failures
+    );
+    let times = mpi_evaluation::run_times(runs);
+    let measured = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let predicted = mpi_evaluation::prediction(&result, Strategy::ZonemeshPredicted, bytes)
+        .context("Place's predicted time")?;
+    let regret =
+        mpi_evaluation::regret(&result, bytes, Algorithm::Ring).context("the confirmed best")?;
+    println!(
+        "gray node {} ({:.1} %); zonemesh on {:?}{}: runs' mean iterations {times:?} s, predicted \
+         {predicted:.4} s; the confirmed best {:?}: {:.4} s, zonemesh {:.4} s beside it ({:+.0} %)",
+        setup.lossy,
+        setup.loss * 100.0,
+        placed.ranks,
+        if placed.ranks.contains(&setup.lossy) {
+            ", the gray node among them"
+        } else {
+            ""
+        },
+        regret.best,
+        regret.best_time,
+        regret.zonemesh_time,
+        regret.ratio() * 100.0,
+    );
+    ensure!(
+        regret.zonemesh_time <= 1.3 * regret.best_time,
+        "zonemesh {:.4} s against the confirmed best's {:.4} s: {:.2}×, not within 1.3×",
+        regret.zonemesh_time,
+        regret.best_time,
+        regret.zonemesh_time / regret.best_time
+    );
+    ensure!(
+        (predicted - measured).abs() <= 0.35 * measured,
+        "zonemesh predicted {predicted:.4} s and measured {measured:.4} s at best: off by {:.0} %",
+        (predicted - measured).abs() / measured * 100.0
+    );
+    Ok(())
+}

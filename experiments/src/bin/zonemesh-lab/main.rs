@@ -118,10 +118,10 @@ enum Cmd {
         iterations: u32,
     },
     /// Evaluation v2 (issue 18): real Open MPI all-reduce placed by seven strategies on the labs
-    /// of scenarios (a)–(e); one results file per scenario and seed in --results, then the report
-    /// written from every results file there.
+    /// of scenarios (a)–(e) (and (f), issue 27's gray failure, when asked); one results file per
+    /// scenario and seed in --results, then the report written from every results file there.
     EvaluateMpi {
-        /// Scenarios (the issue's letters).
+        /// Scenarios (the issues' letters: a to f).
         #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e")]
         scenarios: Vec<String>,
         /// Seeds (each one a lab per scenario).
@@ -450,7 +450,7 @@ fn scenarios_flag(letters: &[String]) -> Vec<zonemesh_experiments::scenarios::Sc
         .iter()
         .map(|s| {
             zonemesh_experiments::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
-                usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to e)"))
+                usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to f)"))
             })
         })
         .collect()
