@@ -121,7 +121,9 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     // TCP's own view, which has a direction. The lossy node drops what reaches it: a test that
     // sends into it retransmits about its loss (as iperf3 does on the same path), one that
     // sends out of it (only its ACKs dropped) and one between clean nodes about nothing. Every
-    // tested path timed its message exchanges, each at least the ICMP round trip that ping saw.
+    // tested path timed its message exchanges; between clean nodes their median agrees with
+    // ping's round trip (within 100 µs and 5 %: a TCP request and response application to
+    // application against an ICMP echo; paths of the lossy node wait out its losses).
     let nodes: Vec<String> = lab.spec().all_nodes().map(str::to_owned).collect();
     let mut tcp_rows = Vec::new();
     for src in &nodes {
@@ -159,10 +161,14 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
                 100.0 * r.zonemesh_retransmit_ratio
             );
         }
-        if let Some(ping) = rows.iter().find(|p| p.src == r.src && p.dst == r.dst) {
+        let clean = r.src != LOSSY_NODE && r.dst != LOSSY_NODE;
+        if let Some(ping) = rows.iter().find(|p| p.src == r.src && p.dst == r.dst)
+            && clean
+        {
+            let gap = (r.exchange_p50_us - ping.ping_p50_us).abs();
             ensure!(
-                r.exchange_p50_us >= 0.9 * ping.ping_p50_us,
-                "{path}: exchanges of {:.0} µs under ping's {:.0} µs",
+                gap <= 100.0 + 0.05 * ping.ping_p50_us,
+                "{path}: exchanges of {:.0} µs against ping's {:.0} µs",
                 r.exchange_p50_us,
                 ping.ping_p50_us
             );
