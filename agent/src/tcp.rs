@@ -25,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use zonemesh_domain::stats::lower_median;
 use zonemesh_domain::{Bps, MessageExchange, Micros, Retransmits, ThroughputSample};
 
 use crate::Error;
@@ -409,16 +410,17 @@ async fn time_exchanges(
 /// Median, mean and largest of the timed exchanges; `None` when none was timed.
 fn exchange_figures(timed: &[Duration]) -> Option<MessageExchange> {
     let mut us: Vec<f64> = timed.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-    us.sort_by(f64::total_cmp);
-    let (count, max) = (u32::try_from(us.len()).ok()?, *us.last()?);
+    let count = u32::try_from(us.len()).ok()?;
+    let max = us.iter().copied().fold(f64::NAN, f64::max);
     let mean = us.iter().sum::<f64>() / us.len() as f64;
+    // The lower median: the exchanges end at half the warm-up, so a test that met a stall (a
+    // lost message, repaired after a timeout) often timed only a few; with two, the upper
+    // median would be the stall.
+    let p50 = lower_median(&mut us)?;
     let figure = |name, v: f64| Micros::parse(name, v.min(max)).ok();
     MessageExchange::new(
         count,
-        // The lower median: the exchanges end at half the warm-up, so a test that met a
-        // stall (a lost message, repaired after a timeout) often timed only a few; with two,
-        // the upper median would be the stall.
-        figure("exchange_p50_us", us[(us.len() - 1) / 2])?,
+        figure("exchange_p50_us", p50)?,
         figure("exchange_mean_us", mean)?,
         figure("exchange_max_us", max)?,
     )

@@ -109,34 +109,6 @@ mod tests {
 
     use crate::testing::*;
 
-    /// Two zones of three, 50 µs inside and 2 ms between them: z0-n1 loses 5 % and adds 300 µs
-    /// to its paths, z1-n2 runs at 100 Mbit/s where the others run at 1 Gbit/s (the demo's
-    /// shape).
-    fn demo_shape(now: UnixMs) -> crate::Topology {
-        let bad = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
-        mesh_with_throughput(
-            2,
-            3,
-            |s, d| {
-                let base = if s.as_bytes()[1] == d.as_bytes()[1] {
-                    50.0
-                } else {
-                    2_000.0
-                };
-                base + if bad(s, d) { 300.0 } else { 0.0 }
-            },
-            |s, d| if bad(s, d) { 5 } else { 0 },
-            |s, d| {
-                if s == "z1-n2" || d == "z1-n2" {
-                    100e6
-                } else {
-                    1e9
-                }
-            },
-            now,
-        )
-    }
-
     #[test]
     fn a_nodes_own_sums_leave_its_faulty_neighbours_out() {
         let now = UnixMs(1_000_000);

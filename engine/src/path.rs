@@ -221,11 +221,7 @@ impl TcpFigures {
     fn fold(&mut self, alpha: f64, sample: &ThroughputSample) {
         let smooth = |old: &mut f32, new: Option<f64>| {
             if let Some(new) = new {
-                *old = if old.is_nan() {
-                    new as f32
-                } else {
-                    (alpha * new + (1.0 - alpha) * f64::from(*old)) as f32
-                };
+                *old = ewma(alpha, known(*old).map(f64::from), new) as f32;
             }
         };
         let exchange = sample.exchange;
@@ -240,6 +236,11 @@ impl TcpFigures {
 
 fn known(v: f32) -> Option<f32> {
     (!v.is_nan()).then_some(v)
+}
+
+/// `alpha · new + (1 − alpha) · old`: exponential smoothing, starting at the first value.
+fn ewma(alpha: f64, old: Option<f64>, new: f64) -> f64 {
+    old.map_or(new, |old| alpha * new + (1.0 - alpha) * old)
 }
 
 /// Figures of the sliding window, recomputed whenever a window arrives or leaves.
@@ -320,11 +321,7 @@ impl PathState {
         if let Some(t) = sample.throughput {
             let rate = t.rate.get();
             let alpha = config.throughput_alpha;
-            let prev = self.throughput;
-            let smoothed = match prev {
-                Some(prev) => alpha * rate + (1.0 - alpha) * prev.smoothed_bps,
-                None => rate,
-            };
+            let smoothed = ewma(alpha, self.throughput.map(|p| p.smoothed_bps), rate);
             self.throughput = Some(ThroughputState {
                 at: now,
                 latest_bps: rate,

@@ -99,9 +99,9 @@ impl Snapshot {
     pub fn directed(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
         let config = &self.config.path;
         let mut figures = self.round_trip(a, b, now);
+        let (ab, ba) = (self.path(a, b), self.path(b, a));
         // Exchanges come with throughput tests: as old as a test may be and still count.
-        figures.exchange_us = [(a, b), (b, a)].into_iter().find_map(|(x, y)| {
-            let path = self.path(x, y)?;
+        figures.exchange_us = [ab, ba].into_iter().flatten().find_map(|path| {
             path.fresh_throughput(now, config)?;
             let tcp = path.tcp;
             Some((
@@ -109,10 +109,7 @@ impl Snapshot {
                 f64::from(tcp.exchange_mean_us()?),
             ))
         });
-        if let Some(t) = self
-            .path(a, b)
-            .and_then(|p| p.fresh_throughput(now, config))
-        {
+        if let Some(t) = ab.and_then(|p| p.fresh_throughput(now, config)) {
             figures.throughput = Provenance::Measured;
             figures.tput_bps = Some(t.latest_bps);
             figures.oldest = Some(figures.oldest.map_or(t.at, |o| o.min(t.at)));
@@ -123,8 +120,7 @@ impl Snapshot {
             .model()
             .rate_bps(a, za, b, zb, figures.rtt_us, figures.loss)
             .or_else(|| {
-                self.path(b, a)
-                    .and_then(|p| p.fresh_throughput(now, config))
+                ba.and_then(|p| p.fresh_throughput(now, config))
                     .map(|t| t.latest_bps)
             });
         if let Some(bps) = estimate {
@@ -610,28 +606,7 @@ mod tests {
     fn zone_links_leave_a_nodes_own_fault_out_and_say_so() {
         let now = UnixMs(1_000_000);
         // The demo's shape: z0-n1 loses 5 % and adds 300 µs; z1-n2 runs at 100 Mbit/s.
-        let bad = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
-        let t = crate::testing::mesh_with_throughput(
-            2,
-            3,
-            |s, d| {
-                let base = if s.as_bytes()[1] == d.as_bytes()[1] {
-                    50.0
-                } else {
-                    2_000.0
-                };
-                base + if bad(s, d) { 300.0 } else { 0.0 }
-            },
-            |s, d| if bad(s, d) { 5 } else { 0 },
-            |s, d| {
-                if s == "z1-n2" || d == "z1-n2" {
-                    100e6
-                } else {
-                    1e9
-                }
-            },
-            now,
-        );
+        let t = crate::testing::demo_shape(now);
         let links = t.view().zone_links(now).links;
         assert_eq!(links.len(), 4);
         for link in &links {

@@ -325,3 +325,31 @@ pub fn synthetic(
     t.sweep(now);
     (t, truth)
 }
+
+/// Two zones of three, 50 µs inside and 2 ms between them: z0-n1 loses 5 % and adds 300 µs
+/// to its paths, z1-n2 runs at 100 Mbit/s where the others run at 1 Gbit/s (the demo's
+/// shape).
+pub fn demo_shape(now: UnixMs) -> crate::Topology {
+    let bad = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
+    mesh_with_throughput(
+        2,
+        3,
+        |s, d| {
+            let base = if s.as_bytes()[1] == d.as_bytes()[1] {
+                50.0
+            } else {
+                2_000.0
+            };
+            base + if bad(s, d) { 300.0 } else { 0.0 }
+        },
+        |s, d| if bad(s, d) { 5 } else { 0 },
+        |s, d| {
+            if s == "z1-n2" || d == "z1-n2" {
+                100e6
+            } else {
+                1e9
+            }
+        },
+        now,
+    )
+}

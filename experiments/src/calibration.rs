@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
-use zonemesh_lab::stack::{Stack, StackOptions, wait_quiet};
-use zonemesh_lab::{Lab, LabSpec};
+use zonemesh_domain::stats::median;
+use zonemesh_lab::LabSpec;
+use zonemesh_lab::stack::{StackOptions, wait_quiet};
 
 use crate::collective_time::{Collective, LOOPBACK, Named};
 use crate::machine;
@@ -131,9 +131,7 @@ impl SizeRun {
 
     /// The median iteration, seconds.
     pub fn median_s(&self) -> f64 {
-        let mut v = self.iterations_s.clone();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        median(&mut self.iterations_s.clone()).unwrap_or(f64::NAN)
     }
 }
 
@@ -197,11 +195,8 @@ pub async fn run_cell(
     progress: &mut impl FnMut(&str),
 ) -> Result<CellResult> {
     let date = machine::utc_minute();
-    let mut lab = Lab::build(cell.spec())?;
-    let mut options = options.clone();
-    options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
-    let mut stack = Stack::start(&mut lab, &options)?;
-    let mut topology = stack.topology().await?;
+    let (mut lab, mut stack, mut topology) =
+        mpi_evaluation::start_lab(cell.spec(), options).await?;
     progress(&format!("{}: zonemesh is measuring", cell.name));
     let nodes = NODES.map(String::from);
     // Both directions measured, each with a throughput test and its timed exchanges (the lab's

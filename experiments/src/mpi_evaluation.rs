@@ -22,9 +22,9 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 use zonemesh_domain::stats::median_duration;
-use zonemesh_lab::Lab;
 use zonemesh_lab::demo_cluster::FAST_AGGREGATOR_FLAGS;
 use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
+use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;
 
 use crate::collective_time::{Collective, Link};
@@ -536,6 +536,17 @@ pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Optio
     (Some(s.seconds), estimated)
 }
 
+/// A lab of `spec` with zonemesh on it, the aggregator on [`FAST_AGGREGATOR_FLAGS`] (which fill
+/// a small lab's matrix in about a minute), and a client of its Topology API.
+pub async fn start_lab(spec: LabSpec, options: &StackOptions) -> Result<(Lab, Stack, Topology)> {
+    let mut lab = Lab::build(spec)?;
+    let mut options = options.clone();
+    options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
+    let stack = Stack::start(&mut lab, &options)?;
+    let topology = stack.topology().await?;
+    Ok((lab, stack, topology))
+}
+
 /// Runs one lab of `setup` through `plan`. `progress` hears what happens.
 pub async fn evaluate_lab(
     setup: &Setup,
@@ -546,11 +557,7 @@ pub async fn evaluate_lab(
 ) -> Result<LabResult> {
     let tag = format!("{} seed {}", setup.scenario, setup.seed);
     let date = machine::utc_minute();
-    let mut lab = Lab::build(setup.spec())?;
-    let mut options = options.clone();
-    options.aggregator_flags = FAST_AGGREGATOR_FLAGS.iter().map(|s| (*s).into()).collect();
-    let mut stack = Stack::start(&mut lab, &options)?;
-    let mut topology = stack.topology().await?;
+    let (mut lab, mut stack, mut topology) = start_lab(setup.spec(), options).await?;
     progress(&format!(
         "{tag}: lossy {} ({:.1} %), slow {}, zone RTTs {:?}; zonemesh is measuring",
         setup.lossy,

@@ -21,6 +21,52 @@ pub fn binary(name: &str) -> PathBuf {
     build("--bin", name).join(name)
 }
 
+/// The directory of the stack's two programs, `zonemesh-aggregator` and `zonemesh-agent`, both
+/// built: what a lab's `StackOptions` and `demo_cluster::start` take.
+pub fn stack_binaries() -> PathBuf {
+    binary("zonemesh-agent");
+    binary("zonemesh-aggregator")
+        .parent()
+        .expect("target/<profile>")
+        .to_owned()
+}
+
+/// A request with curl over HTTPS to `path` on 127.0.0.1:`port`, trusting `ca`, with `client`'s
+/// certificate, a bearer `token` and a JSON `body` (a POST) where given: (status, body).
+pub fn curl_https(
+    port: u16,
+    path: &str,
+    ca: &Path,
+    client: Option<&pki::Files>,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> Result<(u16, String)> {
+    use anyhow::Context;
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .args(["-w", "\n%{http_code}"]);
+    if let Some(f) = client {
+        cmd.arg("--cert").arg(&f.cert).arg("--key").arg(&f.key);
+    }
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    if let Some(b) = body {
+        cmd.args(["-H", "Content-Type: application/json", "--data", b]);
+    }
+    cmd.arg(format!("https://127.0.0.1:{port}{path}"));
+    let out = cmd.output().context("run curl")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "curl {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let (body, code) = text.rsplit_once('\n').context("curl output")?;
+    Ok((code.trim().parse()?, body.to_owned()))
+}
+
 /// Path of a workspace example, built like [`binary`]. It is built for the whole workspace, so
 /// with the features that `cargo test --workspace` builds with (examples take the dev-dependencies
 /// too), and after that build nothing is compiled again; `cargo run -p <package> --example` would

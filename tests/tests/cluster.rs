@@ -1636,32 +1636,7 @@ fn curl_post(
     ca: &std::path::Path,
     client: &zonemesh_tests::pki::Files,
 ) -> Result<(u16, String)> {
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "10",
-            "-w",
-            "\n%{http_code}",
-            "--cacert",
-        ])
-        .arg(ca)
-        .arg("--cert")
-        .arg(&client.cert)
-        .arg("--key")
-        .arg(&client.key)
-        .args(["-H", "Content-Type: application/json", "--data", body])
-        .arg(format!("https://127.0.0.1:{}{path}", http.port()))
-        .output()
-        .context("run curl")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "curl {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout)?;
-    let (body, code) = text.rsplit_once('\n').context("curl output")?;
-    Ok((code.trim().parse()?, body.to_owned()))
+    zonemesh_tests::curl_https(http.port(), path, ca, Some(client), None, Some(body))
 }
 
 /// Three NATS servers and three replicas that advertise their HTTP ports (as `https://` when

@@ -12,7 +12,7 @@ use zonemesh_experiments::accuracy::{self, PooledLoss};
 use zonemesh_lab::cleanup_on_signals;
 use zonemesh_lab::demo_cluster::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
 use zonemesh_proto::v1;
-use zonemesh_tests::{binary, lab_can_run, wait_for};
+use zonemesh_tests::{binary, lab_can_run, stack_binaries, wait_for};
 
 /// z for a 99.9 % interval. A correct measurement falls outside a 95 % interval in one run of
 /// twenty, so a test that asserted 95 % would fail honest runs; the report prints the 95 % one.
@@ -25,11 +25,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     }
     cleanup_on_signals();
     let logs = tempfile::tempdir()?;
-    let dir = binary("zonemesh-aggregator")
-        .parent()
-        .context("binary directory")?
-        .to_owned();
-    binary("zonemesh-agent");
+    let dir = stack_binaries();
     let (mut lab, stack) = demo_cluster::start(&dir, logs.path())?;
     for (node, agent) in &stack.agents {
         ensure!(agent.icmp == "raw", "{node} measures with {}", agent.icmp);

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use zonemesh_experiments::mpi::{self, Algorithm, AllReduce, Job};
-use zonemesh_experiments::mpi_evaluation::{self, Plan, Strategy};
+use zonemesh_experiments::mpi_evaluation::{self, LabResult, Plan, Strategy};
 use zonemesh_experiments::scenarios::{Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
 use zonemesh_lab::{Lab, LabSpec, cleanup_on_signals};
-use zonemesh_tests::{binary, lab_can_run, tool_available};
+use zonemesh_tests::{lab_can_run, stack_binaries, tool_available};
 
 const INSTALL: &str = "apt-get install openmpi-bin libopenmpi-dev";
 
@@ -142,6 +142,47 @@ fn a_run_past_its_time_is_killed_with_all_it_started() -> Result<()> {
     Ok(())
 }
 
+/// The size the CI's evaluation labs run at.
+const CI_BYTES: u64 = 256 << 10;
+
+/// One lab of `scenario` on `seed`, evaluated as the CI does: `strategies` at [`CI_BYTES`],
+/// forced ring, three runs of each set, the model's two best sets beside them and the fastest
+/// set confirmed against zonemesh's; on a runtime of its own, one lab test at a time.
+fn evaluate_ci_lab(
+    scenario: Scenario,
+    seed: u64,
+    strategies: Vec<Strategy>,
+) -> Result<(Setup, LabResult)> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    cleanup_on_signals();
+    let dir = stack_binaries();
+    let logs = tempfile::tempdir()?;
+    let program = AllReduce::build()?;
+    let setup = Setup::new(scenario, seed);
+    let plan = Plan {
+        strategies,
+        sizes: vec![CI_BYTES],
+        algorithms: vec![Algorithm::Ring],
+        runs: 3,
+        choice_runs: 0,
+        tcp_workload: false,
+        model_sets: 2,
+        confirm: true,
+    };
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(mpi_evaluation::evaluate_lab(
+            &setup,
+            &plan,
+            &program,
+            &StackOptions::new(&dir, logs.path()),
+            &mut |m| eprintln!("{m}"),
+        ))?;
+    Ok((setup, result))
+}
+
 /// Issue 18's "done when", on scenario (b) seed 1 (six workers, zones of four; the first seed of
 /// the evaluation) at 256 KiB, forced ring. Noise is handled as the training test handles it: each
 /// placement runs three times (20 timed iterations each), and each placement's best run (lowest
@@ -151,43 +192,9 @@ fn zonemesh_predicted_time_beats_labels_on_scenario_b() -> Result<()> {
     if !mpi_can_run("mpi") {
         return Ok(());
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?
-        .block_on(predicted_time_against_labels())
-}
-
-async fn predicted_time_against_labels() -> Result<()> {
-    cleanup_on_signals();
-    let dir = binary("zonemesh-aggregator")
-        .parent()
-        .expect("binary directory")
-        .to_owned();
-    binary("zonemesh-agent");
-    let logs = tempfile::tempdir()?;
-    let program = AllReduce::build()?;
-    let setup = Setup::new(Scenario::B, 1);
-    let bytes = 256 << 10;
-    let plan = Plan {
-        strategies: vec![Strategy::LabelsOnly, Strategy::ZonemeshPredicted],
-        sizes: vec![bytes],
-        algorithms: vec![Algorithm::Ring],
-        runs: 3,
-        choice_runs: 0,
-        tcp_workload: false,
-        model_sets: 2,
-        confirm: true,
-    };
-    let result = mpi_evaluation::evaluate_lab(
-        &setup,
-        &plan,
-        &program,
-        &StackOptions::new(&dir, logs.path()),
-        &mut |m| eprintln!("{m}"),
-    )
-    .await?;
+    let strategies = vec![Strategy::LabelsOnly, Strategy::ZonemeshPredicted];
+    let (_, result) = evaluate_ci_lab(Scenario::B, 1, strategies)?;
+    let bytes = CI_BYTES;
     let best = |s: Strategy| -> Result<f64> {
         let p = result.placement(s, bytes).context("a placement")?;
         ensure!(
@@ -271,43 +278,8 @@ fn zonemesh_runs_near_the_confirmed_best_beside_a_gray_failure_on_scenario_f() -
     if !mpi_can_run("mpi") {
         return Ok(());
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?
-        .block_on(gray_failure())
-}
-
-async fn gray_failure() -> Result<()> {
-    cleanup_on_signals();
-    let dir = binary("zonemesh-aggregator")
-        .parent()
-        .expect("binary directory")
-        .to_owned();
-    binary("zonemesh-agent");
-    let logs = tempfile::tempdir()?;
-    let program = AllReduce::build()?;
-    let setup = Setup::new(Scenario::F, 1);
-    let bytes = 256 << 10;
-    let plan = Plan {
-        strategies: vec![Strategy::ZonemeshPredicted],
-        sizes: vec![bytes],
-        algorithms: vec![Algorithm::Ring],
-        runs: 3,
-        choice_runs: 0,
-        tcp_workload: false,
-        model_sets: 2,
-        confirm: true,
-    };
-    let result = mpi_evaluation::evaluate_lab(
-        &setup,
-        &plan,
-        &program,
-        &StackOptions::new(&dir, logs.path()),
-        &mut |m| eprintln!("{m}"),
-    )
-    .await?;
+    let (setup, result) = evaluate_ci_lab(Scenario::F, 1, vec![Strategy::ZonemeshPredicted])?;
+    let bytes = CI_BYTES;
     let placed = result
         .placement(Strategy::ZonemeshPredicted, bytes)
         .context("zonemesh's placement")?;

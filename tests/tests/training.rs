@@ -12,7 +12,7 @@ use zonemesh_experiments::train::{self, Collective, Workload};
 use zonemesh_experiments::training_evaluation::{self, Plan, STRATEGIES, Strategy};
 use zonemesh_lab::stack::StackOptions;
 use zonemesh_lab::{Lab, cleanup_on_signals};
-use zonemesh_tests::{binary, lab_can_run};
+use zonemesh_tests::{lab_can_run, stack_binaries};
 
 #[test]
 fn the_workload_feels_a_slow_link() -> Result<()> {
@@ -98,11 +98,7 @@ async fn zonemesh_places_a_training_job_as_fast_as_any_strategy() -> Result<()> 
         return Ok(());
     }
     cleanup_on_signals();
-    let dir = binary("zonemesh-aggregator")
-        .parent()
-        .expect("binary directory")
-        .to_owned();
-    binary("zonemesh-agent");
+    let dir = stack_binaries();
     let logs = tempfile::tempdir()?;
     let plan = Plan {
         seeds: vec![2],

@@ -98,32 +98,14 @@ impl Secured {
         client: Option<&Files>,
         token: Option<&str>,
     ) -> Result<(u16, String)> {
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--max-time", "10", "--cacert"])
-            .arg(&self.ca_file)
-            .args(["-w", "\n%{http_code}"]);
-        if let Some(f) = client {
-            cmd.arg("--cert").arg(&f.cert).arg("--key").arg(&f.key);
-        }
-        if let Some(t) = token {
-            cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
-        }
-        if let Some(b) = body {
-            cmd.args(["-H", "Content-Type: application/json", "--data", b]);
-        }
-        cmd.arg(format!(
-            "https://127.0.0.1:{}{path}",
-            self.aggregator.http.port()
-        ));
-        let out = cmd.output().context("run curl")?;
-        ensure!(
-            out.status.success(),
-            "curl {path}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout)?;
-        let (body, code) = text.rsplit_once('\n').context("curl output")?;
-        Ok((code.trim().parse()?, body.to_owned()))
+        zonemesh_tests::curl_https(
+            self.aggregator.http.port(),
+            path,
+            &self.ca_file,
+            client,
+            token,
+            body,
+        )
     }
 
     fn metric(&self, line_prefix: &str) -> Result<f64> {
