@@ -303,17 +303,13 @@ pub async fn measure_throughput(
     if f.throughput_provenance != v1::Provenance::Measured as i32 {
         bail!("zonemesh has not measured the throughput of {src} -> {dst}");
     }
-    let rate = |n: &str| {
-        lab.spec()
-            .nodes
-            .get(n)
-            .and_then(|s| s.rate_bps)
-            .map_or(f64::INFINITY, |r| r as f64)
-    };
     let mut row = ThroughputRow {
         src: src.into(),
         dst: dst.into(),
-        rate_bps: rate(src).min(rate(dst)),
+        rate_bps: lab
+            .spec()
+            .path_rate_bps(src, dst)
+            .map_or(f64::INFINITY, |r| r as f64),
         injected_rtt_us: injected_rtt_us(lab, src, dst),
         zonemesh_bps: f.throughput_bps,
         iperf3_bps: 0.0,

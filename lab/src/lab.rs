@@ -7,8 +7,10 @@
 //!  ┌──────────────────────┐                ┌──────────────────────────────────────────────┐
 //!  │ eth0 10.77.<z>.<10+i>├── veth ────────┤ v<z>n<i> ─┐                                   │
 //!  │ default via .1       │                │           bz<z> 10.77.<z>.1/24 (one per zone) │
-//!  │ [tbf] [loss: INPUT]  │                │ [tbf on v<z>n<i>]                             │
-//!  └──────────────────────┘                │ FORWARD bz<a> → bz<b>: loss (statistic),      │
+//!  │ [tbf: egress]        │                │ [tbf on v<z>n<i>: the node's ingress]         │
+//!  │ [loss: INPUT]        │                │ [htb on bz<b>: zone links' capacity, a class  │
+//!  └──────────────────────┘                │   per source zone's subnet]                   │
+//!                                          │ FORWARD bz<a> → bz<b>: loss (statistic),      │
 //!                                          │   then NFQUEUE queue(a,b) → link emulator     │
 //!                                          │ lo 10.77.0.1: the control address (proxies to │
 //!                                          │   services of the host, e.g. the aggregator)  │
@@ -30,7 +32,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::emulator::{Emulator, LinkDelay, queue_number};
-use crate::netns::{self, NETNS_DIR, ip_batch, run, run_in};
+use crate::netns::{self, NETNS_DIR, ip_batch, run, run_in, tc_batch};
 use crate::spec::LabSpec;
 
 /// Default start of every lab's namespace names; `zonemesh-lab cleanup` removes what is left.
@@ -68,6 +70,32 @@ pub struct Lab {
     emulator: Option<Emulator>,
     proxies: Vec<Proxy>,
     removed: bool,
+}
+
+/// A `tbf` of `bps` on `dev` in namespace `ns`. Burst: 4 ms at the rate, at least 16 full
+/// frames; the queue holds 100 ms.
+fn tbf(ns: &str, dev: &str, bps: u64) -> Result<()> {
+    let burst = (bps / 8 / 250).max(16 * 1514);
+    run(
+        "tc",
+        &[
+            "-n",
+            ns,
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            &format!("{bps}bit"),
+            "burst",
+            &burst.to_string(),
+            "latency",
+            "100ms",
+        ],
+    )?;
+    Ok(())
 }
 
 /// Why a lab cannot be built on this machine, checked before anything is made.
@@ -240,34 +268,49 @@ impl Lab {
                     ),
                 )?;
             }
-            if let Some(bps) = imp.rate_bps {
-                // Burst: 4 ms at the rate, at least 16 full frames; the queue holds 100 ms.
-                let burst = (bps / 8 / 250).max(16 * 1514);
-                for (ns, dev) in [
-                    (node.netns.as_str(), "eth0"),
-                    (router.as_str(), node.router_if.as_str()),
-                ] {
-                    run(
-                        "tc",
-                        &[
-                            "-n",
-                            ns,
-                            "qdisc",
-                            "add",
-                            "dev",
-                            dev,
-                            "root",
-                            "tbf",
-                            "rate",
-                            &format!("{bps}bit"),
-                            "burst",
-                            &burst.to_string(),
-                            "latency",
-                            "100ms",
-                        ],
-                    )?;
+            // Egress on the node's own end of its veth, ingress on the router's end.
+            for (ns, dev, rate) in [
+                (node.netns.as_str(), "eth0", imp.egress_bps),
+                (router.as_str(), node.router_if.as_str(), imp.ingress_bps),
+            ] {
+                if let Some(bps) = rate {
+                    tbf(ns, dev, bps)?;
                 }
             }
+        }
+
+        // Zone links' capacity: on the bridge through which the router sends into a zone, one
+        // htb class per limited source zone (what the router forwards from that zone's subnet);
+        // everything else (traffic inside a zone is bridged and never meets this qdisc, the
+        // control address's) goes unshaped.
+        for (b, zb) in self.spec.zones.iter().enumerate() {
+            let limited: Vec<(usize, u64)> = self
+                .spec
+                .zones
+                .iter()
+                .enumerate()
+                .filter(|(a, _)| *a != b)
+                .filter_map(|(a, za)| {
+                    let rate = self.spec.link_between(&za.name, &zb.name).rate_bps?;
+                    Some((a, rate))
+                })
+                .collect();
+            if limited.is_empty() {
+                continue;
+            }
+            let dev = format!("bz{}", b + 1);
+            let mut batch = format!("qdisc add dev {dev} root handle 1: htb default 0\n");
+            for (a, bps) in limited {
+                let class = a + 1;
+                // The queue holds 100 ms at the rate, as the nodes' tbf does.
+                let queue = (bps / 8 / 10).max(16 * 1514);
+                batch += &format!(
+                    "class add dev {dev} parent 1: classid 1:{class} htb rate {bps}bit ceil {bps}bit\n\
+                     qdisc add dev {dev} parent 1:{class} bfifo limit {queue}\n\
+                     filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip src 10.77.{class}.0/24 flowid 1:{class}\n"
+                );
+            }
+            tc_batch(&router, &batch)?;
         }
         Ok(())
     }

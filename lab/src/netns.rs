@@ -46,28 +46,39 @@ pub fn run_in(netns: &str, program: &str, args: &[&str]) -> Result<String> {
 
 /// Runs each line of `script` through `ip -n <netns> -batch -` (one process for many commands).
 pub fn ip_batch(netns: Option<&str>, script: &str) -> Result<()> {
+    batch("ip", netns, script)
+}
+
+/// Runs each line of `script` through `tc -n <netns> -batch -`.
+pub fn tc_batch(netns: &str, script: &str) -> Result<()> {
+    batch("tc", Some(netns), script)
+}
+
+/// `program` (`ip` or `tc`, both of iproute2) with `-batch -`, the lines of `script` on its
+/// standard input.
+fn batch(program: &str, netns: Option<&str>, script: &str) -> Result<()> {
     use std::io::Write;
     let mut args = Vec::new();
     if let Some(ns) = netns {
         args.extend(["-n", ns]);
     }
     args.extend(["-batch", "-"]);
-    let mut child = Command::new("ip")
+    let mut child = Command::new(program)
         .args(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot run ip: install iproute2")?;
+        .with_context(|| format!("cannot run {program}: install iproute2"))?;
     child
         .stdin
         .take()
-        .context("ip stdin")?
+        .with_context(|| format!("{program} stdin"))?
         .write_all(script.as_bytes())?;
     let out = child.wait_with_output()?;
     if !out.status.success() {
         bail!(
-            "ip {}: {}",
+            "{program} {}: {}\n{script}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         );

@@ -1,5 +1,5 @@
 //! What a lab is made of: zones of nodes, the links between zones (round-trip delay, jitter,
-//! loss) and the impairments of single nodes (loss, rate limit). Built in code, or parsed from the
+//! loss, capacity) and the impairments of single nodes (loss, rate limits by direction). Built in code, or parsed from the
 //! compact flag syntax of the `zonemesh-lab` command.
 
 use std::collections::BTreeMap;
@@ -26,6 +26,9 @@ pub struct LinkSpec {
     /// only, so that every echo between the zones crosses it exactly once: round-trip loss is
     /// this value.
     pub loss: f64,
+    /// Capacity of the link at the hub, bit/s, each direction: everything that crosses from one
+    /// zone to the other shares it (`htb` on the router's zone bridges, by source subnet).
+    pub rate_bps: Option<u64>,
 }
 
 /// Impairments of one node.
@@ -35,8 +38,11 @@ pub struct NodeSpec {
     /// address is spared). Every echo to or from the node arrives there exactly once, so
     /// round-trip loss is this value.
     pub loss: f64,
-    /// Rate limit of the node's link, bits per second, both directions (`tbf`).
-    pub rate_bps: Option<u64>,
+    /// Rate limit of what the node sends, bits per second (`tbf` on its `eth0`).
+    pub egress_bps: Option<u64>,
+    /// Rate limit of what the node receives, bits per second (`tbf` on the router's end of its
+    /// veth).
+    pub ingress_bps: Option<u64>,
 }
 
 /// A whole lab.
@@ -96,8 +102,30 @@ impl LabSpec {
 
     /// Sets the round-trip delay and jitter between zones `a` and `b` (keeping any loss).
     pub fn delay(self, a: &str, b: &str, rtt: Duration, jitter: Duration) -> Self {
-        let loss = self.link_between(a, b).loss;
-        self.link(a, b, LinkSpec { rtt, jitter, loss })
+        let kept = self.link_between(a, b);
+        self.link(
+            a,
+            b,
+            LinkSpec {
+                rtt,
+                jitter,
+                ..kept
+            },
+        )
+    }
+
+    /// Sets the capacity of the link between zones `a` and `b`, each direction (keeping its
+    /// delay and loss).
+    pub fn link_rate(self, a: &str, b: &str, bps: u64) -> Self {
+        let kept = self.link_between(a, b);
+        self.link(
+            a,
+            b,
+            LinkSpec {
+                rate_bps: Some(bps),
+                ..kept
+            },
+        )
     }
 
     /// Makes node `node` drop `loss` of the packets that arrive at it.
@@ -107,9 +135,35 @@ impl LabSpec {
     }
 
     /// Limits node `node`'s link to `bps` bits per second each way.
-    pub fn node_rate(mut self, node: &str, bps: u64) -> Self {
-        self.nodes.entry(node.into()).or_default().rate_bps = Some(bps);
+    pub fn node_rate(self, node: &str, bps: u64) -> Self {
+        self.node_egress_rate(node, bps)
+            .node_ingress_rate(node, bps)
+    }
+
+    /// Limits what node `node` sends to `bps` bits per second.
+    pub fn node_egress_rate(mut self, node: &str, bps: u64) -> Self {
+        self.nodes.entry(node.into()).or_default().egress_bps = Some(bps);
         self
+    }
+
+    /// Limits what node `node` receives to `bps` bits per second.
+    pub fn node_ingress_rate(mut self, node: &str, bps: u64) -> Self {
+        self.nodes.entry(node.into()).or_default().ingress_bps = Some(bps);
+        self
+    }
+
+    /// The lowest rate limit on the way from node `src` to node `dst`: the sender's egress, the
+    /// receiver's ingress and, between zones, the zone link's capacity (`None`: unlimited).
+    pub fn path_rate_bps(&self, src: &str, dst: &str) -> Option<u64> {
+        let node = |n: &str| self.nodes.get(n).copied().unwrap_or_default();
+        let link = match (self.zone_of(src), self.zone_of(dst)) {
+            (Some(a), Some(b)) if a != b => self.link_between(a, b).rate_bps,
+            _ => None,
+        };
+        [node(src).egress_bps, node(dst).ingress_bps, link]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The link between `a` and `b` in whichever order it was given (default: none).
@@ -191,6 +245,9 @@ impl LabSpec {
             if link.rtt > Duration::from_secs(10) {
                 return err(format!("link {a}-{b}: rtt {:?} is over 10 s", link.rtt));
             }
+            if link.rate_bps.is_some_and(|r| r < 8_000) {
+                return err(format!("link {a}-{b}: rate below 8 kbit/s"));
+            }
         }
         for (node, spec) in &self.nodes {
             if !seen.contains_key(node.as_str()) {
@@ -199,8 +256,10 @@ impl LabSpec {
             if !(0.0..1.0).contains(&spec.loss) {
                 return err(format!("node {node}: loss {} is not in [0, 1)", spec.loss));
             }
-            if spec.rate_bps.is_some_and(|r| r < 8_000) {
-                return err(format!("node {node}: rate below 8 kbit/s"));
+            for (direction, rate) in [("egress", spec.egress_bps), ("ingress", spec.ingress_bps)] {
+                if rate.is_some_and(|r| r < 8_000) {
+                    return err(format!("node {node}: {direction} rate below 8 kbit/s"));
+                }
             }
         }
         Ok(())
@@ -285,7 +344,7 @@ impl LabSpec {
         Ok(self.zone(name, &nodes))
     }
 
-    /// Adds a link from `a:b:rtt=4ms,jitter=100us,loss=1%`.
+    /// Adds a link from `a:b:rtt=4ms,jitter=100us,loss=1%,rate=100mbit`.
     pub fn parse_link(self, s: &str) -> Result<Self, SpecError> {
         let mut parts = s.splitn(3, ':');
         let (Some(a), Some(b)) = (parts.next(), parts.next()) else {
@@ -299,9 +358,10 @@ impl LabSpec {
                 "rtt" => link.rtt = parse_duration(v)?,
                 "jitter" => link.jitter = parse_duration(v)?,
                 "loss" => link.loss = parse_loss(v)?,
+                "rate" => link.rate_bps = Some(parse_rate(v)?),
                 _ => {
                     return err(format!(
-                        "--link {s:?}: unknown setting {k} (rtt, jitter, loss)"
+                        "--link {s:?}: unknown setting {k} (rtt, jitter, loss, rate)"
                     ));
                 }
             }
@@ -309,7 +369,8 @@ impl LabSpec {
         Ok(self.link(a, b, link))
     }
 
-    /// Adds node impairments from `node:loss=5%,rate=100mbit`.
+    /// Adds node impairments from `node:loss=5%,rate=100mbit` (`rate` both ways; `egress` and
+    /// `ingress` one way).
     pub fn parse_node(mut self, s: &str) -> Result<Self, SpecError> {
         let (node, rest) = s
             .split_once(':')
@@ -318,8 +379,17 @@ impl LabSpec {
         for (k, v) in settings(&format!("--node {s:?}"), rest)? {
             match k {
                 "loss" => spec.loss = parse_loss(v)?,
-                "rate" => spec.rate_bps = Some(parse_rate(v)?),
-                _ => return err(format!("--node {s:?}: unknown setting {k} (loss, rate)")),
+                "rate" => {
+                    let r = Some(parse_rate(v)?);
+                    (spec.egress_bps, spec.ingress_bps) = (r, r);
+                }
+                "egress" => spec.egress_bps = Some(parse_rate(v)?),
+                "ingress" => spec.ingress_bps = Some(parse_rate(v)?),
+                _ => {
+                    return err(format!(
+                        "--node {s:?}: unknown setting {k} (loss, rate, egress, ingress)"
+                    ));
+                }
             }
         }
         Ok(self)
@@ -343,8 +413,9 @@ mod tests {
             .parse_zone("zone-a=a1,a2")
             .and_then(|s| s.parse_zone("zone-b=b1"))
             .and_then(|s| s.parse_zone("zone-c=c1"))
-            .and_then(|s| s.parse_link("zone-a:zone-b:rtt=4ms,jitter=100us,loss=1%"))
+            .and_then(|s| s.parse_link("zone-a:zone-b:rtt=4ms,jitter=100us,loss=1%,rate=200mbit"))
             .and_then(|s| s.parse_node("a2:loss=0.05,rate=100mbit"))
+            .and_then(|s| s.parse_node("b1:egress=50mbit"))
             .unwrap();
         let built = three_zones()
             .link(
@@ -354,11 +425,19 @@ mod tests {
                     rtt: Duration::from_millis(4),
                     jitter: Duration::from_micros(100),
                     loss: 0.01,
+                    rate_bps: Some(200_000_000),
                 },
             )
             .node_loss("a2", 0.05)
-            .node_rate("a2", 100_000_000);
+            .node_rate("a2", 100_000_000)
+            .node_egress_rate("b1", 50_000_000);
         assert_eq!(parsed, built);
+        // The lowest limit on the way: the sender's egress, the receiver's ingress, the zone
+        // link between them.
+        assert_eq!(parsed.path_rate_bps("b1", "a1"), Some(50_000_000));
+        assert_eq!(parsed.path_rate_bps("a1", "b1"), Some(200_000_000));
+        assert_eq!(parsed.path_rate_bps("a1", "a2"), Some(100_000_000));
+        assert_eq!(parsed.path_rate_bps("c1", "a1"), None);
         parsed.validate().unwrap();
         assert_eq!(
             parsed.link_between("zone-b", "zone-a").rtt,
@@ -402,7 +481,15 @@ mod tests {
                 "node zz: impaired but in no zone",
             ),
             (three_zones().node_loss("a1", 1.5), "node a1: loss 1.5"),
-            (three_zones().node_rate("a1", 10), "node a1: rate"),
+            (three_zones().node_rate("a1", 10), "node a1: egress rate"),
+            (
+                three_zones().node_ingress_rate("a1", 10),
+                "node a1: ingress rate",
+            ),
+            (
+                three_zones().link_rate("zone-a", "zone-b", 10),
+                "link zone-a-zone-b: rate",
+            ),
         ];
         for (spec, expected) in cases {
             let e = spec.validate().expect_err(expected).to_string();
@@ -413,6 +500,7 @@ mod tests {
             ("zone-a:zone-b:delay=4ms", "unknown setting delay"),
             ("zone-a", "write zone:zone"),
             ("zone-a:zone-b:loss=150%", "not a loss"),
+            ("zone-a:zone-b:rate=fast", "give a unit"),
         ] {
             let e = three_zones().parse_link(bad).expect_err(bad).to_string();
             assert!(e.contains(expected), "{e}");
@@ -422,6 +510,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("give a unit"), "{e}");
+        let e = three_zones()
+            .parse_node("a1:speed=1gbit")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown setting speed"), "{e}");
     }
 
     #[test]

@@ -73,10 +73,12 @@ enum Cmd {
         /// A zone and its nodes: zone=node,node,... (repeat per zone).
         #[arg(long = "zone", required = true)]
         zones: Vec<String>,
-        /// A link between two zones: a:b:rtt=4ms,jitter=100us,loss=1% (loss from a to b).
+        /// A link between two zones: a:b:rtt=4ms,jitter=100us,loss=1%,rate=100mbit (loss from a
+        /// to b; rate: the capacity every flow between the zones shares, each way).
         #[arg(long = "link")]
         links: Vec<String>,
-        /// Impairments of a node: node:loss=5%,rate=100mbit.
+        /// Impairments of a node: node:loss=5%,rate=100mbit (both ways), or egress=/ingress= for
+        /// one direction.
         #[arg(long = "node")]
         nodes: Vec<String>,
         /// Seed of the jitter.
