@@ -19,9 +19,9 @@ use zonemesh_domain::stats::median;
 use zonemesh_lab::LabSpec;
 use zonemesh_lab::stack::{StackOptions, wait_quiet};
 
-use crate::collective_time::{Collective, LOOPBACK, Named};
+use crate::collective_time::{Collective, LOOPBACK, Named, no_zone_limit, unlimited};
 use crate::machine;
-use crate::mpi::{self, Algorithm, AllReduce};
+use crate::mpi::{self, Algorithm, Programs};
 use crate::mpi_evaluation::{self, PathFigure};
 
 /// The two nodes of every cell, in rank order.
@@ -157,12 +157,13 @@ pub fn predicted(r: &CellResult, bytes: u64, exchanges: bool) -> Option<f64> {
             "zone-b".to_owned()
         }
     };
-    let unlimited = |_: &str| f64::INFINITY;
     let net = Named {
         nodes: &nodes,
         zone: &zone,
         link: &link,
-        node_bps: &unlimited,
+        egress_bps: &unlimited,
+        ingress_bps: &unlimited,
+        zone_bps: &no_zone_limit,
     };
     Some(
         net.predict(Collective::RingAllReduce, bytes, &nodes)
@@ -189,7 +190,7 @@ pub struct CellResult {
 /// with the agents stopped (their probes would share the link).
 pub async fn run_cell(
     cell: &Cell,
-    program: &AllReduce,
+    programs: &Programs,
     options: &StackOptions,
     runs: u32,
     progress: &mut impl FnMut(&str),
@@ -249,7 +250,7 @@ pub async fn run_cell(
         let mut iterations_s = Vec::new();
         for _ in 0..runs {
             let started = Instant::now();
-            let measured = mpi::run(&lab, program, &job)
+            let measured = mpi::run(&lab, programs, &job)
                 .with_context(|| format!("{}: mpirun at {bytes} bytes", cell.name))?;
             iterations_s.extend(measured.iterations.iter().map(Duration::as_secs_f64));
             progress(&format!(

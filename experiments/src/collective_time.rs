@@ -26,6 +26,15 @@ pub enum Collective {
     /// One parameter server on rank 0's node; every other rank sends it the whole gradient and
     /// receives the sum.
     ParameterServer,
+    /// All-to-all as a pairwise exchange: every rank sends `bytes / (p − 1)` to every other.
+    AllToAll,
+}
+
+impl Default for Collective {
+    /// What results files from before the collective was recorded ran.
+    fn default() -> Self {
+        Self::RingAllReduce
+    }
 }
 
 impl Collective {
@@ -34,6 +43,7 @@ impl Collective {
         match self {
             Self::RingAllReduce => collective::Collective::RingAllReduce,
             Self::ParameterServer => collective::Collective::ParameterServer { servers: 1 },
+            Self::AllToAll => collective::Collective::AllToAll,
         }
     }
 }
@@ -57,8 +67,7 @@ pub fn predict(
 }
 
 /// A network of named nodes given by functions: the link between two distinct nodes, each node's
-/// zone and its own rate (both directions); a node to itself is [`LOOPBACK`]. Zones between them
-/// share no capacity.
+/// zone and its own rates, and the capacity between two zones; a node to itself is [`LOOPBACK`].
 pub struct Named<'a> {
     /// The nodes; a network index is a position here.
     pub nodes: &'a [String],
@@ -66,8 +75,23 @@ pub struct Named<'a> {
     pub zone: &'a dyn Fn(&str) -> String,
     /// The link from the first node to the second (never called for a node to itself).
     pub link: &'a dyn Fn(&str, &str) -> Link,
-    /// What a node's own link carries each way, bit/s (`f64::INFINITY` when unknown).
-    pub node_bps: &'a dyn Fn(&str) -> f64,
+    /// What a node's own link carries out of it, bit/s (`f64::INFINITY` when unknown).
+    pub egress_bps: &'a dyn Fn(&str) -> f64,
+    /// What a node's own link carries into it, bit/s (`f64::INFINITY` when unknown).
+    pub ingress_bps: &'a dyn Fn(&str) -> f64,
+    /// The capacity every flow from the first zone to the second shares, bit/s (`None`: no
+    /// limit, or not known).
+    pub zone_bps: &'a dyn Fn(&str, &str) -> Option<f64>,
+}
+
+/// A [`Named::zone_bps`] for networks whose zones share no capacity.
+pub fn no_zone_limit(_: &str, _: &str) -> Option<f64> {
+    None
+}
+
+/// A rate function for nodes without a limit of their own.
+pub fn unlimited(_: &str) -> f64 {
+    f64::INFINITY
 }
 
 impl std::fmt::Debug for Named<'_> {
@@ -111,15 +135,15 @@ impl Network for Named<'_> {
     }
 
     fn egress_bps(&self, a: usize) -> f64 {
-        (self.node_bps)(&self.nodes[a])
+        (self.egress_bps)(&self.nodes[a])
     }
 
     fn ingress_bps(&self, a: usize) -> f64 {
-        (self.node_bps)(&self.nodes[a])
+        (self.ingress_bps)(&self.nodes[a])
     }
 
-    fn zone_capacity_bps(&self, _: usize, _: usize) -> Option<f64> {
-        None
+    fn zone_capacity_bps(&self, a: usize, b: usize) -> Option<f64> {
+        (self.zone_bps)(&(self.zone)(&self.nodes[a]), &(self.zone)(&self.nodes[b]))
     }
 }
 
@@ -139,10 +163,13 @@ mod tests {
             nodes: &nodes,
             zone: &zone,
             link: &link,
-            node_bps: &fast,
+            egress_bps: &fast,
+            ingress_bps: &fast,
+            zone_bps: &no_zone_limit,
         };
         let slow_net = Named {
-            node_bps: &slow,
+            egress_bps: &slow,
+            ingress_bps: &slow,
             ..fast_net
         };
         let ring = |n: &Named, ranks: &[&str], bytes| {

@@ -1,17 +1,17 @@
-//! Real Open MPI all-reduce in the lab: `MPI_Allreduce` (the C program in `experiments/mpi/allreduce.c`,
-//! built with `mpicc` at run time) under `mpirun`, every rank inside its node's namespace, in the
-//! rank order the caller gives.
+//! Real Open MPI collectives in the lab: `MPI_Allreduce`, `MPI_Alltoall` and a parameter-server
+//! exchange (the C programs in `experiments/mpi/`, built with `mpicc` at run time) under
+//! `mpirun`, every rank inside its node's namespace, in the rank order the caller gives.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use zonemesh_experiments::mpi::{Algorithm, AllReduce, Job};
+//! use zonemesh_experiments::mpi::{Algorithm, Job, Programs};
 //! use zonemesh_lab::{Lab, LabSpec};
 //!
 //! let lab = Lab::build(LabSpec::new().zone("zone-a", &["a1", "a2", "a3"]))?;
-//! let program = AllReduce::build()?;
+//! let programs = Programs::build()?;
 //! let ranks = ["a2", "a1", "a3"].map(String::from);
 //! let job = Job::new(&ranks, 256 << 10, Algorithm::Ring);
-//! let measured = zonemesh_experiments::mpi::run(&lab, &program, &job)?;
+//! let measured = zonemesh_experiments::mpi::run(&lab, &programs, &job)?;
 //! println!("median {:?}", measured.median());
 //! # anyhow::Ok(())
 //! ```
@@ -35,6 +35,9 @@
 //! - [`Algorithm::Ring`] adds `--mca coll_tuned_use_dynamic_rules 1 --mca
 //!   coll_tuned_allreduce_algorithm 4` (without the first the second is silently ignored), so that
 //!   rank r sends to rank r + 1 and the rank order is what the run measures.
+//! - [`Algorithm::AllToAll`] forces the pairwise exchange (`coll_tuned_alltoall_algorithm 2`),
+//!   the schedule the engine's model prices; [`Algorithm::ParameterServer`] is point-to-point
+//!   and needs no setting.
 //!
 //! Every rank reports the address of its `eth0`; a rank that ran anywhere but on its node fails
 //! the run. Every process of a run carries a marker in its environment (`ZMLAB_MPI_RUN`), and
@@ -53,22 +56,36 @@ use anyhow::{Context, Result, bail, ensure};
 use zonemesh_domain::stats::median_duration;
 use zonemesh_lab::Lab;
 
-/// The all-reduce program's source.
-pub const SOURCE: &str = include_str!("../mpi/allreduce.c");
+use crate::collective_time::Collective;
+
+/// The programs' sources: what they share, then each program's name and source.
+pub const SOURCES: [(&str, &str); 4] = [
+    ("zmlab_mpi.h", include_str!("../mpi/zmlab_mpi.h")),
+    ("allreduce.c", include_str!("../mpi/allreduce.c")),
+    ("alltoall.c", include_str!("../mpi/alltoall.c")),
+    ("ps.c", include_str!("../mpi/ps.c")),
+];
 
 /// The environment variable that marks every process of one run.
 pub const MARKER: &str = "ZMLAB_MPI_RUN";
 
-/// Which all-reduce algorithm Open MPI runs.
+/// What a run does: the all-reduce with the ring forced or with Open MPI's own choice, the
+/// all-to-all, or the parameter-server exchange.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
 pub enum Algorithm {
-    /// The ring (`coll_tuned_allreduce_algorithm 4`): rank r sends to r + 1.
+    /// All-reduce, the ring forced (`coll_tuned_allreduce_algorithm 4`): rank r sends to r + 1.
     Ring,
-    /// Open MPI's own choice (4.1's fixed decision table: Rabenseifner's reduce-scatter and
-    /// all-gather for these sizes with 4–7 ranks, recursive doubling below 8 KiB).
+    /// All-reduce, Open MPI's own choice (4.1's fixed decision table: Rabenseifner's
+    /// reduce-scatter and all-gather for these sizes with 4–7 ranks, recursive doubling below
+    /// 8 KiB).
     OpenMpiChoice,
+    /// `MPI_Alltoall`, the pairwise exchange forced (`coll_tuned_alltoall_algorithm 2`): in round
+    /// k rank r sends to r + k and receives from r − k.
+    AllToAll,
+    /// The parameter-server exchange of `ps.c`: one server, rank 0, which is a worker too.
+    ParameterServer,
 }
 
 impl Algorithm {
@@ -77,6 +94,8 @@ impl Algorithm {
         match self {
             Self::Ring => "ring (forced)",
             Self::OpenMpiChoice => "Open MPI's choice",
+            Self::AllToAll => "all-to-all (pairwise)",
+            Self::ParameterServer => "parameter server",
         }
     }
 
@@ -85,6 +104,35 @@ impl Algorithm {
         match self {
             Self::Ring => "ring",
             Self::OpenMpiChoice => "default",
+            Self::AllToAll => "alltoall",
+            Self::ParameterServer => "ps",
+        }
+    }
+
+    /// The collective the run performs, as the predictions price it.
+    pub fn collective(self) -> Collective {
+        match self {
+            Self::Ring | Self::OpenMpiChoice => Collective::RingAllReduce,
+            Self::AllToAll => Collective::AllToAll,
+            Self::ParameterServer => Collective::ParameterServer,
+        }
+    }
+
+    /// The program that runs it (a name of [`SOURCES`] without `.c`).
+    fn program(self) -> &'static str {
+        match self {
+            Self::Ring | Self::OpenMpiChoice => "allreduce",
+            Self::AllToAll => "alltoall",
+            Self::ParameterServer => "ps",
+        }
+    }
+
+    /// The program's arguments after bytes, iterations and warm-ups.
+    fn extra_args(self) -> &'static [&'static str] {
+        match self {
+            // One server (the experiments' parameter server).
+            Self::ParameterServer => &["1"],
+            _ => &[],
         }
     }
 
@@ -98,7 +146,15 @@ impl Algorithm {
                 "coll_tuned_allreduce_algorithm",
                 "4",
             ],
-            Self::OpenMpiChoice => &[],
+            Self::AllToAll => &[
+                "--mca",
+                "coll_tuned_use_dynamic_rules",
+                "1",
+                "--mca",
+                "coll_tuned_alltoall_algorithm",
+                "2",
+            ],
+            Self::OpenMpiChoice | Self::ParameterServer => &[],
         }
     }
 }
@@ -119,46 +175,50 @@ pub fn check_tools() -> Result<()> {
     Ok(())
 }
 
-/// The all-reduce program, compiled into a temporary directory (removed when dropped).
+/// The programs, compiled into a temporary directory (removed when dropped).
 #[derive(Debug)]
-pub struct AllReduce {
+pub struct Programs {
     dir: tempfile::TempDir,
-    binary: PathBuf,
 }
 
-impl AllReduce {
-    /// Compiles [`SOURCE`] with `mpicc -O2`.
+impl Programs {
+    /// Compiles every program of [`SOURCES`] with `mpicc -O2`.
     pub fn build() -> Result<Self> {
         check_tools()?;
         let dir = tempfile::Builder::new()
             .prefix("zmlab-mpi-program-")
             .tempdir()
-            .context("temporary directory for the MPI program")?;
-        let source = dir.path().join("allreduce.c");
-        let binary = dir.path().join("allreduce");
-        std::fs::write(&source, SOURCE)?;
-        let out = Command::new("mpicc")
-            .arg("-O2")
-            .arg("-o")
-            .arg(&binary)
-            .arg(&source)
-            .stdin(Stdio::null())
-            .output()
-            .context("running mpicc")?;
-        ensure!(
-            out.status.success(),
-            "mpicc failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Ok(Self { dir, binary })
+            .context("temporary directory for the MPI programs")?;
+        for (name, source) in SOURCES {
+            std::fs::write(dir.path().join(name), source)?;
+        }
+        for (name, _) in SOURCES {
+            let Some(program) = name.strip_suffix(".c") else {
+                continue;
+            };
+            let out = Command::new("mpicc")
+                .arg("-O2")
+                .arg("-o")
+                .arg(dir.path().join(program))
+                .arg(dir.path().join(name))
+                .stdin(Stdio::null())
+                .output()
+                .context("running mpicc")?;
+            ensure!(
+                out.status.success(),
+                "mpicc {name} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(Self { dir })
     }
 
-    /// Where the binary is.
-    pub fn binary(&self) -> &Path {
-        &self.binary
+    /// Where the binary that runs `algorithm` is.
+    pub fn binary(&self, algorithm: Algorithm) -> PathBuf {
+        self.dir.path().join(algorithm.program())
     }
 
-    /// The temporary directory it lives in.
+    /// The temporary directory they live in.
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -169,13 +229,14 @@ impl AllReduce {
 pub struct Job {
     /// Node of every rank, in rank order. A node may hold several ranks, next to each other.
     pub ranks: Vec<String>,
-    /// Bytes of the all-reduced buffer (floats: a multiple of 4).
+    /// Bytes per iteration: the all-reduced buffer, what a rank sends in the all-to-all, the
+    /// gradient pushed to the servers (floats: a multiple of 4).
     pub bytes: usize,
     /// Timed iterations.
     pub iterations: u32,
     /// Untimed iterations before them.
     pub warmup: u32,
-    /// Ring or Open MPI's choice.
+    /// What it runs.
     pub algorithm: Algorithm,
     /// The whole run (start-up included) must end within this, or it is killed and fails.
     pub timeout: Duration,
@@ -257,11 +318,11 @@ exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $name && $*\"\n",
 }
 
 /// Runs `job` in `lab`: one rank per entry of `job.ranks`, inside that node's namespace.
-pub fn run(lab: &Lab, program: &AllReduce, job: &Job) -> Result<Measured> {
+pub fn run(lab: &Lab, programs: &Programs, job: &Job) -> Result<Measured> {
     ensure!(!job.ranks.is_empty(), "an MPI job needs at least one rank");
     ensure!(
         job.bytes >= 4 && job.bytes.is_multiple_of(4),
-        "{} bytes: the all-reduce sums floats, give a multiple of 4",
+        "{} bytes: the programs move floats, give a multiple of 4",
         job.bytes
     );
     ensure!(job.iterations >= 1, "at least one timed iteration");
@@ -337,8 +398,9 @@ pub fn run(lab: &Lab, program: &AllReduce, job: &Job) -> Result<Measured> {
         .args(job.algorithm.mca())
         .args(["-np", &np, "--hostfile"])
         .arg(&hostfile)
-        .arg(program.binary())
+        .arg(programs.binary(job.algorithm))
         .args([&bytes, &iterations, &warmup])
+        .args(job.algorithm.extra_args())
         .env("TMPDIR", &own_tmp)
         .env(MARKER, &run_dir.marker)
         .stdin(Stdio::null())
@@ -465,7 +527,7 @@ fn parse(expected: &[(String, String)], timed: u32, stdout: &str) -> Result<Vec<
     );
     ensure!(
         check.as_deref() == Some("ok"),
-        "the all-reduce's result check said {check:?}"
+        "the program's result check said {check:?}"
     );
     Ok(iterations)
 }

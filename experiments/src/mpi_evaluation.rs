@@ -1,14 +1,15 @@
-//! Evaluation v2: real Open MPI all-reduce placed by seven strategies on the labs of issue 18's
+//! Evaluation v2: real Open MPI collectives (the all-reduce; in (g) the all-to-all and the
+//! parameter-server exchange) placed by eight strategies on the labs of issues 18's and 27's
 //! scenarios ([`crate::scenarios`]). One lab per scenario and seed:
 //!
 //! 1. the lab is built and the zonemesh stack measures it until the matrix is full and no
 //!    throughput test runs;
-//! 2. every strategy places the job (the size-aware ones once per gradient size), and zonemesh's
-//!    figures of every path are read (for its predicted time of every placement);
+//! 2. every strategy places the job (the size-aware ones once per gradient size and collective),
+//!    and zonemesh's figures of every path are read (for its predicted time of every placement);
 //! 3. the agents stop (their probes would share the links with the job), and every distinct
-//!    placement runs `MPI_Allreduce` under `mpirun` ([`crate::mpi`]) at every size, with the
-//!    forced ring and with Open MPI's own choice, several times, the placements interleaved so
-//!    that a slow spell of the machine falls on all of them;
+//!    placement runs the scenario's programs under `mpirun` ([`crate::mpi`]) at every size (the
+//!    all-reduce with the forced ring and with Open MPI's own choice), several times, the
+//!    placements interleaved so that a slow spell of the machine falls on all of them;
 //! 4. beside it, the lab's own TCP ring and parameter-server workload ([`crate::train`]) runs on
 //!    the same placements (once each: it is the earlier evaluation's workload, kept for
 //!    comparison).
@@ -29,7 +30,7 @@ use zonemesh_proto::v1;
 
 use crate::collective_time::{Collective, Link};
 use crate::machine;
-use crate::mpi::{self, Algorithm, AllReduce};
+use crate::mpi::{self, Algorithm, Programs};
 use crate::rng::Rng;
 use crate::scenarios::{self, Setup};
 use crate::train::{self, Workload};
@@ -49,7 +50,7 @@ pub enum Strategy {
     LabelsRandom,
     /// zonemesh `Place` without the job (worst pair).
     ZonemeshToday,
-    /// zonemesh `Place` with the job's collective and gradient size (predicted time).
+    /// zonemesh `Place` with the job's collective and bytes per iteration (predicted time).
     ZonemeshPredicted,
     /// The exhaustive optimum of the predicted time over the truth the lab injected: a model's
     /// best, not a measured one (see [`Confirmation`]).
@@ -109,8 +110,8 @@ impl Strategy {
         STRATEGIES.into_iter().find(|x| x.key() == s)
     }
 
-    /// Whether its placement depends on the gradient size.
-    pub fn knows_the_size(self) -> bool {
+    /// Whether its placement depends on the job: its bytes and its collective.
+    pub fn knows_the_job(self) -> bool {
         matches!(self, Self::ZonemeshPredicted | Self::Oracle)
     }
 }
@@ -122,9 +123,10 @@ pub struct Plan {
     pub strategies: Vec<Strategy>,
     /// Gradient sizes, bytes.
     pub sizes: Vec<u64>,
-    /// MPI algorithms.
+    /// What the runs run; empty: the scenario's own ([`scenarios::Scenario::algorithms`]).
     pub algorithms: Vec<Algorithm>,
-    /// `mpirun`s per placement and size with the forced ring.
+    /// `mpirun`s per placement and size with the scenario's jobs (the forced ring; the
+    /// all-to-all and the parameter server).
     pub runs: u32,
     /// `mpirun`s per placement and size with Open MPI's own choice (the second variant).
     pub choice_runs: u32,
@@ -141,7 +143,7 @@ impl Default for Plan {
         Self {
             strategies: STRATEGIES.to_vec(),
             sizes: scenarios::SIZES.to_vec(),
-            algorithms: vec![Algorithm::Ring, Algorithm::OpenMpiChoice],
+            algorithms: Vec::new(),
             runs: 5,
             choice_runs: 3,
             tcp_workload: true,
@@ -155,9 +157,29 @@ impl Plan {
     /// `mpirun`s per set with `algorithm`.
     pub fn runs_of(&self, algorithm: Algorithm) -> u32 {
         match algorithm {
-            Algorithm::Ring => self.runs,
             Algorithm::OpenMpiChoice => self.choice_runs,
+            Algorithm::Ring | Algorithm::AllToAll | Algorithm::ParameterServer => self.runs,
         }
+    }
+
+    /// What runs on the lab of `setup`: the plan's algorithms, or the scenario's.
+    pub fn algorithms_for(&self, setup: &Setup) -> Vec<Algorithm> {
+        if self.algorithms.is_empty() {
+            setup.scenario.algorithms().to_vec()
+        } else {
+            self.algorithms.clone()
+        }
+    }
+
+    /// The collectives the jobs on `setup`'s lab are placed for.
+    pub fn collectives_for(&self, setup: &Setup) -> Vec<Collective> {
+        let mut out = Vec::new();
+        for a in self.algorithms_for(setup) {
+            if !out.contains(&a.collective()) {
+                out.push(a.collective());
+            }
+        }
+        out
     }
 }
 
@@ -223,15 +245,19 @@ impl PathFigure {
 pub struct Placement {
     /// The strategy.
     pub strategy: Strategy,
-    /// The gradient size it was placed for.
+    /// The bytes per iteration it was placed for.
     pub bytes: u64,
+    /// The collective it was placed for (a strategy that does not know the job places once, and
+    /// the placement is repeated for every collective).
+    #[serde(default)]
+    pub collective: Collective,
     /// Node of every rank, in rank order (empty when placing failed).
     pub ranks: Vec<String>,
-    /// The ring's predicted time over zonemesh's figures, seconds.
+    /// The collective's predicted time over zonemesh's figures, seconds.
     pub predicted_s: Option<f64>,
     /// What `Place` itself predicted (predicted-time strategy only).
     pub place_predicted_s: Option<f64>,
-    /// The ring's predicted time over the lab's truth, seconds.
+    /// The collective's predicted time over the lab's truth, seconds.
     #[serde(rename = "truth_model_s")]
     pub truth_predicted_s: f64,
     /// How many of the figures behind `predicted_s` were estimated (not measured).
@@ -246,8 +272,11 @@ pub struct Placement {
 /// A set the model over the injected truth ranks among the best, run beside the strategies'.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {
-    /// Gradient size.
+    /// Bytes per iteration.
     pub bytes: u64,
+    /// The collective.
+    #[serde(default)]
+    pub collective: Collective,
     /// Node of every rank, in the model's best order.
     pub ranks: Vec<String>,
     /// Its predicted time over the truth, seconds.
@@ -262,7 +291,7 @@ pub struct Candidate {
 pub struct Confirmation {
     /// Gradient size.
     pub bytes: u64,
-    /// Ring or Open MPI's choice.
+    /// What ran.
     pub algorithm: Algorithm,
     /// The fastest set of the first round of runs.
     pub best: Vec<String>,
@@ -279,9 +308,9 @@ pub struct Confirmation {
 pub struct MpiRecord {
     /// Node of every rank.
     pub ranks: Vec<String>,
-    /// Gradient size.
+    /// Bytes per iteration.
     pub bytes: u64,
-    /// Ring or Open MPI's choice.
+    /// What ran.
     pub algorithm: Algorithm,
     /// Timed iterations of every successful run, seconds.
     pub runs: Vec<Vec<f64>>,
@@ -335,22 +364,47 @@ pub struct LabResult {
 }
 
 impl LabResult {
-    /// The placement of `strategy` for `bytes` (a drawing strategy's first draw).
-    pub fn placement(&self, strategy: Strategy, bytes: u64) -> Option<&Placement> {
-        self.placements
-            .iter()
-            .find(|p| p.strategy == strategy && p.bytes == bytes)
+    /// The placement of `strategy` for `bytes` of `collective` (a drawing strategy's first
+    /// draw).
+    pub fn placement(
+        &self,
+        strategy: Strategy,
+        bytes: u64,
+        collective: Collective,
+    ) -> Option<&Placement> {
+        self.placements_of(strategy, bytes, collective).next()
     }
 
-    /// Every placement of `strategy` for `bytes` (one, or a drawing strategy's draws).
+    /// Every placement of `strategy` for `bytes` of `collective` (one, or a drawing strategy's
+    /// draws).
     pub fn placements_of(
         &self,
         strategy: Strategy,
         bytes: u64,
+        collective: Collective,
     ) -> impl Iterator<Item = &Placement> + '_ {
-        self.placements
-            .iter()
-            .filter(move |p| p.strategy == strategy && p.bytes == bytes)
+        self.placements.iter().filter(move |p| {
+            p.strategy == strategy && p.bytes == bytes && p.collective == collective
+        })
+    }
+
+    /// What ran on this lab (its MPI records' algorithms, in the scenario's order).
+    pub fn algorithms(&self) -> Vec<Algorithm> {
+        let mut out: Vec<Algorithm> = Vec::new();
+        for r in &self.mpi {
+            if !out.contains(&r.algorithm) {
+                out.push(r.algorithm);
+            }
+        }
+        out.sort_by_key(|a| {
+            self.setup
+                .scenario
+                .algorithms()
+                .iter()
+                .position(|x| x == a)
+                .unwrap_or(usize::MAX)
+        });
+        out
     }
 
     /// The confirmation of `bytes` and `algorithm`, if it ran.
@@ -375,12 +429,12 @@ impl LabResult {
 
 type Topology = v1::topology_client::TopologyClient<Channel>;
 
-/// The placement of a size-blind or size-aware `strategy` (the oracle needs no zonemesh); `draw`
+/// The placement of a job-blind or job-aware `strategy` (the oracle needs no zonemesh); `draw`
 /// numbers a drawing strategy's draws.
 async fn place(
     strategy: Strategy,
     setup: &Setup,
-    bytes: u64,
+    (bytes, collective): (u64, Collective),
     draw: u32,
     topology: &mut Topology,
 ) -> Result<(Vec<String>, Option<f64>)> {
@@ -398,7 +452,7 @@ async fn place(
         Strategy::LabelsOnly => (scenarios::labels_only(setup), None),
         Strategy::LabelsRandom => (scenarios::labels_random(setup, &mut rng), None),
         Strategy::Oracle => {
-            let (ranks, _) = scenarios::oracle(setup, Collective::RingAllReduce, bytes);
+            let (ranks, _) = scenarios::oracle(setup, collective, bytes);
             (ranks, None)
         }
         Strategy::ZoneThenScore => {
@@ -449,7 +503,8 @@ async fn place(
                         .map(|(node, slots)| v1::Candidate { node, slots })
                         .collect(),
                     zone_policy: v1::ZonePolicy::PreferOne as i32,
-                    collective: v1::Collective::Ring as i32,
+                    collective: v1::Collective::from(collective.engine()) as i32,
+                    servers: u32::from(collective == Collective::ParameterServer),
                     bytes_per_iteration: bytes,
                     ..Default::default()
                 })
@@ -509,14 +564,17 @@ pub async fn figures(nodes: &[String], topology: &mut Topology) -> Result<Vec<Pa
     Ok(out)
 }
 
-/// The ring's predicted time over zonemesh's figures (`None` when a path has no figures), and how
-/// many of the figures it used were estimated.
-pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Option<f64>, u32) {
+/// The predicted time of `collective` over zonemesh's figures (`None` when a path it uses has no
+/// figures), and how many of the figures it used were estimated.
+pub fn predicted(
+    network: &[PathFigure],
+    collective: Collective,
+    ranks: &[String],
+    bytes: u64,
+) -> (Option<f64>, u32) {
     let figure = |a: &str, b: &str| network.iter().find(|f| f.src == a && f.dst == b);
     let mut estimated = 0;
-    let n = ranks.len();
-    for i in 0..n {
-        let (a, b) = (&ranks[i], &ranks[(i + 1) % n]);
+    for (a, b) in pairs_used(collective, ranks) {
         if a == b {
             continue;
         }
@@ -531,9 +589,26 @@ pub fn predicted(network: &[PathFigure], ranks: &[String], bytes: u64) -> (Optio
         |a: &str, b: &str| figure(a, b).map_or(crate::collective_time::LOOPBACK, PathFigure::link);
     // TODO(issue 18): a node's own rates, once zonemesh answers them (the predictor's node caps);
     // until then only the paths' figures limit.
-    let unknown = |_: &str| f64::INFINITY;
-    let s = scenarios::predict_named(Collective::RingAllReduce, bytes, ranks, &link, &unknown);
+    let s = scenarios::predict_named(collective, bytes, ranks, &link);
     (Some(s.seconds), estimated)
+}
+
+/// The directed pairs of ranks' nodes that `collective` sends over: a ring's neighbours, every
+/// pair of an all-to-all, every rank to and from the parameter server (rank 0).
+fn pairs_used(collective: Collective, ranks: &[String]) -> Vec<(&str, &str)> {
+    let n = ranks.len();
+    let at = |i: usize| ranks[i % n].as_str();
+    match collective {
+        Collective::RingAllReduce => (0..n).map(|i| (at(i), at(i + 1))).collect(),
+        Collective::AllToAll => (0..n)
+            .flat_map(|i| (0..n).map(move |j| (i, j)))
+            .filter(|(i, j)| i != j)
+            .map(|(i, j)| (at(i), at(j)))
+            .collect(),
+        Collective::ParameterServer => (1..n)
+            .flat_map(|i| [(at(i), at(0)), (at(0), at(i))])
+            .collect(),
+    }
 }
 
 /// A lab of `spec` with zonemesh on it, the aggregator on [`FAST_AGGREGATOR_FLAGS`] (which fill
@@ -551,7 +626,7 @@ pub async fn start_lab(spec: LabSpec, options: &StackOptions) -> Result<(Lab, St
 pub async fn evaluate_lab(
     setup: &Setup,
     plan: &Plan,
-    program: &AllReduce,
+    programs: &Programs,
     options: &StackOptions,
     progress: &mut impl FnMut(&str),
 ) -> Result<LabResult> {
@@ -559,11 +634,25 @@ pub async fn evaluate_lab(
     let date = machine::utc_minute();
     let (mut lab, mut stack, mut topology) = start_lab(setup.spec(), options).await?;
     progress(&format!(
-        "{tag}: lossy {} ({:.1} %), slow {}, zone RTTs {:?}; zonemesh is measuring",
+        "{tag}: lossy {} ({:.1} %), slow {}{}, zone RTTs {:?}{}; zonemesh is measuring",
         setup.lossy,
         setup.loss * 100.0,
-        setup.slow,
-        setup.zone_rtt_us
+        if setup.slow.is_empty() {
+            "none"
+        } else {
+            &setup.slow
+        },
+        if setup.slow_egress_only {
+            " (egress)"
+        } else {
+            ""
+        },
+        setup.zone_rtt_us,
+        setup
+            .thin_link
+            .as_ref()
+            .map(|l| format!(", thin link {l}"))
+            .unwrap_or_default()
     ));
     // 1. zonemesh measures the lab.
     let measuring = Instant::now();
@@ -578,21 +667,21 @@ pub async fn evaluate_lab(
     // 2. Every strategy places; zonemesh's figures of every path, for the predictions.
     let network = network(setup, &mut topology).await?;
     let placements = place_all(setup, plan, &network, &mut topology, &tag, progress).await?;
-    let candidates: Vec<Candidate> = plan
-        .sizes
-        .iter()
-        .flat_map(|&bytes| {
-            scenarios::best_sets(setup, Collective::RingAllReduce, bytes, plan.model_sets)
-                .into_iter()
-                .enumerate()
-                .map(move |(i, (ranks, truth_predicted_s))| Candidate {
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for &bytes in &plan.sizes {
+        for collective in plan.collectives_for(setup) {
+            let best = scenarios::best_sets(setup, collective, bytes, plan.model_sets);
+            candidates.extend(best.into_iter().enumerate().map(
+                |(i, (ranks, truth_predicted_s))| Candidate {
                     bytes,
+                    collective,
                     ranks,
                     truth_predicted_s,
                     model_rank: i as u32 + 1,
-                })
-        })
-        .collect();
+                },
+            ));
+        }
+    }
     // 3. The agents' probes would share the links with the job.
     for (_, agent) in std::mem::take(&mut stack.agents) {
         agent.terminate()?;
@@ -600,7 +689,8 @@ pub async fn evaluate_lab(
     let load_before = machine::load_average();
     let mpi_records = run_mpi(
         &lab,
-        program,
+        programs,
+        &plan.algorithms_for(setup),
         plan,
         &placements,
         &candidates,
@@ -610,7 +700,7 @@ pub async fn evaluate_lab(
     let confirmations = if plan.confirm {
         confirm(
             &lab,
-            program,
+            programs,
             setup,
             plan,
             &placements,
@@ -644,8 +734,9 @@ pub async fn evaluate_lab(
     })
 }
 
-/// Every strategy's placement at every size (a size-blind strategy places once), each with its
-/// predicted time over zonemesh's figures (`network`) and over the truth.
+/// Every strategy's placement at every size and for every collective (a job-blind strategy
+/// places once), each with its predicted time over zonemesh's figures (`network`) and over the
+/// truth.
 async fn place_all(
     setup: &Setup,
     plan: &Plan,
@@ -655,78 +746,84 @@ async fn place_all(
     progress: &mut impl FnMut(&str),
 ) -> Result<Vec<Placement>> {
     let mut placements: Vec<Placement> = Vec::new();
+    let collectives = plan.collectives_for(setup);
     for &bytes in &plan.sizes {
-        for &strategy in &plan.strategies {
-            let draws = if strategy == Strategy::LabelsRandom {
-                LABEL_DRAWS
-            } else {
-                1
-            };
-            for draw in 0..draws {
-                let placed = if !strategy.knows_the_size() && bytes != plan.sizes[0] {
-                    // The same as for the first size.
-                    let p = placements
-                        .iter()
-                        .find(|p| p.strategy == strategy && p.draw.unwrap_or(0) == draw)
-                        .cloned()
-                        .expect("placed for the first size");
-                    Ok((p.ranks, p.place_predicted_s))
+        for &collective in &collectives {
+            for &strategy in &plan.strategies {
+                let draws = if strategy == Strategy::LabelsRandom {
+                    LABEL_DRAWS
                 } else {
-                    place(strategy, setup, bytes, draw, topology).await
+                    1
                 };
-                let (ranks, place_predicted_s, failure) = match placed {
-                    Ok((r, p)) => (r, p, None),
-                    Err(e) => (Vec::new(), None, Some(format!("{e:#}"))),
-                };
-                let (predicted_s, estimated_figures) = if ranks.is_empty() {
-                    (None, 0)
-                } else {
-                    predicted(network, &ranks, bytes)
-                };
-                let truth_predicted_s = if ranks.is_empty() {
-                    f64::NAN
-                } else {
-                    setup.truth_prediction(bytes, &ranks).seconds
-                };
-                progress(&format!(
-                    "{tag}: {} B {}{} -> {} (predicted {:?}, truth model {truth_predicted_s:.4} s){}",
-                    bytes,
-                    strategy.as_str(),
-                    if draws > 1 {
-                        format!(" draw {draw}")
+                for draw in 0..draws {
+                    let first = !strategy.knows_the_job()
+                        && (bytes, collective) != (plan.sizes[0], collectives[0]);
+                    let placed = if first {
+                        // The same as for the first size and collective.
+                        let p = placements
+                            .iter()
+                            .find(|p| p.strategy == strategy && p.draw.unwrap_or(0) == draw)
+                            .cloned()
+                            .expect("placed for the first job");
+                        Ok((p.ranks, p.place_predicted_s))
                     } else {
-                        String::new()
-                    },
-                    ranks.join(","),
-                    predicted_s,
-                    failure
-                        .as_ref()
-                        .map(|f| format!(" FAILED: {f}"))
-                        .unwrap_or_default()
-                ));
-                placements.push(Placement {
-                    strategy,
-                    bytes,
-                    ranks,
-                    predicted_s,
-                    place_predicted_s,
-                    truth_predicted_s,
-                    estimated_figures,
-                    failure,
-                    draw: (draws > 1).then_some(draw),
-                });
+                        place(strategy, setup, (bytes, collective), draw, topology).await
+                    };
+                    let (ranks, place_predicted_s, failure) = match placed {
+                        Ok((r, p)) => (r, p, None),
+                        Err(e) => (Vec::new(), None, Some(format!("{e:#}"))),
+                    };
+                    let (predicted_s, estimated_figures) = if ranks.is_empty() {
+                        (None, 0)
+                    } else {
+                        predicted(network, collective, &ranks, bytes)
+                    };
+                    let truth_predicted_s = if ranks.is_empty() {
+                        f64::NAN
+                    } else {
+                        setup.truth_prediction(collective, bytes, &ranks).seconds
+                    };
+                    progress(&format!(
+                        "{tag}: {bytes} B {collective:?} {}{} -> {} (predicted {predicted_s:?}, truth model {truth_predicted_s:.4} s){}",
+                        strategy.as_str(),
+                        if draws > 1 {
+                            format!(" draw {draw}")
+                        } else {
+                            String::new()
+                        },
+                        ranks.join(","),
+                        failure
+                            .as_ref()
+                            .map(|f| format!(" FAILED: {f}"))
+                            .unwrap_or_default()
+                    ));
+                    placements.push(Placement {
+                        strategy,
+                        bytes,
+                        collective,
+                        ranks,
+                        predicted_s,
+                        place_predicted_s,
+                        truth_predicted_s,
+                        estimated_figures,
+                        failure,
+                        draw: (draws > 1).then_some(draw),
+                    });
+                }
             }
         }
     }
     Ok(placements)
 }
 
-/// `MPI_Allreduce` on every distinct set (the strategies' placements, then the model's best sets
-/// `candidates`) at every size and with every algorithm of `plan`, run after run, the sets
-/// interleaved (a slow spell of the machine falls on all).
+/// `algorithms` on every distinct set (the strategies' placements for the algorithm's
+/// collective, then the model's best sets `candidates`) at every size of `plan`, run after run,
+/// the sets interleaved (a slow spell of the machine falls on all).
+#[allow(clippy::too_many_arguments)]
 fn run_mpi(
     lab: &Lab,
-    program: &AllReduce,
+    programs: &Programs,
+    algorithms: &[Algorithm],
     plan: &Plan,
     placements: &[Placement],
     candidates: &[Candidate],
@@ -735,24 +832,25 @@ fn run_mpi(
 ) -> Vec<MpiRecord> {
     let mut mpi_records = Vec::new();
     for &bytes in &plan.sizes {
-        // Distinct rank orders, in strategy order, then the model's.
-        let mut distinct: Vec<(Vec<String>, f64)> = Vec::new();
-        let sets = placements
-            .iter()
-            .filter(|p| p.bytes == bytes)
-            .map(|p| (&p.ranks, p.truth_predicted_s))
-            .chain(
-                candidates
-                    .iter()
-                    .filter(|c| c.bytes == bytes)
-                    .map(|c| (&c.ranks, c.truth_predicted_s)),
-            );
-        for (ranks, truth_s) in sets {
-            if !ranks.is_empty() && !distinct.iter().any(|(r, _)| r == ranks) {
-                distinct.push((ranks.clone(), truth_s));
+        for &algorithm in algorithms {
+            let collective = algorithm.collective();
+            // Distinct rank orders, in strategy order, then the model's.
+            let mut distinct: Vec<(Vec<String>, f64)> = Vec::new();
+            let sets = placements
+                .iter()
+                .filter(|p| p.bytes == bytes && p.collective == collective)
+                .map(|p| (&p.ranks, p.truth_predicted_s))
+                .chain(
+                    candidates
+                        .iter()
+                        .filter(|c| c.bytes == bytes && c.collective == collective)
+                        .map(|c| (&c.ranks, c.truth_predicted_s)),
+                );
+            for (ranks, truth_s) in sets {
+                if !ranks.is_empty() && !distinct.iter().any(|(r, _)| r == ranks) {
+                    distinct.push((ranks.clone(), truth_s));
+                }
             }
-        }
-        for &algorithm in &plan.algorithms {
             let mut records: Vec<MpiRecord> = distinct
                 .iter()
                 .map(|(ranks, _)| MpiRecord {
@@ -766,7 +864,7 @@ fn run_mpi(
             for run in 0..plan.runs_of(algorithm) {
                 for (i, (ranks, truth_s)) in distinct.iter().enumerate() {
                     let label = format!("run {run}");
-                    match mpi_once(lab, program, ranks, bytes, algorithm, *truth_s) {
+                    match mpi_once(lab, programs, ranks, bytes, algorithm, *truth_s) {
                         Ok(times) => {
                             progress(&describe(tag, bytes, algorithm, &label, ranks, &times));
                             records[i].runs.push(times);
@@ -792,7 +890,7 @@ fn run_mpi(
 /// `truth_s` (the truth's predicted time) sets its timeout.
 fn mpi_once(
     lab: &Lab,
-    program: &AllReduce,
+    programs: &Programs,
     ranks: &[String],
     bytes: u64,
     algorithm: Algorithm,
@@ -810,7 +908,7 @@ fn mpi_once(
         timeout: Duration::from_secs(30)
             + Duration::from_secs_f64((10.0 * truth_s * f64::from(timed + warmup)).min(600.0)),
     };
-    tokio::task::block_in_place(|| mpi::run(lab, program, &job))
+    tokio::task::block_in_place(|| mpi::run(lab, programs, &job))
         .map(|m| m.iterations.iter().map(Duration::as_secs_f64).collect())
         .map_err(|e| format!("{e:#}"))
 }
@@ -839,7 +937,7 @@ fn describe(
 /// best; when zonemesh's set was itself the fastest, nothing more runs.
 fn confirm(
     lab: &Lab,
-    program: &AllReduce,
+    programs: &Programs,
     setup: &Setup,
     plan: &Plan,
     placements: &[Placement],
@@ -849,14 +947,19 @@ fn confirm(
     let tag = &format!("{} seed {}", setup.scenario, setup.seed);
     let mut out = Vec::new();
     for &bytes in &plan.sizes {
-        let Some(zonemesh) = placements
-            .iter()
-            .find(|p| p.strategy == Strategy::ZonemeshPredicted && p.bytes == bytes)
-            .filter(|p| !p.ranks.is_empty())
-        else {
-            continue;
-        };
-        for &algorithm in &plan.algorithms {
+        for algorithm in plan.algorithms_for(setup) {
+            let collective = algorithm.collective();
+            let Some(zonemesh) = placements
+                .iter()
+                .find(|p| {
+                    p.strategy == Strategy::ZonemeshPredicted
+                        && p.bytes == bytes
+                        && p.collective == collective
+                })
+                .filter(|p| !p.ranks.is_empty())
+            else {
+                continue;
+            };
             let fastest = records
                 .iter()
                 .filter(|r| r.bytes == bytes && r.algorithm == algorithm)
@@ -876,7 +979,8 @@ fn confirm(
                 failures: Vec::new(),
             };
             if c.best != c.zonemesh {
-                let truth = |ranks: &[String]| setup.truth_prediction(bytes, ranks).seconds;
+                let truth =
+                    |ranks: &[String]| setup.truth_prediction(collective, bytes, ranks).seconds;
                 let (best_truth, zonemesh_truth) = (truth(&c.best), truth(&c.zonemesh));
                 for run in 0..plan.runs_of(algorithm) {
                     for (ranks, truth_s, is_best) in [
@@ -884,7 +988,7 @@ fn confirm(
                         (&c.zonemesh, zonemesh_truth, false),
                     ] {
                         let label = format!("confirming run {run}");
-                        match mpi_once(lab, program, ranks, bytes, algorithm, truth_s) {
+                        match mpi_once(lab, programs, ranks, bytes, algorithm, truth_s) {
                             Ok(times) => {
                                 progress(&describe(tag, bytes, algorithm, &label, ranks, &times));
                                 if is_best {
@@ -922,7 +1026,10 @@ fn run_tcp(
     let mut tcp = Vec::new();
     for &bytes in &plan.sizes {
         let mut done: Vec<Vec<String>> = Vec::new();
-        for p in placements.iter().filter(|p| p.bytes == bytes) {
+        for p in placements
+            .iter()
+            .filter(|p| p.bytes == bytes && p.collective == Collective::RingAllReduce)
+        {
             if p.ranks.is_empty() || done.contains(&p.ranks) {
                 continue;
             }
@@ -961,8 +1068,9 @@ fn tcp_run(lab: &Lab, ranks: &[String], bytes: u64, collective: Collective) -> T
     }
     let workload = Workload {
         collective: match collective {
-            Collective::RingAllReduce => train::Collective::Ring,
             Collective::ParameterServer => train::Collective::ParameterServer,
+            // The workload has no all-to-all; run_tcp asks for the ring and the server only.
+            Collective::RingAllReduce | Collective::AllToAll => train::Collective::Ring,
         },
         gradient_bytes: bytes as usize,
         iterations: 3,
@@ -1058,7 +1166,7 @@ pub fn measured(
     algorithm: Algorithm,
 ) -> Option<Measurement> {
     let draws: Vec<Measurement> = result
-        .placements_of(strategy, bytes)
+        .placements_of(strategy, bytes, algorithm.collective())
         .filter_map(|p| measured_set(result, &p.ranks, bytes, algorithm))
         .collect();
     match draws.as_slice() {
@@ -1159,10 +1267,15 @@ pub fn regret(result: &LabResult, bytes: u64, algorithm: Algorithm) -> Option<Re
     })
 }
 
-/// zonemesh's prediction for `strategy`'s placement: `Place`'s own where it gave one, else the
-/// model over zonemesh's figures.
-pub fn prediction(result: &LabResult, strategy: Strategy, bytes: u64) -> Option<f64> {
-    let p = result.placement(strategy, bytes)?;
+/// zonemesh's prediction for `strategy`'s placement for `bytes` of `collective`: `Place`'s own
+/// where it gave one, else the model over zonemesh's figures.
+pub fn prediction(
+    result: &LabResult,
+    strategy: Strategy,
+    bytes: u64,
+    collective: Collective,
+) -> Option<f64> {
+    let p = result.placement(strategy, bytes, collective)?;
     p.place_predicted_s.or(p.predicted_s)
 }
 

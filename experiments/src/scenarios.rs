@@ -15,6 +15,9 @@
 //! | (d) | two zones close, a third far; the job must span two zones | one zone pair 2 ms apart (the seed picks which), both others 10 ms; 6 workers |
 //! | (e) | half of the cluster's slots taken (candidates with slots) | 2 slots a node, 12 of the 24 taken at random; 4 workers |
 //! | (f) | (issue 27) gray failure: in the best zone one node drops 1 % of what reaches it, on links fast enough that its throughput test hardly shows it | 3 workers; the lossy node's zone is the only one with 3 free slots (the slow node's zone has 2 free, the third none); loss 1 % |
+//! | (g) | (issue 27) a thin zone link: a rate limit on a zone link at the hub (100 Mbit/s, the rest 1 Gbit/s), with all-to-all and parameter-server jobs that cross it | 6 workers (two zones at least); the seed picks the thin zone pair; the jobs are `MPI_Alltoall` and the parameter-server exchange, not the all-reduce |
+//! | (h) | (issue 27) one direction slow: a node whose egress runs at 100 Mbit/s and whose ingress does not | 3 workers as in (a); the slow node's limit is on its egress only |
+//! | (i) | (issue 27) no rate limits, where per-message costs and latency decide | 6 workers; no node or link has a rate limit and there is no slow node; the lossy node stays |
 //!
 //! Delays in (a), (b), (c) and (e) are 2, 6 and 10 ms round trip between the three zone pairs in
 //! the seed's order (as evaluation v1), with jitter of a fortieth of the delay. Lossy and slow
@@ -27,7 +30,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use zonemesh_lab::LabSpec;
 
-use crate::collective_time::{Collective, LOOPBACK, Link, Named};
+use crate::collective_time::{Collective, LOOPBACK, Link, Named, no_zone_limit, unlimited};
+use crate::mpi::Algorithm;
 use crate::rng::Rng;
 
 /// The zones and nodes of every scenario's lab.
@@ -61,16 +65,25 @@ pub enum Scenario {
     E,
     /// (f) gray failure: the one zone that fits the job holds a node that drops 1 %.
     F,
+    /// (g) a thin zone link, crossed by all-to-all and parameter-server jobs.
+    G,
+    /// (h) a node slow in one direction: its egress.
+    H,
+    /// (i) no rate limits.
+    I,
 }
 
 /// Every scenario, in the report's order.
-pub const SCENARIOS: [Scenario; 6] = [
+pub const SCENARIOS: [Scenario; 9] = [
     Scenario::A,
     Scenario::B,
     Scenario::C,
     Scenario::D,
     Scenario::E,
     Scenario::F,
+    Scenario::G,
+    Scenario::H,
+    Scenario::I,
 ];
 
 impl Scenario {
@@ -83,6 +96,9 @@ impl Scenario {
             Self::D => 'd',
             Self::E => 'e',
             Self::F => 'f',
+            Self::G => 'g',
+            Self::H => 'h',
+            Self::I => 'i',
         }
     }
 
@@ -102,16 +118,43 @@ impl Scenario {
             Self::F => {
                 "gray failure: the one zone that fits the job holds a node that drops 1 % of what reaches it"
             }
+            Self::G => {
+                "a thin zone link (100 Mbit/s at the hub) crossed by all-to-all and parameter-server jobs"
+            }
+            Self::H => "one node's egress at 100 Mbit/s, its ingress not limited",
+            Self::I => "no rate limits: per-message costs and latency decide",
         }
     }
 
     /// Workers of its job.
     pub fn workers(self) -> usize {
         match self {
-            Self::A | Self::C | Self::F => 3,
-            Self::B | Self::D => 6,
+            Self::A | Self::C | Self::F | Self::H => 3,
+            Self::B | Self::D | Self::G | Self::I => 6,
             Self::E => 4,
         }
+    }
+
+    /// What its jobs run: the all-reduce (forced ring, then Open MPI's choice), or in (g) the
+    /// all-to-all and the parameter-server exchange. The first is the one its targets are judged
+    /// on; every one but Open MPI's choice is a job `Place` is asked to place.
+    pub fn algorithms(self) -> &'static [Algorithm] {
+        match self {
+            Self::G => &[Algorithm::AllToAll, Algorithm::ParameterServer],
+            _ => &[Algorithm::Ring, Algorithm::OpenMpiChoice],
+        }
+    }
+
+    /// The collectives its jobs are placed for (one per algorithm but Open MPI's choice, which
+    /// runs the ring's placements).
+    pub fn collectives(self) -> Vec<Collective> {
+        let mut out: Vec<Collective> = Vec::new();
+        for a in self.algorithms() {
+            if !out.contains(&a.collective()) {
+                out.push(a.collective());
+            }
+        }
+        out
     }
 }
 
@@ -132,8 +175,17 @@ pub struct Setup {
     pub lossy: String,
     /// Its loss (of the packets that reach it).
     pub loss: f64,
-    /// The node at 100 Mbit/s.
+    /// The node at 100 Mbit/s (empty in (i), which has none).
     pub slow: String,
+    /// (h): the slow node's limit is on its egress only.
+    #[serde(default)]
+    pub slow_egress_only: bool,
+    /// (g): the zone pair ("zone-a/zone-b") whose link carries 100 Mbit/s each way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thin_link: Option<String>,
+    /// (i): no rate limits anywhere.
+    #[serde(default)]
+    pub unshaped: bool,
     /// Round-trip delay between zone pairs ("zone-a"/"zone-b" …), µs.
     pub zone_rtt_us: BTreeMap<String, u64>,
     /// Free slots of every node (nodes without any are not candidates).
@@ -192,6 +244,12 @@ impl Setup {
         // 2.0 % to 5.0 % in steps of 0.1 %; a gray failure's 1 %.
         let loss = (20 + rng.below(31)) as f64 / 1000.0;
         let loss = if scenario == Scenario::F { 0.01 } else { loss };
+        let thin_link = (scenario == Scenario::G).then(|| {
+            let (a, b) = pairs[rng.below(3)];
+            pair_key(a, b)
+        });
+        let unshaped = scenario == Scenario::I;
+        let slow = if unshaped { String::new() } else { slow };
         let mut slots: BTreeMap<String, u32> = all_nodes().map(|n| (n.to_owned(), 1)).collect();
         if scenario == Scenario::F {
             // The third zone full; in the slow node's zone two of its fast nodes taken.
@@ -223,6 +281,9 @@ impl Setup {
             lossy,
             loss,
             slow,
+            slow_egress_only: scenario == Scenario::H,
+            thin_link,
+            unshaped,
             zone_rtt_us,
             slots,
             workers: scenario.workers(),
@@ -245,8 +306,15 @@ impl Setup {
             );
         }
         spec = spec.node_loss(&self.lossy, self.loss);
-        for n in all_nodes() {
-            spec = spec.node_rate(n, if n == self.slow { SLOW_BPS } else { NODE_BPS });
+        if !self.unshaped {
+            for n in all_nodes() {
+                spec = spec
+                    .node_egress_rate(n, self.egress_bps(n) as u64)
+                    .node_ingress_rate(n, self.ingress_bps(n) as u64);
+            }
+        }
+        if let Some((a, b)) = self.thin_link.as_deref().and_then(|p| p.split_once('/')) {
+            spec = spec.link_rate(a, b, SLOW_BPS);
         }
         spec.seed = self.seed;
         spec
@@ -263,17 +331,20 @@ impl Setup {
     }
 
     /// The truth the lab injected for the path from `a` to `b`: the zones' delay, the loss of
-    /// packets arriving at `b`, the lower of the two nodes' rates.
+    /// packets arriving at `b`, the lowest rate on the way (`a`'s egress, `b`'s ingress, the
+    /// zone link).
     pub fn truth(&self, a: &str, b: &str) -> Link {
         if a == b {
             return LOOPBACK;
         }
-        let rate = |n: &str| if n == self.slow { SLOW_BPS } else { NODE_BPS };
         let rtt_us = self.rtt_us(a, b) as f64;
         let link = Link::wire(
             rtt_us,
             if b == self.lossy { self.loss } else { 0.0 },
-            rate(a).min(rate(b)) as f64,
+            self.egress_bps(a).min(self.ingress_bps(b)).min(
+                self.zone_bps(zone_of(a), zone_of(b))
+                    .unwrap_or(f64::INFINITY),
+            ),
         );
         // A lost last segment waits out Linux's shortest retransmission timeout, as the agents'
         // exchanges measure on the lab (`docs/ACCURACY.md`).
@@ -283,24 +354,83 @@ impl Setup {
         }
     }
 
-    /// What `node`'s own link carries each way, bit/s (`tbf` on both ends of its veth).
-    pub fn node_bps(&self, node: &str) -> f64 {
-        if node == self.slow {
+    /// What `node` sends at most, bit/s (`tbf` on its `eth0`; unlimited in (i)).
+    pub fn egress_bps(&self, node: &str) -> f64 {
+        if self.unshaped {
+            f64::INFINITY
+        } else if node == self.slow {
             SLOW_BPS as f64
         } else {
             NODE_BPS as f64
         }
     }
 
-    /// The ring's predicted time over `bytes` for `ranks` on the truth the lab injected.
+    /// What `node` receives at most, bit/s (`tbf` on the router's end of its veth).
+    pub fn ingress_bps(&self, node: &str) -> f64 {
+        if self.unshaped {
+            f64::INFINITY
+        } else if node == self.slow && !self.slow_egress_only {
+            SLOW_BPS as f64
+        } else {
+            NODE_BPS as f64
+        }
+    }
+
+    /// The capacity between zones `a` and `b` that every flow between them shares, each way,
+    /// bit/s: the thin link's in (g), none otherwise.
+    pub fn zone_bps(&self, a: &str, b: &str) -> Option<f64> {
+        (a != b && self.thin_link.as_deref() == Some(pair_key(a, b).as_str()))
+            .then_some(SLOW_BPS as f64)
+    }
+
+    /// The truth the lab injected as a network of every node.
+    pub fn truth_network<'a>(
+        &'a self,
+        nodes: &'a [String],
+        truth: &'a dyn Fn(&str, &str) -> Link,
+        egress: &'a dyn Fn(&str) -> f64,
+        ingress: &'a dyn Fn(&str) -> f64,
+        zone_bps: &'a dyn Fn(&str, &str) -> Option<f64>,
+    ) -> Named<'a> {
+        Named {
+            nodes,
+            zone: &zone_name,
+            link: truth,
+            egress_bps: egress,
+            ingress_bps: ingress,
+            zone_bps,
+        }
+    }
+
+    /// The predicted time of `collective` over `bytes` for `ranks` on the truth the lab injected.
     pub fn truth_prediction(
         &self,
+        collective: Collective,
         bytes: u64,
         ranks: &[String],
     ) -> crate::collective_time::Prediction {
-        let truth = |a: &str, b: &str| self.truth(a, b);
-        let rate = |n: &str| self.node_bps(n);
-        predict_named(Collective::RingAllReduce, bytes, ranks, &truth, &rate)
+        let nodes = node_names();
+        let (truth, egress, ingress, zone_bps) = self.truth_fns();
+        self.truth_network(&nodes, &truth, &egress, &ingress, &zone_bps)
+            .predict(collective, bytes, ranks)
+    }
+
+    /// The truth's functions, for [`Setup::truth_network`].
+    #[allow(clippy::type_complexity)]
+    fn truth_fns(
+        &self,
+    ) -> (
+        impl Fn(&str, &str) -> Link + '_,
+        impl Fn(&str) -> f64 + '_,
+        impl Fn(&str) -> f64 + '_,
+        impl Fn(&str, &str) -> Option<f64> + '_,
+    ) {
+        (
+            |a: &str, b: &str| self.truth(a, b),
+            |n: &str| self.egress_bps(n),
+            |n: &str| self.ingress_bps(n),
+            |a: &str, b: &str| self.zone_bps(a, b),
+        )
     }
 
     /// Candidates with their free slots, in node order.
@@ -314,6 +444,11 @@ impl Setup {
 /// Every node, zone by zone.
 pub fn all_nodes() -> impl Iterator<Item = &'static str> {
     ZONES.iter().flat_map(|(_, nodes)| nodes.iter().copied())
+}
+
+/// The zone of `node`, owned (a [`Named::zone`]).
+fn zone_name(node: &str) -> String {
+    zone_of(node).to_owned()
 }
 
 /// The zone of `node`.
@@ -633,15 +768,8 @@ pub fn best_sets(
         .enumerate()
         .filter_map(|(i, n)| setup.slots.get(n).map(|s| (i, *s)))
         .collect();
-    let truth = |a: &str, b: &str| setup.truth(a, b);
-    let rate = |n: &str| setup.node_bps(n);
-    let zone = |n: &str| zone_of(n).to_owned();
-    let net = Named {
-        nodes: &nodes,
-        zone: &zone,
-        link: &truth,
-        node_bps: &rate,
-    };
+    let (truth, egress, ingress, zone_bps) = setup.truth_fns();
+    let net = setup.truth_network(&nodes, &truth, &egress, &ingress, &zone_bps);
     let cost =
         |ranks: &[usize]| crate::collective_time::predict(collective, bytes, ranks, &net).seconds;
     best_choices(&candidates, setup.workers, &cost, k)
@@ -650,22 +778,23 @@ pub fn best_sets(
         .collect()
 }
 
-/// The predicted time of `collective` over `bytes` for `ranks` on the network of the lab's nodes given by
-/// `link` (the path between two distinct nodes) and `node_bps` (a node's own rate).
+/// The predicted time of `collective` over `bytes` for `ranks` on the network of the lab's nodes
+/// given by `link` (the path between two distinct nodes) alone: no node's or zone link's own
+/// limit.
 pub fn predict_named(
     collective: Collective,
     bytes: u64,
     ranks: &[String],
     link: &dyn Fn(&str, &str) -> Link,
-    node_bps: &dyn Fn(&str) -> f64,
 ) -> crate::collective_time::Prediction {
     let nodes = node_names();
-    let zone = |n: &str| zone_of(n).to_owned();
     Named {
         nodes: &nodes,
-        zone: &zone,
+        zone: &zone_name,
         link,
-        node_bps,
+        egress_bps: &unlimited,
+        ingress_bps: &unlimited,
+        zone_bps: &no_zone_limit,
     }
     .predict(collective, bytes, ranks)
 }
@@ -687,6 +816,12 @@ mod tests {
                     assert!((0.02..=0.05).contains(&setup.loss), "{}", setup.loss);
                 }
                 assert_ne!(setup.lossy, setup.slow);
+                assert_eq!(
+                    setup.slow.is_empty(),
+                    s == Scenario::I,
+                    "(i) has no slow node"
+                );
+                assert_eq!(setup.thin_link.is_some(), s == Scenario::G);
                 let free: u32 = setup.slots.values().sum();
                 let rtts: Vec<u64> = setup.zone_rtt_us.values().copied().collect();
                 match s {
@@ -694,11 +829,49 @@ mod tests {
                         assert_eq!(zone_of(&setup.lossy), "zone-a");
                         assert_eq!(zone_of(&setup.slow), "zone-a");
                     }
+                    Scenario::I => {}
                     _ => assert_ne!(zone_of(&setup.lossy), zone_of(&setup.slow)),
                 }
+                // What the lab limits, by direction and zone link.
+                let spec = setup.spec();
+                for a in all_nodes() {
+                    for b in all_nodes().filter(|b| *b != a) {
+                        let injected = spec.path_rate_bps(a, b).map_or(f64::INFINITY, |r| r as f64);
+                        assert_eq!(setup.truth(a, b).rate_bps, injected, "{s} {a} -> {b}");
+                    }
+                }
                 match s {
-                    Scenario::A | Scenario::C => assert!(setup.workers < 4, "fits one zone"),
-                    Scenario::B | Scenario::D => assert!(setup.workers > 4, "no zone holds it"),
+                    Scenario::G => {
+                        let (za, zb) = setup.thin_link.as_deref().unwrap().split_once('/').unwrap();
+                        assert_eq!(setup.zone_bps(za, zb), Some(SLOW_BPS as f64));
+                        assert_eq!(setup.zone_bps(zb, za), Some(SLOW_BPS as f64));
+                        assert_eq!(
+                            spec.links.values().filter(|l| l.rate_bps.is_some()).count(),
+                            1
+                        );
+                        assert!(setup.workers > 4, "the job crosses a zone link");
+                    }
+                    Scenario::H => {
+                        assert_eq!(setup.egress_bps(&setup.slow), SLOW_BPS as f64);
+                        assert_eq!(setup.ingress_bps(&setup.slow), NODE_BPS as f64);
+                    }
+                    Scenario::I => assert!(
+                        spec.nodes
+                            .values()
+                            .all(|n| n.egress_bps.is_none() && n.ingress_bps.is_none())
+                    ),
+                    _ => {
+                        assert_eq!(setup.egress_bps(&setup.slow), SLOW_BPS as f64);
+                        assert_eq!(setup.ingress_bps(&setup.slow), SLOW_BPS as f64);
+                    }
+                }
+                match s {
+                    Scenario::A | Scenario::C | Scenario::H => {
+                        assert!(setup.workers < 4, "fits one zone")
+                    }
+                    Scenario::B | Scenario::D | Scenario::G | Scenario::I => {
+                        assert!(setup.workers > 4, "no zone holds it")
+                    }
                     Scenario::E => assert_eq!(free, 12, "half of 24 slots free"),
                     Scenario::F => {
                         assert!(setup.workers < 4);
@@ -787,9 +960,10 @@ mod tests {
         for s in SCENARIOS {
             let setup = Setup::new(s, 3);
             let bytes = 256 << 10;
-            let best = best_sets(&setup, Collective::RingAllReduce, bytes, 4);
+            let collective = s.collectives()[0];
+            let best = best_sets(&setup, collective, bytes, 4);
             assert_eq!(best.len(), 4, "{s}");
-            assert_eq!(best[0], oracle(&setup, Collective::RingAllReduce, bytes));
+            assert_eq!(best[0], oracle(&setup, collective, bytes));
             for w in best.windows(2) {
                 assert!(w[0].1 <= w[1].1, "{s}: {best:?}");
                 let set = |r: &[String]| {
@@ -800,7 +974,7 @@ mod tests {
                 assert_ne!(set(&w[0].0), set(&w[1].0), "{s}: sets, not orders");
             }
             for (ranks, seconds) in &best {
-                let again = setup.truth_prediction(bytes, ranks).seconds;
+                let again = setup.truth_prediction(collective, bytes, ranks).seconds;
                 assert!(
                     (again - seconds).abs() < 1e-9,
                     "{s}: {again} against {seconds}"
@@ -885,7 +1059,8 @@ mod tests {
             for seed in seeds {
                 let setup = Setup::new(s, seed);
                 for bytes in SIZES {
-                    let (ranks, seconds) = oracle(&setup, Collective::RingAllReduce, bytes);
+                    let collective = s.collectives()[0];
+                    let (ranks, seconds) = oracle(&setup, collective, bytes);
                     assert_eq!(ranks.len(), setup.workers);
                     assert!(
                         !ranks.contains(&setup.slow),
@@ -893,12 +1068,25 @@ mod tests {
                     );
                     // No placement the label strategy or a random one makes predicts faster.
                     for other in [labels_only(&setup), random(&setup, &mut Rng::new(seed))] {
-                        let p = setup.truth_prediction(bytes, &other).seconds;
+                        let p = setup.truth_prediction(collective, bytes, &other).seconds;
                         assert!(p >= seconds - 1e-12, "{other:?} {p} < {seconds}");
                     }
                     assert!(
-                        (setup.truth_prediction(bytes, &ranks).seconds - seconds).abs() < 1e-12
+                        (setup.truth_prediction(collective, bytes, &ranks).seconds - seconds).abs()
+                            < 1e-12
                     );
+                    if let Some((za, zb)) =
+                        setup.thin_link.as_deref().and_then(|p| p.split_once('/'))
+                    {
+                        // At 16 MiB the thin link costs more than any other choice.
+                        let zones: Vec<&str> = ranks.iter().map(|n| zone_of(n)).collect();
+                        if bytes == 16 << 20 {
+                            assert!(
+                                !(zones.contains(&za) && zones.contains(&zb)),
+                                "{s} seed {seed}: {ranks:?} crosses the thin link {za}/{zb}"
+                            );
+                        }
+                    }
                 }
             }
         }

@@ -483,7 +483,9 @@ impl Figures {
             nodes: &all,
             zone: &zone,
             link: &link,
-            node_bps: &node_bps,
+            egress_bps: &node_bps,
+            ingress_bps: &node_bps,
+            zone_bps: &crate::collective_time::no_zone_limit,
         };
         Duration::from_secs_f64(network.predict(collective, bytes, nodes).seconds)
     }

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use zonemesh_experiments::mpi::{self, Algorithm, AllReduce, Job};
+use zonemesh_experiments::collective_time::Collective;
+use zonemesh_experiments::mpi::{self, Algorithm, Job, Programs};
 use zonemesh_experiments::mpi_evaluation::{self, LabResult, Plan, Strategy};
 use zonemesh_experiments::scenarios::{Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
@@ -44,7 +45,7 @@ fn ranks_run_on_their_nodes_and_feel_the_links() -> Result<()> {
             .delay("zone-a", "zone-b", Duration::from_millis(4), Duration::ZERO)
             .node_rate("b1", 100_000_000),
     )?;
-    let program = AllReduce::build()?;
+    let program = Programs::build()?;
     // Rank order unlike address order, rank 0 not the first node, and two ranks on one node:
     // `run` fails unless every rank reports its node's address.
     for ranks in [
@@ -85,6 +86,59 @@ fn ranks_run_on_their_nodes_and_feel_the_links() -> Result<()> {
     Ok(())
 }
 
+/// The all-to-all and the parameter-server programs (issue 27's scenario (g)) run on the nodes
+/// given, check their results, and feel a thin zone link: what 2 MiB a rank makes cross
+/// 100 Mbit/s at the hub cannot take under 200 ms on either program, and the same job inside a
+/// zone (1 Gbit/s nodes) runs over three times faster.
+#[test]
+fn all_to_all_and_the_parameter_server_feel_a_thin_zone_link() -> Result<()> {
+    if !mpi_can_run("mpi") {
+        return Ok(());
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    cleanup_on_signals();
+    let lab = Lab::build(
+        LabSpec::new()
+            .zone("zone-a", &["a1", "a2"])
+            .zone("zone-b", &["b1", "b2"])
+            .link_rate("zone-a", "zone-b", 100_000_000)
+            .node_rate("a1", 1_000_000_000)
+            .node_rate("a2", 1_000_000_000)
+            .node_rate("b1", 1_000_000_000)
+            .node_rate("b2", 1_000_000_000),
+    )?;
+    let programs = Programs::build()?;
+    let time = |algorithm: Algorithm, ranks: &[&str]| -> Result<Duration> {
+        let mut job = Job::new(&names(ranks), 2 << 20, algorithm);
+        job.iterations = 3;
+        job.warmup = 1;
+        let m = mpi::run(&lab, &programs, &job)?;
+        ensure!(mpi::leftovers().is_empty(), "processes left after a run");
+        println!("{} on {ranks:?}: {:?}", algorithm.as_str(), m.iterations);
+        Ok(m.median())
+    };
+    for algorithm in [Algorithm::AllToAll, Algorithm::ParameterServer] {
+        // Across: all-to-all sends 2/3 MiB from each of a1, a2 to each of b1, b2 and back (each
+        // way 8/3 MiB, 22 Mbit, through the thin link: 224 ms); the parameter server on a1
+        // receives 2 MiB from each of b1 and b2 and sends them the sum back (each way 34 Mbit:
+        // 335 ms, twice).
+        let across = time(algorithm, &["a1", "b1", "a2", "b2"])?;
+        // Inside zone-a at 1 Gbit/s, two ranks a node.
+        let inside = time(algorithm, &["a1", "a1", "a2", "a2"])?;
+        ensure!(
+            across >= Duration::from_millis(200),
+            "{}: across the thin link {across:?}",
+            algorithm.as_str()
+        );
+        ensure!(
+            across > inside * 3,
+            "{}: across {across:?}, inside {inside:?}",
+            algorithm.as_str()
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn a_run_past_its_time_is_killed_with_all_it_started() -> Result<()> {
     if !mpi_can_run("mpi") {
@@ -97,7 +151,7 @@ fn a_run_past_its_time_is_killed_with_all_it_started() -> Result<()> {
             .zone("zone-a", &["a1", "a2"])
             .node_rate("a2", 10_000_000),
     )?;
-    let program = AllReduce::build()?;
+    let program = Programs::build()?;
     // 16 MiB through 10 Mbit/s: 13 s an iteration, far past the 4 s allowed.
     let mut job = Job::new(&names(&["a1", "a2"]), 16 << 20, Algorithm::Ring);
     job.timeout = Duration::from_secs(4);
@@ -142,6 +196,9 @@ fn a_run_past_its_time_is_killed_with_all_it_started() -> Result<()> {
     Ok(())
 }
 
+/// The collective the CI's evaluation labs place for.
+const RING: Collective = Collective::RingAllReduce;
+
 /// The size the CI's evaluation labs run at.
 const CI_BYTES: u64 = 256 << 10;
 
@@ -157,7 +214,7 @@ fn evaluate_ci_lab(
     cleanup_on_signals();
     let dir = stack_binaries();
     let logs = tempfile::tempdir()?;
-    let program = AllReduce::build()?;
+    let program = Programs::build()?;
     let setup = Setup::new(scenario, seed);
     let plan = Plan {
         strategies,
@@ -196,7 +253,7 @@ fn zonemesh_predicted_time_beats_labels_on_scenario_b() -> Result<()> {
     let (_, result) = evaluate_ci_lab(Scenario::B, 1, strategies)?;
     let bytes = CI_BYTES;
     let best = |s: Strategy| -> Result<f64> {
-        let p = result.placement(s, bytes).context("a placement")?;
+        let p = result.placement(s, bytes, RING).context("a placement")?;
         ensure!(
             p.failure.is_none(),
             "{} did not place: {:?}",
@@ -223,7 +280,7 @@ fn zonemesh_predicted_time_beats_labels_on_scenario_b() -> Result<()> {
     };
     let labels = best(Strategy::LabelsOnly)?;
     let zonemesh = best(Strategy::ZonemeshPredicted)?;
-    let predicted = mpi_evaluation::prediction(&result, Strategy::ZonemeshPredicted, bytes)
+    let predicted = mpi_evaluation::prediction(&result, Strategy::ZonemeshPredicted, bytes, RING)
         .context("Place's predicted time")?;
     println!("labels only {labels:.4} s, zonemesh {zonemesh:.4} s (predicted {predicted:.4} s)");
     // The model's two best sets ran too, and the fastest set ran again beside zonemesh's.
@@ -281,7 +338,7 @@ fn zonemesh_runs_near_the_confirmed_best_beside_a_gray_failure_on_scenario_f() -
     let (setup, result) = evaluate_ci_lab(Scenario::F, 1, vec![Strategy::ZonemeshPredicted])?;
     let bytes = CI_BYTES;
     let placed = result
-        .placement(Strategy::ZonemeshPredicted, bytes)
+        .placement(Strategy::ZonemeshPredicted, bytes, RING)
         .context("zonemesh's placement")?;
     ensure!(
         placed.failure.is_none(),
@@ -298,7 +355,7 @@ fn zonemesh_runs_near_the_confirmed_best_beside_a_gray_failure_on_scenario_f() -
     );
     let times = mpi_evaluation::run_times(runs);
     let measured = times.iter().copied().fold(f64::INFINITY, f64::min);
-    let predicted = mpi_evaluation::prediction(&result, Strategy::ZonemeshPredicted, bytes)
+    let predicted = mpi_evaluation::prediction(&result, Strategy::ZonemeshPredicted, bytes, RING)
         .context("Place's predicted time")?;
     let regret =
         mpi_evaluation::regret(&result, bytes, Algorithm::Ring).context("the confirmed best")?;

@@ -428,7 +428,7 @@ async fn calibrate(
     std::fs::create_dir_all(&logs)?;
     std::fs::create_dir_all(results)?;
     let options = zonemesh_lab::stack::StackOptions::new(&dir, &logs);
-    let program = zonemesh_experiments::mpi::AllReduce::build()?;
+    let program = zonemesh_experiments::mpi::Programs::build()?;
     for cell in cells {
         let path = results.join(calibration::file_name(cell));
         if keep_existing && path.exists() {

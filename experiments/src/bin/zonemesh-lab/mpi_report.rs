@@ -9,11 +9,11 @@ use anyhow::{Context, Result};
 use zonemesh_domain::stats;
 use zonemesh_experiments::collective_time::Collective;
 use zonemesh_experiments::machine;
-use zonemesh_experiments::mpi::{Algorithm, AllReduce};
+use zonemesh_experiments::mpi::{Algorithm, Programs};
 use zonemesh_experiments::mpi_evaluation::{
     self, LabResult, Measurement, Plan, STRATEGIES, Strategy, geomean, measured, prediction, regret,
 };
-use zonemesh_experiments::scenarios::{SCENARIOS, Scenario, Setup};
+use zonemesh_experiments::scenarios::{self, SCENARIOS, Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
 
 /// Runs every scenario on every seed (one lab each) and writes its results file into `results`.
@@ -30,7 +30,7 @@ pub async fn run(
     std::fs::create_dir_all(&logs)?;
     std::fs::create_dir_all(results)?;
     let options = StackOptions::new(&dir, &logs);
-    let program = AllReduce::build()?;
+    let program = Programs::build()?;
     for &scenario in scenarios {
         for &seed in seeds {
             let setup = Setup::new(scenario, seed);
@@ -228,6 +228,33 @@ impl<'a> Data<'a> {
     }
 }
 
+/// The jobs a scenario's targets are judged on: its algorithms but Open MPI's choice (which runs
+/// the ring's placements, placed for the ring).
+fn judged(sc: Scenario) -> Vec<Algorithm> {
+    sc.algorithms()
+        .iter()
+        .copied()
+        .filter(|a| *a != Algorithm::OpenMpiChoice)
+        .collect()
+}
+
+/// Open MPI's choice, where the scenario runs it beside the ring.
+fn choice(sc: Scenario) -> Option<Algorithm> {
+    sc.algorithms()
+        .iter()
+        .copied()
+        .find(|a| *a == Algorithm::OpenMpiChoice)
+}
+
+/// A row's scenario, naming the job where the scenario judges more than one.
+fn cell(sc: Scenario, algorithm: Algorithm) -> String {
+    if judged(sc).len() > 1 {
+        format!("{sc} {}", algorithm.as_str())
+    } else {
+        sc.to_string()
+    }
+}
+
 fn time(s: f64) -> String {
     if !s.is_finite() {
         "—".into()
@@ -336,7 +363,7 @@ worst pair):\n\n";
     let _ = write!(
         md,
         "## At a glance\n\n![measured all-reduce time per scenario and strategy]({svg})\n\n\
-Forced ring, geometric mean over the seeds of each placement's measured time (the median over its \
+Forced ring (in (g) the all-to-all), geometric mean over the seeds of each placement's measured time (the median over its \
 runs of each run's mean iteration), and in brackets the regret against the oracle's placement (measured: how much slower). \
 — where a seed's runs all failed.\n\n"
     );
@@ -349,10 +376,10 @@ runs of each run's mean iteration), and in brackets the regret against the oracl
         md += &"---|".repeat(data.strategies.len());
         md.push('\n');
         for &sc in &data.scenarios {
-            let _ = write!(md, "| {sc} {} |", sc.title());
+            let _ = write!(md, "| {} {} |", cell(sc, judged(sc)[0]), sc.title());
             for &s in &data.strategies {
-                let g = data.geo(sc, s, bytes, Algorithm::Ring);
-                let regret = data.ratio(sc, s, Strategy::Oracle, bytes, Algorithm::Ring);
+                let g = data.geo(sc, s, bytes, judged(sc)[0]);
+                let regret = data.ratio(sc, s, Strategy::Oracle, bytes, judged(sc)[0]);
                 let _ = write!(
                     md,
                     " {}{} |",
@@ -391,55 +418,60 @@ model's 4 best sets over the injected truth, ran; the fastest was then run again
 zonemesh predicted-time's set, interleaved with it. The regret is zonemesh's time over that \
 confirmed best's, both from the confirming runs (0 where zonemesh's own set was the fastest; \
 *overturned* where the first round's fastest ran slower than zonemesh's beside it). Forced \
-ring. Target: within 10 % of the best, in the geometric mean over the seeds and in at least 2 \
+ring; in (g) the all-to-all and the parameter server. Target: within 10 % of the best, in the geometric mean over the seeds and in at least 2 \
 of 3 seeds; otherwise *not shown*.\n\n\
 | scenario, size | per seed: zonemesh / best measured (regret) | geometric mean regret | target |\n\
 |---|---|---|---|\n",
     );
     let mut any = false;
     for &sc in &data.scenarios {
-        for &bytes in &data.sizes {
-            let mut cells = Vec::new();
-            let (mut zs, mut bs, mut within) = (Vec::new(), Vec::new(), 0);
-            let mut seeds = 0;
-            for lab in data.labs_of(sc) {
-                seeds += 1;
-                match regret(lab, bytes, Algorithm::Ring) {
-                    Some(r) => {
-                        any = true;
-                        zs.push(r.zonemesh_time);
-                        bs.push(r.best_time);
-                        within += usize::from(r.ratio() <= 0.10);
-                        cells.push(format!(
-                            "seed {}: {} / {} ({}{}, best {})",
-                            lab.setup.seed,
-                            time(r.zonemesh_time),
-                            time(r.best_time),
-                            pct(r.ratio()),
-                            if r.overturned { ", overturned" } else { "" },
-                            r.best.join(",")
-                        ));
-                    }
-                    None => {
-                        cells.push(format!("seed {}: not run with this method", lab.setup.seed))
+        for algorithm in judged(sc) {
+            for &bytes in &data.sizes {
+                let mut cells = Vec::new();
+                let (mut zs, mut bs, mut within) = (Vec::new(), Vec::new(), 0);
+                let mut seeds = 0;
+                for lab in data.labs_of(sc) {
+                    seeds += 1;
+                    match regret(lab, bytes, algorithm) {
+                        Some(r) => {
+                            any = true;
+                            zs.push(r.zonemesh_time);
+                            bs.push(r.best_time);
+                            within += usize::from(r.ratio() <= 0.10);
+                            cells.push(format!(
+                                "seed {}: {} / {} ({}{}, best {})",
+                                lab.setup.seed,
+                                time(r.zonemesh_time),
+                                time(r.best_time),
+                                pct(r.ratio()),
+                                if r.overturned { ", overturned" } else { "" },
+                                r.best.join(",")
+                            ));
+                        }
+                        None => {
+                            cells.push(format!("seed {}: not run with this method", lab.setup.seed))
+                        }
                     }
                 }
+                let geo = geomean(&zs).zip(geomean(&bs)).map(|(z, b)| z / b - 1.0);
+                let judged = zs.len();
+                let target = match geo {
+                    Some(g) if judged >= 2 && g <= 0.10 && within >= 2 => "met".to_owned(),
+                    Some(_) if judged >= 2 => {
+                        format!("not shown ({within} of {judged} seeds within)")
+                    }
+                    Some(_) => format!("not judged ({judged} of {seeds} seeds)"),
+                    None => "not run".to_owned(),
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} {} | {} | {} | {target} |",
+                    cell(sc, algorithm),
+                    size(bytes),
+                    cells.join("; "),
+                    geo.map_or("—".to_owned(), pct)
+                );
             }
-            let geo = geomean(&zs).zip(geomean(&bs)).map(|(z, b)| z / b - 1.0);
-            let judged = zs.len();
-            let target = match geo {
-                Some(g) if judged >= 2 && g <= 0.10 && within >= 2 => "met".to_owned(),
-                Some(_) if judged >= 2 => format!("not shown ({within} of {judged} seeds within)"),
-                Some(_) => format!("not judged ({judged} of {seeds} seeds)"),
-                None => "not run".to_owned(),
-            };
-            let _ = writeln!(
-                md,
-                "| {sc} {} | {} | {} | {target} |",
-                size(bytes),
-                cells.join("; "),
-                geo.map_or("—".to_owned(), pct)
-            );
         }
     }
     if !any {
@@ -458,35 +490,37 @@ fn targets(data: &Data, z: Strategy) -> String {
     }
     let mut md = String::from("| target | scenario, size | measured | |\n|---|---|---|---|\n");
     let mut notes = Vec::new();
-    let ring = Algorithm::Ring;
     let not_run = format!("not evaluated: {} did not run", z.as_str());
     let not_run = not_run.as_str();
     // 1. Within 15 % of the oracle.
     for &sc in &data.scenarios {
-        for &bytes in &data.sizes {
-            let cell = if !data.has(z) {
-                format!("— | {not_run}")
-            } else {
-                match data.ratio(sc, z, Strategy::Oracle, bytes, ring) {
-                    Some(r) if r <= 1.15 => format!("{} of the oracle | met", pct(r - 1.0)),
-                    Some(r) => {
-                        notes.push(format!(
-                            "{sc} at {}: {} {} of the oracle, {:.0} points over 15 %",
-                            size(bytes),
-                            z.as_str(),
-                            pct(r - 1.0),
-                            (r - 1.15) * 100.0
-                        ));
-                        format!("{} of the oracle | **missed**", pct(r - 1.0))
+        for ring in judged(sc) {
+            for &bytes in &data.sizes {
+                let result = if !data.has(z) {
+                    format!("— | {not_run}")
+                } else {
+                    match data.ratio(sc, z, Strategy::Oracle, bytes, ring) {
+                        Some(r) if r <= 1.15 => format!("{} of the oracle | met", pct(r - 1.0)),
+                        Some(r) => {
+                            notes.push(format!(
+                                "{sc} at {}: {} {} of the oracle, {:.0} points over 15 %",
+                                size(bytes),
+                                z.as_str(),
+                                pct(r - 1.0),
+                                (r - 1.15) * 100.0
+                            ));
+                            format!("{} of the oracle | **missed**", pct(r - 1.0))
+                        }
+                        None => "— | no complete measurement".into(),
                     }
-                    None => "— | no complete measurement".into(),
-                }
-            };
-            let _ = writeln!(
-                md,
-                "| within 15 % of the oracle | {sc}, {} | {cell} |",
-                size(bytes)
-            );
+                };
+                let _ = writeln!(
+                    md,
+                    "| within 15 % of the oracle | {}, {} | {result} |",
+                    cell(sc, ring),
+                    size(bytes)
+                );
+            }
         }
     }
     // 2. 1.3× faster than labels only in (b), (c), (d).
@@ -494,6 +528,7 @@ fn targets(data: &Data, z: Strategy) -> String {
         if !data.scenarios.contains(&sc) {
             continue;
         }
+        let ring = Algorithm::Ring;
         for &bytes in &data.sizes {
             let cell = if !data.has(z) {
                 format!("— | {not_run}")
@@ -520,44 +555,47 @@ fn targets(data: &Data, z: Strategy) -> String {
     }
     // 3. Never slower than zone-then-score beyond the run-to-run spread.
     for &sc in &data.scenarios {
-        for &bytes in &data.sizes {
-            let cell = if !data.has(z) {
-                format!("— | {not_run}")
-            } else {
-                let spread = data
-                    .spread(sc, z, bytes, ring)
-                    .into_iter()
-                    .chain(data.spread(sc, Strategy::ZoneThenScore, bytes, ring))
-                    .fold(0.0, f64::max);
-                match data.ratio(sc, z, Strategy::ZoneThenScore, bytes, ring) {
-                    Some(r) if r <= 1.0 + spread => format!(
-                        "{} against zone-then-score (spread {:.0} %) | met",
-                        pct(r - 1.0),
-                        spread * 100.0
-                    ),
-                    Some(r) => {
-                        notes.push(format!(
-                            "{sc} at {}: {} {} slower than zone-then-score, beyond the \
+        for ring in judged(sc) {
+            for &bytes in &data.sizes {
+                let result = if !data.has(z) {
+                    format!("— | {not_run}")
+                } else {
+                    let spread = data
+                        .spread(sc, z, bytes, ring)
+                        .into_iter()
+                        .chain(data.spread(sc, Strategy::ZoneThenScore, bytes, ring))
+                        .fold(0.0, f64::max);
+                    match data.ratio(sc, z, Strategy::ZoneThenScore, bytes, ring) {
+                        Some(r) if r <= 1.0 + spread => format!(
+                            "{} against zone-then-score (spread {:.0} %) | met",
+                            pct(r - 1.0),
+                            spread * 100.0
+                        ),
+                        Some(r) => {
+                            notes.push(format!(
+                                "{sc} at {}: {} {} slower than zone-then-score, beyond the \
                              spread of {:.0} %",
-                            size(bytes),
-                            z.as_str(),
-                            pct(r - 1.0),
-                            spread * 100.0
-                        ));
-                        format!(
-                            "{} against zone-then-score (spread {:.0} %) | **missed**",
-                            pct(r - 1.0),
-                            spread * 100.0
-                        )
+                                size(bytes),
+                                z.as_str(),
+                                pct(r - 1.0),
+                                spread * 100.0
+                            ));
+                            format!(
+                                "{} against zone-then-score (spread {:.0} %) | **missed**",
+                                pct(r - 1.0),
+                                spread * 100.0
+                            )
+                        }
+                        None => "— | no complete measurement".into(),
                     }
-                    None => "— | no complete measurement".into(),
-                }
-            };
-            let _ = writeln!(
-                md,
-                "| never slower than zone-then-score beyond the spread | {sc}, {} | {cell} |",
-                size(bytes)
-            );
+                };
+                let _ = writeln!(
+                    md,
+                    "| never slower than zone-then-score beyond the spread | {}, {} | {result} |",
+                    cell(sc, ring),
+                    size(bytes)
+                );
+            }
         }
     }
     // 4. Median prediction error under 25 %.
@@ -599,18 +637,21 @@ figures.\n";
     md
 }
 
-/// |predicted − measured| / measured of `strategies`' placements, forced ring, every lab and size.
+/// |predicted − measured| / measured of `strategies`' placements, every lab, size and judged job
+/// (forced ring; in (g) the all-to-all and the parameter server).
 fn prediction_errors(data: &Data, strategies: &[Strategy]) -> Vec<f64> {
     let mut out = Vec::new();
     for lab in data.labs.values() {
-        for &bytes in &data.sizes {
-            // Every placement (each draw of a drawing strategy) against its own runs.
-            for &s in strategies {
-                for p in lab.placements_of(s, bytes) {
-                    let predicted = p.place_predicted_s.or(p.predicted_s);
-                    let runs = mpi_evaluation::measured_set(lab, &p.ranks, bytes, Algorithm::Ring);
-                    if let (Some(predicted), Some(m)) = (predicted, runs) {
-                        out.push((predicted - m.time).abs() / m.time);
+        for algorithm in judged(lab.setup.scenario) {
+            for &bytes in &data.sizes {
+                // Every placement (each draw of a drawing strategy) against its own runs.
+                for &s in strategies {
+                    for p in lab.placements_of(s, bytes, algorithm.collective()) {
+                        let predicted = p.place_predicted_s.or(p.predicted_s);
+                        let runs = mpi_evaluation::measured_set(lab, &p.ranks, bytes, algorithm);
+                        if let (Some(predicted), Some(m)) = (predicted, runs) {
+                            out.push((predicted - m.time).abs() / m.time);
+                        }
                     }
                 }
             }
@@ -624,48 +665,51 @@ fn prediction_errors(data: &Data, strategies: &[Strategy]) -> Vec<f64> {
 fn oracle_beaten(data: &Data) -> String {
     let mut lines = Vec::new();
     for lab in data.labs.values() {
-        for &bytes in &data.sizes {
-            let Some(o) = measured(lab, Strategy::Oracle, bytes, Algorithm::Ring) else {
-                continue;
-            };
-            let Some(op) = lab.placement(Strategy::Oracle, bytes) else {
-                continue;
-            };
-            let mut best: Option<(Strategy, Measurement)> = None;
-            for &s in &data.strategies {
-                if let Some(m) = measured(lab, s, bytes, Algorithm::Ring)
-                    && m.range.1 < o.range.0
-                    && best.as_ref().is_none_or(|(_, b)| m.time < b.time)
-                {
-                    best = Some((s, m));
-                }
-            }
-            if let Some((s, m)) = best {
-                let p = lab
-                    .placement(s, bytes)
-                    .map(|p| p.ranks.join(" "))
-                    .unwrap_or_default();
-                let st = &lab.setup;
-                lines.push(format!(
-                    "{} seed {}, {}: {} ({p}) ran {} to {}, the oracle ({}) {} to {}; the \
-                     oracle's nodes include {}",
-                    st.scenario,
-                    st.seed,
-                    size(bytes),
-                    s.as_str(),
-                    time(m.range.0),
-                    time(m.range.1),
-                    op.ranks.join(" "),
-                    time(o.range.0),
-                    time(o.range.1),
-                    if op.ranks.contains(&st.lossy) {
-                        format!("the lossy node {} ({:.1} %)", st.lossy, st.loss * 100.0)
-                    } else if op.ranks.contains(&st.slow) {
-                        format!("the slow node {}", st.slow)
-                    } else {
-                        "neither the lossy nor the slow node".into()
+        for algorithm in judged(lab.setup.scenario) {
+            let collective = algorithm.collective();
+            for &bytes in &data.sizes {
+                let Some(o) = measured(lab, Strategy::Oracle, bytes, algorithm) else {
+                    continue;
+                };
+                let Some(op) = lab.placement(Strategy::Oracle, bytes, collective) else {
+                    continue;
+                };
+                let mut best: Option<(Strategy, Measurement)> = None;
+                for &s in &data.strategies {
+                    if let Some(m) = measured(lab, s, bytes, algorithm)
+                        && m.range.1 < o.range.0
+                        && best.as_ref().is_none_or(|(_, b)| m.time < b.time)
+                    {
+                        best = Some((s, m));
                     }
-                ));
+                }
+                if let Some((s, m)) = best {
+                    let p = lab
+                        .placement(s, bytes, collective)
+                        .map(|p| p.ranks.join(" "))
+                        .unwrap_or_default();
+                    let st = &lab.setup;
+                    lines.push(format!(
+                        "{} seed {}, {}: {} ({p}) ran {} to {}, the oracle ({}) {} to {}; the \
+                     oracle's nodes include {}",
+                        cell(st.scenario, algorithm),
+                        st.seed,
+                        size(bytes),
+                        s.as_str(),
+                        time(m.range.0),
+                        time(m.range.1),
+                        op.ranks.join(" "),
+                        time(o.range.0),
+                        time(o.range.1),
+                        if op.ranks.contains(&st.lossy) {
+                            format!("the lossy node {} ({:.1} %)", st.lossy, st.loss * 100.0)
+                        } else if !st.slow.is_empty() && op.ranks.contains(&st.slow) {
+                            format!("the slow node {}", st.slow)
+                        } else {
+                            "neither the lossy nor the slow node".into()
+                        }
+                    ));
+                }
             }
         }
     }
@@ -710,7 +754,11 @@ scenarios, from issue 18's words (`experiments/src/scenarios.rs`):\n\n\
 | (b) | the job is larger than any zone | 6 workers: at least two zones |\n\
 | (c) | the zone the label strategies prefer holds the lossy and the slow node | both in zone-a, which \"fewest zones, ties by node name\" takes first; 3 workers as in (a) |\n\
 | (d) | two zones close, a third far; the job must span two zones | one zone pair 2 ms apart (the seed picks which), the others 10 ms; 6 workers |\n\
-| (e) | half of the cluster's slots taken (candidates with slots) | 2 slots a node, 12 of the 24 taken at random; 4 workers |\n\n\
+| (e) | half of the cluster's slots taken (candidates with slots) | 2 slots a node, 12 of the 24 taken at random; 4 workers |\n\
+| (f) | (issue 27) gray failure: in the best zone one node drops 1 % of what reaches it | 3 workers; the lossy node's zone is the only one with 3 free slots; loss 1 % |\n\
+| (g) | (issue 27) a thin zone link at the hub (100 Mbit/s, the rest 1 Gbit/s), with all-to-all and parameter-server jobs that cross it | 6 workers; the seed picks the thin zone pair; the jobs are `MPI_Alltoall` (pairwise) and the parameter-server exchange (`ps.c`, one server on rank 0) |\n\
+| (h) | (issue 27) one node's egress at 100 Mbit/s, its ingress not | 3 workers as in (a) |\n\
+| (i) | (issue 27) no rate limits: per-message costs and latency decide | 6 workers; no `tbf` anywhere and no slow node |\n\n\
 Delays in (a), (b), (c) and (e) are 2, 6 and 10 ms round trip between the three zone pairs in an \
 order the seed picks (as in evaluation v1), jitter a fortieth of the delay. The seed also picks \
 the lossy node, its loss and the slow node (different zones except in (c)). Nothing was tuned to \
@@ -746,7 +794,8 @@ a model's best, not a measured one.\n\n\
 truth run too; the fastest of them all is then run again, as often and interleaved with \
 zonemesh predicted-time's set, to confirm it (\"Against the best measured\").\n\n\
 A node's ranks sit next to each other in rank order (a hostfile numbers them so).\n\n\
-**The job.** `MPI_Allreduce` of floats (`experiments/mpi/allreduce.c`, built with `mpicc`) under \
+**The job.** `MPI_Allreduce` of floats (`experiments/mpi/allreduce.c`, built with `mpicc`; in \
+(g) `alltoall.c` with `coll_tuned_alltoall_algorithm 2`, the pairwise exchange, and `ps.c`) under \
 `mpirun`, every rank inside its node's namespace, checked on every run through the address of \
 the rank's `eth0`. Open MPI's TCP transport (also between two ranks of one node), \
 `mpi_yield_when_idle` (2 cores), no binding. *Forced ring* is \
@@ -780,34 +829,40 @@ the same lab.\n\n",
 
 fn scenario_section(data: &Data, sc: Scenario) -> String {
     let mut md = format!("## {sc} {}\n\n", sc.title());
-    for &bytes in &data.sizes {
-        let _ = write!(
-            md,
-            "**{}, geometric means over seeds** (forced ring; Open MPI's choice in the last \
-column)\n\n| strategy | measured | regret | spread (median) | predicted | Open MPI's choice |\n\
-|---|---|---|---|---|---|\n",
-            size(bytes)
-        );
-        for &s in &data.strategies {
-            let g = data.geo(sc, s, bytes, Algorithm::Ring);
-            let regret = data.ratio(sc, s, Strategy::Oracle, bytes, Algorithm::Ring);
-            let predicted: Option<Vec<f64>> = data
-                .labs_of(sc)
-                .map(|lab| prediction(lab, s, bytes))
-                .collect();
-            let _ = writeln!(
+    let second = |sc: Scenario, s: Strategy, bytes: u64, data: &Data| {
+        choice(sc).map_or("—".to_owned(), |c| opt_time(data.geo(sc, s, bytes, c)))
+    };
+    for job in judged(sc) {
+        for &bytes in &data.sizes {
+            let _ = write!(
                 md,
-                "| {} | {} | {} | {} | {} | {} |",
-                s.as_str(),
-                opt_time(g),
-                regret.map_or("—".into(), |r| pct(r - 1.0)),
-                data.spread(sc, s, bytes, Algorithm::Ring)
-                    .map_or("—".into(), |x| format!("{:.0} %", x * 100.0)),
-                opt_time(predicted.and_then(|p| geomean(&p))),
-                opt_time(data.geo(sc, s, bytes, Algorithm::OpenMpiChoice)),
+                "**{}, geometric means over seeds** ({}; Open MPI's choice, where it runs, in the \
+last column)\n\n| strategy | measured | regret | spread (median) | predicted | Open MPI's choice |\n\
+|---|---|---|---|---|---|\n",
+                size(bytes),
+                job.as_str()
             );
+            for &s in &data.strategies {
+                let g = data.geo(sc, s, bytes, job);
+                let regret = data.ratio(sc, s, Strategy::Oracle, bytes, job);
+                let predicted: Option<Vec<f64>> = data
+                    .labs_of(sc)
+                    .map(|lab| prediction(lab, s, bytes, job.collective()))
+                    .collect();
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    s.as_str(),
+                    opt_time(g),
+                    regret.map_or("—".into(), |r| pct(r - 1.0)),
+                    data.spread(sc, s, bytes, job)
+                        .map_or("—".into(), |x| format!("{:.0} %", x * 100.0)),
+                    opt_time(predicted.and_then(|p| geomean(&p))),
+                    second(sc, s, bytes, data),
+                );
+            }
+            md.push('\n');
         }
-        md.push('\n');
     }
     md += "<details><summary>Every seed: placements and runs</summary>\n\n";
     for lab in data.labs_of(sc) {
@@ -819,13 +874,22 @@ load average {:.1} before the runs, {:.1} after.\n\n",
             st.seed,
             st.lossy,
             st.loss * 100.0,
-            st.slow,
+            match (st.slow.as_str(), st.slow_egress_only) {
+                ("", _) => "none".to_owned(),
+                (slow, true) => format!("{slow} (egress only)"),
+                (slow, false) => slow.to_owned(),
+            },
             st.zone_rtt_us
                 .iter()
                 .map(|(k, v)| format!("{k} {} ms", v / 1000))
                 .collect::<Vec<_>>()
                 .join(", "),
-            if sc == Scenario::E {
+            if let Some(thin) = &st.thin_link {
+                format!(
+                    "; thin link {thin} ({} Mbit/s)",
+                    scenarios::SLOW_BPS / 1_000_000
+                )
+            } else if sc == Scenario::E {
                 format!(
                     "; free slots {}",
                     st.slots
@@ -841,59 +905,64 @@ load average {:.1} before the runs, {:.1} after.\n\n",
             lab.load.0,
             lab.load.1
         );
-        for &bytes in &data.sizes {
-            let oracle = measured(lab, Strategy::Oracle, bytes, Algorithm::Ring);
-            let _ = write!(
-                md,
-                "{}:\n\n| strategy | ranks | predicted | truth model | measured (runs' range) | iteration median | regret | Open MPI's choice |\n\
-|---|---|---|---|---|---|---|---|\n",
-                size(bytes)
-            );
-            for &s in &data.strategies {
-                let Some(p) = lab.placement(s, bytes) else {
-                    continue;
-                };
-                if let Some(f) = &p.failure {
-                    let _ = writeln!(md, "| {} | placing failed: {f} | | | | | | |", s.as_str());
-                    continue;
-                }
-                let ring = measured(lab, s, bytes, Algorithm::Ring);
-                let choice = measured(lab, s, bytes, Algorithm::OpenMpiChoice);
-                let failures = lab
-                    .mpi(&p.ranks, bytes, Algorithm::Ring)
-                    .map_or(0, |r| r.failures.len());
-                let _ = writeln!(
+        for job in judged(sc) {
+            for &bytes in &data.sizes {
+                let oracle = measured(lab, Strategy::Oracle, bytes, job);
+                let _ = write!(
                     md,
-                    "| {} | {} | {}{} | {} | {} | {} | {} | {} |",
-                    s.as_str(),
-                    p.ranks.join(" "),
-                    opt_time(prediction(lab, s, bytes)),
-                    if p.estimated_figures > 0 {
-                        format!(" ({} est.)", p.estimated_figures)
-                    } else {
-                        String::new()
-                    },
-                    time(p.truth_predicted_s),
-                    ring.map_or("—".into(), |m| format!(
-                        "{} ({}–{}){}",
-                        time(m.time),
-                        time(m.range.0),
-                        time(m.range.1),
-                        if failures > 0 {
-                            format!(", {failures} failed")
+                    "{}, {}:\n\n| strategy | ranks | predicted | truth model | measured (runs' range) | iteration median | regret | Open MPI's choice |\n\
+|---|---|---|---|---|---|---|---|\n",
+                    size(bytes),
+                    job.as_str()
+                );
+                for &s in &data.strategies {
+                    let Some(p) = lab.placement(s, bytes, job.collective()) else {
+                        continue;
+                    };
+                    if let Some(f) = &p.failure {
+                        let _ =
+                            writeln!(md, "| {} | placing failed: {f} | | | | | | |", s.as_str());
+                        continue;
+                    }
+                    let ring = measured(lab, s, bytes, job);
+                    let second = choice(sc).and_then(|c| measured(lab, s, bytes, c));
+                    let failures = lab
+                        .mpi(&p.ranks, bytes, job)
+                        .map_or(0, |r| r.failures.len());
+                    let _ = writeln!(
+                        md,
+                        "| {} | {} | {}{} | {} | {} | {} | {} | {} |",
+                        s.as_str(),
+                        p.ranks.join(" "),
+                        opt_time(prediction(lab, s, bytes, job.collective())),
+                        if p.estimated_figures > 0 {
+                            format!(" ({} est.)", p.estimated_figures)
                         } else {
                             String::new()
-                        }
-                    )),
-                    ring.map_or("—".into(), |m| time(m.iteration_median)),
-                    match (ring, oracle) {
-                        (Some(m), Some(o)) if s != Strategy::Oracle => pct(m.time / o.time - 1.0),
-                        _ => "—".into(),
-                    },
-                    choice.map_or("—".into(), |m| time(m.time)),
-                );
+                        },
+                        time(p.truth_predicted_s),
+                        ring.map_or("—".into(), |m| format!(
+                            "{} ({}–{}){}",
+                            time(m.time),
+                            time(m.range.0),
+                            time(m.range.1),
+                            if failures > 0 {
+                                format!(", {failures} failed")
+                            } else {
+                                String::new()
+                            }
+                        )),
+                        ring.map_or("—".into(), |m| time(m.iteration_median)),
+                        match (ring, oracle) {
+                            (Some(m), Some(o)) if s != Strategy::Oracle =>
+                                pct(m.time / o.time - 1.0),
+                            _ => "—".into(),
+                        },
+                        second.map_or("—".into(), |m| time(m.time)),
+                    );
+                }
+                md.push('\n');
             }
-            md.push('\n');
         }
     }
     md += "</details>\n\n";
@@ -908,7 +977,7 @@ sizes, Rabenseifner's reduce-scatter and all-gather, whose partners are rank r x
 than r + 1, so a rank order made for the ring is not made for it), geometric means over seeds, beside the forced ring. Nothing here is placed for it: \
 it is the second variant the issue asks for.\n\n| scenario | size | strategy | ring | Open MPI's choice |\n|---|---|---|---|---|\n",
     );
-    for &sc in &data.scenarios {
+    for &sc in data.scenarios.iter().filter(|sc| choice(**sc).is_some()) {
         for &bytes in &data.sizes {
             for &s in &data.strategies {
                 let _ = writeln!(
@@ -938,14 +1007,14 @@ node, over plain TCP sockets), once on each placement (one warm-up, three timed 
 mean of the three), geometric means over seeds. It cannot put two workers on one node, so it \
 does not run on such placements in (e).\n\n| scenario | size | strategy | TCP ring | parameter server |\n|---|---|---|---|---|\n",
     );
-    for &sc in &data.scenarios {
+    for &sc in data.scenarios.iter().filter(|sc| choice(**sc).is_some()) {
         for &bytes in &data.sizes {
             for &s in &data.strategies {
                 let get = |c: Collective| -> Option<f64> {
                     let v: Option<Vec<f64>> = data
                         .labs_of(sc)
                         .map(|lab| {
-                            let p = lab.placement(s, bytes)?;
+                            let p = lab.placement(s, bytes, Collective::RingAllReduce)?;
                             let r = lab.tcp.iter().find(|t| {
                                 t.ranks == p.ranks && t.bytes == bytes && t.collective == c
                             })?;
@@ -973,8 +1042,8 @@ does not run on such placements in (e).\n\n| scenario | size | strategy | TCP ri
 
 fn prediction_section(data: &Data) -> String {
     let mut md = String::from(
-        "## Prediction error\n\n|predicted − measured| / measured, forced ring, every lab and \
-size.\n\n| placements of | n | min | 25 % | median | 75 % | max |\n|---|---|---|---|---|---|---|\n",
+        "## Prediction error\n\n|predicted − measured| / measured, forced ring (in (g) the \
+all-to-all and the parameter server), every lab and size.\n\n| placements of | n | min | 25 % | median | 75 % | max |\n|---|---|---|---|---|---|---|\n",
     );
     let mut rows: Vec<(String, Vec<Strategy>)> = data
         .strategies
@@ -1032,7 +1101,7 @@ fn plot(data: &Data) -> String {
     for &sc in &data.scenarios {
         for &b in &data.sizes {
             for &s in &data.strategies {
-                values.extend(data.geo(sc, s, b, Algorithm::Ring));
+                values.extend(data.geo(sc, s, b, judged(sc)[0]));
             }
         }
     }
@@ -1048,7 +1117,7 @@ fn plot(data: &Data) -> String {
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n\
 <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-<text x=\"{left}\" y=\"18\" font-size=\"13\">MPI_Allreduce, forced ring: measured time per scenario and strategy (geometric mean over seeds, log scale; lower is better)</text>\n",
+<text x=\"{left}\" y=\"18\" font-size=\"13\">MPI_Allreduce, forced ring (in (g) MPI_Alltoall): measured time per scenario and strategy (geometric mean over seeds, log scale; lower is better)</text>\n",
         top + height + 50.0 + 18.0 * legend_rows as f64
     );
     let mut decade = llo;
@@ -1082,7 +1151,7 @@ fn plot(data: &Data) -> String {
             let x0 = px + 10.0 + g as f64 * group_w;
             for (i, &s) in data.strategies.iter().enumerate() {
                 let colour = colours[STRATEGIES.iter().position(|x| *x == s).unwrap_or(0)];
-                if let Some(v) = data.geo(sc, s, bytes, Algorithm::Ring) {
+                if let Some(v) = data.geo(sc, s, bytes, judged(sc)[0]) {
                     let x = x0 + i as f64 * bar;
                     let _ = writeln!(
                         svg,
