@@ -69,7 +69,7 @@ fn describe(spec: &LabSpec, lab: bool) {
             );
         }
         if node == demo_cluster::SLOW_NODE
-            && let Some(bps) = imp.rate_bps
+            && let Some(bps) = imp.egress_bps
         {
             println!(
                 "  {node}: its link runs at {} (the others at {})",
