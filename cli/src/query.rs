@@ -584,7 +584,10 @@ async fn run_at(
                         nodes
                             .nodes
                             .into_iter()
-                            .filter(|n| n.state == v1::NodeState::Down as i32)
+                            .filter(|n| {
+                                n.state == v1::NodeState::Down as i32
+                                    || n.state == v1::NodeState::Unreachable as i32
+                            })
                             .map(|n| n.name),
                     );
                 }

@@ -78,7 +78,7 @@ fn state_paint(s: &str) -> Option<Paint> {
     match s {
         "READY" => Some(Paint::Good),
         "STALE" => Some(Paint::Warn),
-        "DOWN" => Some(Paint::Bad),
+        "DOWN" | "UNREACHABLE" => Some(Paint::Bad),
         _ => None,
     }
 }

@@ -24,18 +24,27 @@ pub enum NodeState {
     Ready,
     /// Connected but without fresh samples.
     Stale,
-    /// Gone, or unreachable from every peer that probes it.
+    /// Its agent is gone (or never connected): nothing is known of its network, and nothing
+    /// about it is a network fault.
     Down,
+    /// Its agent is connected, but every probe its peers sent it was lost: a network fault.
+    Unreachable,
 }
 
 impl NodeState {
-    /// The upper-case name users see: `READY`, `STALE` or `DOWN`.
+    /// The upper-case name users see: `READY`, `STALE`, `DOWN` or `UNREACHABLE`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ready => "READY",
             Self::Stale => "STALE",
             Self::Down => "DOWN",
+            Self::Unreachable => "UNREACHABLE",
         }
+    }
+
+    /// Whether nothing may be placed on it: its agent is gone, or the network does not reach it.
+    pub fn is_out(self) -> bool {
+        matches!(self, Self::Down | Self::Unreachable)
     }
 }
 

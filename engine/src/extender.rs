@@ -346,14 +346,18 @@ impl Snapshot {
             .iter()
             .filter_map(|(i, id)| {
                 let (state, why) = self.state(*id, now);
-                (state == NodeState::Down).then(|| {
-                    failed.insert(names[*i].clone(), format!("zonemesh: DOWN: {why}"));
+                state.is_out().then(|| {
+                    failed.insert(
+                        names[*i].clone(),
+                        format!("zonemesh: {}: {why}", state.as_str()),
+                    );
                     *i
                 })
             })
             .collect();
         if !names.is_empty() && down.len() == names.len() {
-            // Every candidate DOWN: zonemesh's view is more likely wrong than the cluster.
+            // Every candidate out (DOWN or UNREACHABLE): zonemesh's view is more likely wrong
+            // than the cluster.
             failed.clear();
         }
         if let Some(job) = &job {
@@ -453,7 +457,7 @@ impl Snapshot {
                                 .clamp(0.0, MAX_SCORE as f64) as i64
                         }
                         NodeState::Ready => NEUTRAL_SCORE,
-                        NodeState::Stale | NodeState::Down => 0,
+                        NodeState::Stale | NodeState::Down | NodeState::Unreachable => 0,
                     },
                 };
                 let score = match &rank_node {
@@ -520,16 +524,28 @@ mod tests {
     ];
 
     #[test]
-    fn down_nodes_are_filtered_with_the_reason() {
-        let t = cluster();
+    fn unreachable_and_down_nodes_are_filtered_with_the_reason() {
+        // z2-n0 loses every probe (a network fault); z1-n1's agent is gone.
+        let mut t = cluster();
+        let gone = t.id(&name("z1-n1")).unwrap();
+        force_down(&mut t, gone);
         let mut jobs = Jobs::new(DEFAULT_JOB_TTL_MS);
         let r = t
             .view()
             .extender_filter(&pod(None), &names(&ALL), &mut jobs, NOW)
             .unwrap();
-        assert_eq!(r.passing.len(), 8);
+        assert_eq!(r.passing.len(), 7, "{:?}", r.failed);
         assert!(!r.passing.contains(&"z2-n0".to_owned()));
-        assert!(r.failed["z2-n0"].contains("DOWN"), "{:?}", r.failed);
+        assert!(
+            r.failed["z2-n0"].contains("UNREACHABLE: every probe to it was lost"),
+            "{:?}",
+            r.failed
+        );
+        assert!(
+            r.failed["z1-n1"].contains("DOWN: its agent is gone"),
+            "{:?}",
+            r.failed
+        );
     }
 
     #[test]
@@ -620,7 +636,7 @@ mod tests {
         assert_eq!(
             scores.iter().find(|s| s.node == "z2-n0").unwrap().score,
             0,
-            "DOWN"
+            "UNREACHABLE"
         );
         // Another namespace's job of the same name is another job.
         let mut other = pod(Some(("resnet", "3")));

@@ -187,7 +187,7 @@ impl Snapshot {
             return (NodeState::Down, "its agent is gone");
         }
         if node.unreachable {
-            return (NodeState::Down, "every probe to it was lost");
+            return (NodeState::Unreachable, "every probe to it was lost");
         }
         match node.newest_sample {
             Some(t) if now.since(t) > self.config.path.stale_after_ms => {
@@ -230,7 +230,7 @@ mod tests {
         let c = t.id(&name("z0-n2")).unwrap();
         assert_eq!(
             t.view().state(c, now),
-            (NodeState::Down, "every probe to it was lost")
+            (NodeState::Unreachable, "every probe to it was lost")
         );
         let a = t.id(&name("z0-n0")).unwrap();
         assert_eq!(t.view().state(a, now).0, NodeState::Ready);

@@ -408,6 +408,31 @@ mod tests {
         assert!(!plans[&a].contains(&a));
     }
 
+    /// A node every probe misses is a network fault: its peers go on probing it (to see it come
+    /// back) while a node whose agent is gone leaves the plan.
+    #[test]
+    fn an_unreachable_node_stays_in_the_plan_and_a_gone_one_leaves_it() {
+        let now = UnixMs(1_000_000);
+        let mut t = mesh(
+            2,
+            3,
+            |_, _| 100.0,
+            |_, d| if d == "z0-n1" { 100 } else { 0 },
+            now,
+        );
+        t.sweep(now);
+        let (lost, gone) = (t.id(&name("z0-n1")).unwrap(), t.id(&name("z0-n2")).unwrap());
+        force_down(&mut t, gone);
+        t.sweep(now);
+        assert_eq!(t.view().state(lost, now).0, NodeState::Unreachable);
+        assert_eq!(t.view().state(gone, now).0, NodeState::Down);
+        let plans = t.view().plan(now);
+        let a = t.id(&name("z0-n0")).unwrap();
+        assert!(plans[&a].contains(&lost), "{:?}", plans[&a]);
+        assert!(!plans[&a].contains(&gone), "{:?}", plans[&a]);
+        assert!(plans.contains_key(&lost) && !plans.contains_key(&gone));
+    }
+
     #[test]
     fn rotation_covers_every_node_between_zones() {
         let t = cluster(2, 5, UnixMs(0));

@@ -111,7 +111,8 @@ impl Ranked {
             NodeState::Ready if self.figures.loss.is_some() => 0,
             NodeState::Ready => 1,
             NodeState::Stale => 2,
-            NodeState::Down => 3,
+            NodeState::Unreachable => 3,
+            NodeState::Down => 4,
         }
     }
 }
@@ -329,7 +330,9 @@ impl Snapshot {
                     NodeState::Ready if figures.loss.is_none() => "no measurements yet".to_owned(),
                     NodeState::Ready => String::new(),
                     NodeState::Stale => format!("STALE: {why}"),
-                    NodeState::Down => format!("DOWN: {why}"),
+                    NodeState::Down | NodeState::Unreachable => {
+                        format!("{}: {why}", state.as_str())
+                    }
                 };
                 Ranked {
                     node: c,

@@ -296,7 +296,10 @@ mod tests {
             assert!((a.loss - b.loss).abs() <= 1e-9, "{}", info.name);
         }
         let unreachable = whole.id(&name("z0-n1")).unwrap();
-        assert_eq!(whole.view().state(unreachable, later).0, NodeState::Down);
+        assert_eq!(
+            whole.view().state(unreachable, later).0,
+            NodeState::Unreachable
+        );
         let zones = |t: &Topology| t.view().zone_links(later).zones;
         assert_eq!(zones(&whole), zones(&stepped));
         assert_eq!(

@@ -3,9 +3,10 @@
 //! the lab injected).
 //!
 //! Every scenario is three zones of four nodes (1 Gbit/s links, `tbf`), different delays between
-//! the zones, one node that drops 2–5 % of the packets that reach it and one node at 100 Mbit/s.
-//! The seed picks the delays' order, the two nodes, the loss and (in (e)) the slots already
-//! taken. What each scenario fixes, from the issue's words:
+//! the zones, one node that drops 2–5 % of the packets that reach it and one node at 100 Mbit/s
+//! (in (i) no rate limit and no slow node). The seed picks the delays' order, the two nodes, the
+//! loss, (in (e)) the slots already taken and (in (g)) the thin zone link. What each scenario
+//! fixes, from the issue's words:
 //!
 //! | | issue 18 | here |
 //! |---|---|---|

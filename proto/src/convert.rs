@@ -587,6 +587,7 @@ impl From<NodeState> for v1::NodeState {
             NodeState::Ready => v1::NodeState::Ready,
             NodeState::Stale => v1::NodeState::Stale,
             NodeState::Down => v1::NodeState::Down,
+            NodeState::Unreachable => v1::NodeState::Unreachable,
         }
     }
 }

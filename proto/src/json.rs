@@ -13,6 +13,7 @@ pub fn state(s: i32) -> &'static str {
         v1::NodeState::Ready => "READY",
         v1::NodeState::Stale => "STALE",
         v1::NodeState::Down => "DOWN",
+        v1::NodeState::Unreachable => "UNREACHABLE",
         v1::NodeState::Unspecified => "UNSPECIFIED",
     }
 }

@@ -122,7 +122,7 @@ label_value! {
 
 label_value! {
     /// A node state, as a label.
-    enum State { Ready => "ready", Stale => "stale", Down => "down" }
+    enum State { Ready => "ready", Stale => "stale", Down => "down", Unreachable => "unreachable" }
 }
 
 impl From<NodeState> for State {
@@ -131,6 +131,7 @@ impl From<NodeState> for State {
             NodeState::Ready => State::Ready,
             NodeState::Stale => State::Stale,
             NodeState::Down => State::Down,
+            NodeState::Unreachable => State::Unreachable,
         }
     }
 }

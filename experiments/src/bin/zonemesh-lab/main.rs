@@ -123,18 +123,18 @@ enum Cmd {
     /// of scenarios (a)–(e) (and (f), issue 27's gray failure, when asked); one results file per
     /// scenario and seed in --results, then the report written from every results file there.
     EvaluateMpi {
-        /// Scenarios (the issues' letters: a to f).
-        #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e")]
+        /// Scenarios (the issues' letters: a to i).
+        #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e,f,g,h,i")]
         scenarios: Vec<String>,
         /// Seeds (each one a lab per scenario).
         #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
         seeds: Vec<u64>,
-        /// Strategies: spread, random, zone-then-score, labels, zonemesh-today,
+        /// Strategies: spread, random, zone-then-score, labels, labels-random, zonemesh-today,
         /// zonemesh-predicted, oracle.
         #[arg(
             long,
             value_delimiter = ',',
-            default_value = "spread,random,zone-then-score,labels,zonemesh-today,zonemesh-predicted,oracle"
+            default_value = "spread,random,zone-then-score,labels,labels-random,zonemesh-today,zonemesh-predicted,oracle"
         )]
         strategies: Vec<String>,
         /// mpiruns per placement, size and algorithm.
@@ -452,7 +452,7 @@ fn scenarios_flag(letters: &[String]) -> Vec<zonemesh_experiments::scenarios::Sc
         .iter()
         .map(|s| {
             zonemesh_experiments::scenarios::Scenario::from_letter(s).unwrap_or_else(|| {
-                usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to f)"))
+                usage_error(PROGRAM, &format!("--scenarios: no scenario {s:?} (a to i)"))
             })
         })
         .collect()
