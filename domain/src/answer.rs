@@ -145,6 +145,11 @@ pub struct NodeView {
     pub nodes_left_out: Vec<NodeName>,
     /// Whether its agent's stream is open.
     pub connected: bool,
+    /// The most the node sends, bit/s, as the engine's model has it (the egress limit its
+    /// throughput tests show, which `Place` prices a job with); `None` when no test shows one.
+    pub egress_cap_bps: Option<f64>,
+    /// The most the node receives, bit/s, likewise.
+    pub ingress_cap_bps: Option<f64>,
 }
 
 /// A zone with its node counts.

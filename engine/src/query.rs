@@ -295,6 +295,8 @@ impl Snapshot {
                     zone_paths_measured: sums.loss_n,
                     nodes_left_out: self.names_of(&own.left_out),
                     connected: n.connected,
+                    egress_cap_bps: self.egress_cap_bps(id),
+                    ingress_cap_bps: self.ingress_cap_bps(id),
                 }
             })
             .collect();
@@ -656,6 +658,38 @@ mod tests {
             assert!((n.zone_loss_ratio - loss).abs() < 1e-6, "{n:?}");
             assert_eq!(n.zone_paths_measured, paths, "{}", n.name);
             assert_eq!(left_out, want, "{}", n.name);
+        }
+    }
+
+    #[test]
+    fn list_nodes_gives_a_nodes_own_limits_as_the_model_has_them() {
+        let now = UnixMs(1_000_000);
+        // The demo's shape: z1-n2 runs at 100 Mbit/s, the others at 1 Gbit/s.
+        let t = crate::testing::demo_shape(now);
+        let view = t.view();
+        let nodes = view
+            .list_nodes(
+                &NodesQuery {
+                    zone: None,
+                    page: Page::default(),
+                },
+                now,
+            )
+            .unwrap()
+            .nodes;
+        for n in &nodes {
+            let id = view.id(&n.name).unwrap();
+            // What Place prices with.
+            assert_eq!(n.egress_cap_bps, view.egress_cap_bps(id), "{}", n.name);
+            assert_eq!(n.ingress_cap_bps, view.ingress_cap_bps(id), "{}", n.name);
+            for cap in [n.egress_cap_bps, n.ingress_cap_bps] {
+                if n.name.as_str() == "z1-n2" {
+                    let cap = cap.expect("the slow node's limit");
+                    assert!((cap - 100e6).abs() < 1e6, "{}: {cap}", n.name);
+                } else {
+                    assert!(cap.is_none_or(|c| c >= 0.9e9), "{}: {cap:?}", n.name);
+                }
+            }
         }
     }
 

@@ -240,6 +240,18 @@ impl PathFigure {
     }
 }
 
+/// zonemesh's limits of one node's own link (the engine's model, as `ListNodes` answers them):
+/// what `Place` prices a job's concurrent flows with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeCaps {
+    /// The node.
+    pub node: String,
+    /// The most it sends, bit/s (`None`: no test shows a limit).
+    pub egress_bps: Option<f64>,
+    /// The most it receives, bit/s.
+    pub ingress_bps: Option<f64>,
+}
+
 /// One strategy's placement for one size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Placement {
@@ -349,6 +361,10 @@ pub struct LabResult {
     pub measuring_s: f64,
     /// zonemesh's figures of every path between candidates.
     pub network: Vec<PathFigure>,
+    /// zonemesh's limits of every candidate's own link (absent in results from before they were
+    /// answered: their predictions priced the paths alone).
+    #[serde(default)]
+    pub node_caps: Vec<NodeCaps>,
     /// Every strategy's placement per size.
     pub placements: Vec<Placement>,
     /// The MPI runs.
@@ -523,10 +539,30 @@ async fn place(
     })
 }
 
-/// zonemesh's figures of every ordered pair of candidates.
-async fn network(setup: &Setup, topology: &mut Topology) -> Result<Vec<PathFigure>> {
+/// zonemesh's figures of every ordered pair of candidates, and its limits of their own links.
+async fn network(
+    setup: &Setup,
+    topology: &mut Topology,
+) -> Result<(Vec<PathFigure>, Vec<NodeCaps>)> {
     let nodes: Vec<String> = setup.slots.keys().cloned().collect();
-    figures(&nodes, topology).await
+    let paths = figures(&nodes, topology).await?;
+    let listed = topology
+        .list_nodes(v1::ListNodesRequest::default())
+        .await
+        .context("ListNodes")?
+        .into_inner()
+        .nodes;
+    let known = |bps: f64| (bps > 0.0).then_some(bps);
+    let caps = listed
+        .into_iter()
+        .filter(|n| nodes.contains(&n.name))
+        .map(|n| NodeCaps {
+            node: n.name,
+            egress_bps: known(n.egress_cap_bps),
+            ingress_bps: known(n.ingress_cap_bps),
+        })
+        .collect();
+    Ok((paths, caps))
 }
 
 /// zonemesh's figures of every directed path between `nodes`.
@@ -567,7 +603,7 @@ pub async fn figures(nodes: &[String], topology: &mut Topology) -> Result<Vec<Pa
 /// The predicted time of `collective` over zonemesh's figures (`None` when a path it uses has no
 /// figures), and how many of the figures it used were estimated.
 pub fn predicted(
-    network: &[PathFigure],
+    (network, caps): (&[PathFigure], &[NodeCaps]),
     collective: Collective,
     ranks: &[String],
     bytes: u64,
@@ -587,9 +623,17 @@ pub fn predicted(
     }
     let link =
         |a: &str, b: &str| figure(a, b).map_or(crate::collective_time::LOOPBACK, PathFigure::link);
-    // TODO(issue 18): a node's own rates, once zonemesh answers them (the predictor's node caps);
-    // until then only the paths' figures limit.
-    let s = scenarios::predict_named(collective, bytes, ranks, &link);
+    // A node's own limits as zonemesh's model has them (what `Place` prices with); none in
+    // results from before `ListNodes` answered them.
+    let cap = |n: &str, f: fn(&NodeCaps) -> Option<f64>| {
+        caps.iter()
+            .find(|c| c.node == n)
+            .and_then(f)
+            .unwrap_or(f64::INFINITY)
+    };
+    let egress = |n: &str| cap(n, |c| c.egress_bps);
+    let ingress = |n: &str| cap(n, |c| c.ingress_bps);
+    let s = scenarios::predict_named(collective, bytes, ranks, &link, (&egress, &ingress));
     (Some(s.seconds), estimated)
 }
 
@@ -665,8 +709,16 @@ pub async fn evaluate_lab(
     .await?;
     let measuring_s = measuring.elapsed().as_secs_f64();
     // 2. Every strategy places; zonemesh's figures of every path, for the predictions.
-    let network = network(setup, &mut topology).await?;
-    let placements = place_all(setup, plan, &network, &mut topology, &tag, progress).await?;
+    let (network, node_caps) = network(setup, &mut topology).await?;
+    let placements = place_all(
+        setup,
+        plan,
+        (&network, &node_caps),
+        &mut topology,
+        &tag,
+        progress,
+    )
+    .await?;
     let mut candidates: Vec<Candidate> = Vec::new();
     for &bytes in &plan.sizes {
         for collective in plan.collectives_for(setup) {
@@ -726,6 +778,7 @@ pub async fn evaluate_lab(
         load: (load_before, load_after),
         measuring_s,
         network,
+        node_caps,
         placements,
         mpi: mpi_records,
         tcp,
@@ -740,7 +793,7 @@ pub async fn evaluate_lab(
 async fn place_all(
     setup: &Setup,
     plan: &Plan,
-    network: &[PathFigure],
+    network: (&[PathFigure], &[NodeCaps]),
     topology: &mut Topology,
     tag: &str,
     progress: &mut impl FnMut(&str),

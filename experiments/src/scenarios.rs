@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use zonemesh_lab::LabSpec;
 
-use crate::collective_time::{Collective, LOOPBACK, Link, Named, no_zone_limit, unlimited};
+use crate::collective_time::{Collective, LOOPBACK, Link, Named, Network, no_zone_limit};
 use crate::mpi::Algorithm;
 use crate::rng::Rng;
 
@@ -384,25 +384,6 @@ impl Setup {
             .then_some(SLOW_BPS as f64)
     }
 
-    /// The truth the lab injected as a network of every node.
-    pub fn truth_network<'a>(
-        &'a self,
-        nodes: &'a [String],
-        truth: &'a dyn Fn(&str, &str) -> Link,
-        egress: &'a dyn Fn(&str) -> f64,
-        ingress: &'a dyn Fn(&str) -> f64,
-        zone_bps: &'a dyn Fn(&str, &str) -> Option<f64>,
-    ) -> Named<'a> {
-        Named {
-            nodes,
-            zone: &zone_name,
-            link: truth,
-            egress_bps: egress,
-            ingress_bps: ingress,
-            zone_bps,
-        }
-    }
-
     /// The predicted time of `collective` over `bytes` for `ranks` on the truth the lab injected.
     pub fn truth_prediction(
         &self,
@@ -410,28 +391,9 @@ impl Setup {
         bytes: u64,
         ranks: &[String],
     ) -> crate::collective_time::Prediction {
-        let nodes = node_names();
-        let (truth, egress, ingress, zone_bps) = self.truth_fns();
-        self.truth_network(&nodes, &truth, &egress, &ingress, &zone_bps)
-            .predict(collective, bytes, ranks)
-    }
-
-    /// The truth's functions, for [`Setup::truth_network`].
-    #[allow(clippy::type_complexity)]
-    fn truth_fns(
-        &self,
-    ) -> (
-        impl Fn(&str, &str) -> Link + '_,
-        impl Fn(&str) -> f64 + '_,
-        impl Fn(&str) -> f64 + '_,
-        impl Fn(&str, &str) -> Option<f64> + '_,
-    ) {
-        (
-            |a: &str, b: &str| self.truth(a, b),
-            |n: &str| self.egress_bps(n),
-            |n: &str| self.ingress_bps(n),
-            |a: &str, b: &str| self.zone_bps(a, b),
-        )
+        let truth = Truth::new(self);
+        let ranks: Vec<usize> = ranks.iter().map(|r| truth.index(r)).collect();
+        crate::collective_time::predict(collective, bytes, &ranks, &truth)
     }
 
     /// Candidates with their free slots, in node order.
@@ -439,6 +401,55 @@ impl Setup {
         all_nodes()
             .filter_map(|n| self.slots.get(n).map(|s| (n.to_owned(), *s)))
             .collect()
+    }
+}
+
+/// The truth the lab injected as a network of every node (the oracle's): a node's index is its
+/// place in [`all_nodes`], a zone's its place in [`ZONES`].
+#[derive(Debug)]
+pub struct Truth<'a> {
+    setup: &'a Setup,
+    nodes: Vec<&'static str>,
+}
+
+impl<'a> Truth<'a> {
+    /// The truth of `setup`.
+    pub fn new(setup: &'a Setup) -> Self {
+        Self {
+            setup,
+            nodes: all_nodes().collect(),
+        }
+    }
+
+    /// The network index of `node`; panics on a node not in the lab (the caller's mistake).
+    pub fn index(&self, node: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| *n == node)
+            .unwrap_or_else(|| panic!("{node} is not in the lab"))
+    }
+}
+
+impl Network for Truth<'_> {
+    fn link(&self, a: usize, b: usize) -> Link {
+        self.setup.truth(self.nodes[a], self.nodes[b])
+    }
+
+    fn zone(&self, a: usize) -> usize {
+        let zone = zone_of(self.nodes[a]);
+        ZONES.iter().position(|(z, _)| *z == zone).unwrap_or(a)
+    }
+
+    fn egress_bps(&self, a: usize) -> f64 {
+        self.setup.egress_bps(self.nodes[a])
+    }
+
+    fn ingress_bps(&self, a: usize) -> f64 {
+        self.setup.ingress_bps(self.nodes[a])
+    }
+
+    fn zone_capacity_bps(&self, za: usize, zb: usize) -> Option<f64> {
+        self.setup.zone_bps(ZONES[za].0, ZONES[zb].0)
     }
 }
 
@@ -769,8 +780,7 @@ pub fn best_sets(
         .enumerate()
         .filter_map(|(i, n)| setup.slots.get(n).map(|s| (i, *s)))
         .collect();
-    let (truth, egress, ingress, zone_bps) = setup.truth_fns();
-    let net = setup.truth_network(&nodes, &truth, &egress, &ingress, &zone_bps);
+    let net = Truth::new(setup);
     let cost =
         |ranks: &[usize]| crate::collective_time::predict(collective, bytes, ranks, &net).seconds;
     best_choices(&candidates, setup.workers, &cost, k)
@@ -779,22 +789,26 @@ pub fn best_sets(
         .collect()
 }
 
+/// A node's own rate, bit/s, by its name.
+pub type NodeRate<'a> = &'a dyn Fn(&str) -> f64;
+
 /// The predicted time of `collective` over `bytes` for `ranks` on the network of the lab's nodes
-/// given by `link` (the path between two distinct nodes) alone: no node's or zone link's own
-/// limit.
+/// given by `link` (the path between two distinct nodes) and each node's own egress and ingress
+/// limits; no zone link's own limit.
 pub fn predict_named(
     collective: Collective,
     bytes: u64,
     ranks: &[String],
     link: &dyn Fn(&str, &str) -> Link,
+    (egress_bps, ingress_bps): (NodeRate<'_>, NodeRate<'_>),
 ) -> crate::collective_time::Prediction {
     let nodes = node_names();
     Named {
         nodes: &nodes,
         zone: &zone_name,
         link,
-        egress_bps: &unlimited,
-        ingress_bps: &unlimited,
+        egress_bps,
+        ingress_bps,
         zone_bps: &no_zone_limit,
     }
     .predict(collective, bytes, ranks)

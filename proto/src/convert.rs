@@ -658,6 +658,8 @@ impl From<NodeView> for v1::Node {
             zone_paths_measured: n.zone_paths_measured,
             connected: n.connected,
             nodes_left_out: n.nodes_left_out.into_iter().map(Into::into).collect(),
+            egress_cap_bps: n.egress_cap_bps.unwrap_or(0.0),
+            ingress_cap_bps: n.ingress_cap_bps.unwrap_or(0.0),
         }
     }
 }

@@ -7,6 +7,11 @@ use serde_json::{Value, json};
 
 use crate::v1;
 
+/// A figure that is 0 where the proto says "unknown" (left out of the JSON).
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
 /// `NODE_STATE_READY` → `READY`.
 pub fn state(s: i32) -> &'static str {
     match v1::NodeState::try_from(s).unwrap_or(v1::NodeState::Unspecified) {
@@ -177,6 +182,10 @@ struct NodeJson {
     addresses: Vec<String>,
     agent_version: String,
     connected: bool,
+    #[serde(skip_serializing_if = "is_zero")]
+    egress_cap_bps: f64,
+    #[serde(skip_serializing_if = "is_zero")]
+    ingress_cap_bps: f64,
     last_seen_unix_ms: i64,
     name: String,
     nodes_left_out: Vec<String>,
@@ -603,6 +612,8 @@ mod golden {
             zone_throughput_bps: 1e9,
             zone_paths_measured: 2,
             connected: state == v1::NodeState::Ready as i32,
+            egress_cap_bps: if name == "a1" { 9.4e8 } else { 0.0 },
+            ingress_cap_bps: 0.0,
             nodes_left_out: if name == "a1" {
                 vec!["a2".into()]
             } else {

@@ -436,13 +436,18 @@ of 3 seeds; otherwise *not shown*.\n\n\
                             bs.push(r.best_time);
                             within += usize::from(r.ratio() <= 0.10);
                             cells.push(format!(
-                                "seed {}: {} / {} ({}{}, best {})",
+                                "seed {}: {} / {} ({}{}, best {}){}",
                                 lab.setup.seed,
                                 time(r.zonemesh_time),
                                 time(r.best_time),
                                 pct(r.ratio()),
                                 if r.overturned { ", overturned" } else { "" },
-                                r.best.join(",")
+                                r.best.join(","),
+                                if r.ratio() > 0.10 {
+                                    regret_cause(lab, bytes, algorithm, &r.best)
+                                } else {
+                                    String::new()
+                                }
                             ));
                         }
                         None => {
@@ -476,6 +481,30 @@ of 3 seeds; otherwise *not shown*.\n\n\
     }
     md.push('\n');
     md
+}
+
+/// Why zonemesh missed the best set of a lab: what its own set holds of the planted faults, and
+/// what zonemesh predicted for its set (`Place`) and for the best one (the model over its
+/// figures), which shows whether the model misjudged the two.
+fn regret_cause(lab: &LabResult, bytes: u64, algorithm: Algorithm, best: &[String]) -> String {
+    let collective = algorithm.collective();
+    let Some(own) = lab.placement(Strategy::ZonemeshPredicted, bytes, collective) else {
+        return String::new();
+    };
+    let faults = planted_faults(&lab.setup, &own.ranks);
+    let (best_predicted, _) =
+        mpi_evaluation::predicted((&lab.network, &lab.node_caps), collective, best, bytes);
+    format!(
+        " — zonemesh's set {} {}; zonemesh predicted {} for it and {} for the best",
+        own.ranks.join(","),
+        if faults.is_empty() {
+            "holds no planted fault".to_owned()
+        } else {
+            format!("holds {}", faults.join(", "))
+        },
+        opt_time(own.place_predicted_s.or(own.predicted_s)),
+        opt_time(best_predicted)
+    )
 }
 
 /// The planted faults `ranks` use on the lab of `st`: the lossy node, the slow node, the thin zone
