@@ -1164,7 +1164,12 @@ cores; an unshaped ring is CPU-bound (a 16 MiB ring of six at 1 Gbit/s needs 224
 links alone). The load average is recorded per lab.\n\
 - **Delay between zones** comes from a user-space emulator (NFQUEUE on the router namespace), \
 good to about 1.5 Gbit/s of one TCP stream (docs/BENCHMARKS.md).\n\
-- **Two ranks of one node** talk TCP over the node's loopback, which no rate limit touches.\n";
+- **Two ranks of one node** talk TCP over the node's loopback, which no rate limit touches.\n\
+- **(i) is the machine's CPU, not a network.** Without rate limits, six ranks on two cores \
+(three a core, against the issue's one where the experiment allows) move data as fast as the \
+cores copy it: the agents' single-flow tests measure the veths at many Gbit/s, and a run pays for \
+the ranks' and the emulator's turns on the cores. Its prediction errors are reported apart from \
+the rate-limited labs' for that reason.\n";
 
 /// Grouped bars: per size a panel, per scenario a group, per strategy a bar (geometric mean of
 /// the measured ring time, log scale).
