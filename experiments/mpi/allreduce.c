@@ -14,10 +14,7 @@
 int main(int argc, char **argv)
 {
     int rank, size;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct args a = parse_args(argc, argv, rank);
+    struct args a = start(&argc, &argv, &rank, &size);
     long count = a.bytes / (long)sizeof(float);
     a.bytes = count * (long)sizeof(float);
     report_ranks(rank, size, "allreduce", a);

@@ -15,10 +15,7 @@
 int main(int argc, char **argv)
 {
     int rank, size;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct args a = parse_args(argc, argv, rank);
+    struct args a = start(&argc, &argv, &rank, &size);
     long block = a.bytes / (long)sizeof(float) / (size > 1 ? size - 1 : 1);
     if (block < 1) {
         if (rank == 0) fprintf(stderr, "%ld bytes is less than a float per rank\n", a.bytes);

@@ -16,10 +16,7 @@
 int main(int argc, char **argv)
 {
     int rank, size;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct args a = parse_args(argc, argv, rank);
+    struct args a = start(&argc, &argv, &rank, &size);
     int servers = a.extra > 0 ? a.extra : 1;
     if (servers > size) {
         if (rank == 0) fprintf(stderr, "%d servers for %d ranks\n", servers, size);

@@ -85,6 +85,15 @@ static struct args parse_args(int argc, char **argv, int rank)
     return a;
 }
 
+/* MPI_Init, this rank and the communicator's size, and the arguments. */
+static struct args start(int *argc, char ***argv, int *rank, int *size)
+{
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return parse_args(*argc, *argv, *rank);
+}
+
 /* Gathers every rank's host and addresses to rank 0, which prints them and the config line. */
 static void report_ranks(int rank, int size, const char *program, struct args a)
 {
