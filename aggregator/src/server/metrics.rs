@@ -304,8 +304,8 @@ impl SecurityMetrics {
 /// never nodes or node pairs).
 #[derive(Debug, Default, Clone)]
 struct ZoneView {
-    /// Zone, and its registered nodes by state (ready, stale, down).
-    nodes: Vec<(String, [u64; 3])>,
+    /// Zone, and its registered nodes by state (ready, stale, down, unreachable).
+    nodes: Vec<(String, [u64; State::ALL.len()])>,
     /// The measured zone-to-zone roll-ups.
     links: Vec<ZoneLinkRow>,
 }
@@ -585,7 +585,8 @@ impl Metrics {
     /// Refreshes the gauges that describe the topology (from a published snapshot, off the
     /// owner task).
     pub fn observe_topology(&self, topology: &Snapshot, now: UnixMs) {
-        let mut by_zone: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
+        let mut by_zone: std::collections::BTreeMap<String, [u64; State::ALL.len()]> =
+            Default::default();
         for (id, n) in topology.nodes() {
             if n.registered {
                 let state = State::from(topology.state(id, now).0);
@@ -903,6 +904,27 @@ mod tests {
         force_down(&mut t, down);
         m.observe_topology(t.view(), now);
         m
+    }
+
+    /// A node every probe misses counts as UNREACHABLE, in the node gauge and in its zone's
+    /// (the fourth state once overran the zone counts' array).
+    #[test]
+    fn an_unreachable_node_is_counted_in_its_own_state() {
+        let m = Metrics::default();
+        let now = UnixMs(100_000);
+        let lost = |_: &str, b: &str| if b == "z0-n1" { 100 } else { 0 };
+        let mut t = mesh(2, 2, |_, _| 100.0, lost, now);
+        t.sweep(now);
+        m.observe_topology(t.view(), now);
+        let text = zonemesh_common::metrics::render(m.registry());
+        for series in [
+            "zonemesh_nodes{state=\"unreachable\"} 1",
+            "zonemesh_nodes{state=\"ready\"} 3",
+            "zonemesh_zone_nodes{zone=\"zone-0\",state=\"unreachable\"} 1",
+            "zonemesh_zone_nodes{zone=\"zone-1\",state=\"unreachable\"} 0",
+        ] {
+            assert!(text.contains(series), "{series} in\n{text}");
+        }
     }
 
     /// Every family, type, help text, series and value is what the hand-written exposition
