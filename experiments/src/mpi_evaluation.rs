@@ -809,9 +809,9 @@ async fn place_all(
                     1
                 };
                 for draw in 0..draws {
-                    let first = !strategy.knows_the_job()
+                    let placed_before = !strategy.knows_the_job()
                         && (bytes, collective) != (plan.sizes[0], collectives[0]);
-                    let placed = if first {
+                    let placed = if placed_before {
                         // The same as for the first size and collective.
                         let p = placements
                             .iter()
