@@ -118,6 +118,17 @@ impl Algorithm {
         }
     }
 
+    /// The collectives `algorithms` are priced as, each once, in their order.
+    pub fn collectives(algorithms: &[Self]) -> Vec<Collective> {
+        let mut out: Vec<Collective> = Vec::new();
+        for a in algorithms {
+            if !out.contains(&a.collective()) {
+                out.push(a.collective());
+            }
+        }
+        out
+    }
+
     /// The program that runs it (a name of [`SOURCES`] without `.c`).
     fn program(self) -> &'static str {
         match self {

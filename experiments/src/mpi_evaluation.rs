@@ -173,13 +173,7 @@ impl Plan {
 
     /// The collectives the jobs on `setup`'s lab are placed for.
     pub fn collectives_for(&self, setup: &Setup) -> Vec<Collective> {
-        let mut out = Vec::new();
-        for a in self.algorithms_for(setup) {
-            if !out.contains(&a.collective()) {
-                out.push(a.collective());
-            }
-        }
-        out
+        Algorithm::collectives(&self.algorithms_for(setup))
     }
 }
 

@@ -149,13 +149,7 @@ impl Scenario {
     /// The collectives its jobs are placed for (one per algorithm but Open MPI's choice, which
     /// runs the ring's placements).
     pub fn collectives(self) -> Vec<Collective> {
-        let mut out: Vec<Collective> = Vec::new();
-        for a in self.algorithms() {
-            if !out.contains(&a.collective()) {
-                out.push(a.collective());
-            }
-        }
-        out
+        Algorithm::collectives(self.algorithms())
     }
 }
 
