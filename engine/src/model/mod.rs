@@ -24,11 +24,14 @@
 //!   is the most a test between the zones achieved that neither end's cap explains; unknown when
 //!   every test is explained by its nodes (the zones' link did not limit anything seen).
 //! - **Loss penalty** on the rate: Mathis's limit `MSS / RTT · √(3/2) / √ℓ` scaled by a factor
-//!   calibrated on the measured paths that have both loss and a throughput figure (the median of
-//!   measured rate over Mathis's). Mathis alone overpredicted the cost of 2 % loss up to 27× on the
-//!   lab's paths (docs/EVALUATION.md, seed 3); with fewer than [`MIN_CALIBRATION_PATHS`] such paths
-//!   the penalty is unknown and the rate is the caps alone (a lossy node's own tests already
-//!   carry its loss into its caps).
+//!   calibrated on the measured lossy paths whose throughput test loss held back (the median of
+//!   measured rate over Mathis's, over the tests their ends' caps do not explain; a lossy path's
+//!   test never sets a zone pair's capacity). Mathis alone overpredicted the cost of 2 % loss up
+//!   to 27× on the lab's paths (docs/EVALUATION.md, seed 3), and a factor taken from tests a
+//!   1 Gbit/s link held back (20 µs inside a zone) predicted a few Mbit/s at a few milliseconds
+//!   where TCP reached 900. With fewer than [`MIN_CALIBRATION_PATHS`] such paths the penalty is
+//!   unknown and the rate is the caps alone (a lossy node's own tests already carry its loss
+//!   into its caps).
 //!
 //! # Estimates
 //!
@@ -306,13 +309,23 @@ impl Index {
     }
 }
 
-/// A throughput test as the cap fit sees it.
+/// A throughput test as the cap fit sees it, with its path's fresh RTT and loss (`NaN` and 0
+/// when the path has none).
 #[derive(Debug, Clone, Copy)]
 struct Test {
     src: usize,
     dst: usize,
     pair: usize,
     bps: f64,
+    rtt_us: f64,
+    loss: f64,
+}
+
+impl Test {
+    /// Whether the path lost enough for its test to say something about loss.
+    fn lossy(&self) -> bool {
+        self.loss >= CALIBRATION_MIN_LOSS
+    }
 }
 
 /// The best two figures of a node in one direction, with the peers that gave them.
@@ -367,7 +380,6 @@ impl Model {
             tails,
             oldest,
             tests,
-            mut calibration,
         } = Inputs::gather(snapshot, now, held_out, &zone_of);
         let index = Indexes::build(&obs, &zone_of, pairs.len(), snapshot.zones().len());
 
@@ -401,6 +413,7 @@ impl Model {
         mark_faults(&mut nodes, &index.members);
         fit_typical(&tests, &nodes, &mut zone_terms);
 
+        let mut calibration = loss_limited(&tests, &nodes);
         let penalty = (calibration.len() >= MIN_CALIBRATION_PATHS).then(|| LossPenalty {
             paths: calibration.len(),
             factor: median(&mut calibration).unwrap_or(1.0),
@@ -522,8 +535,6 @@ struct Inputs {
     oldest: Vec<Option<UnixMs>>,
     /// Fresh throughput tests.
     tests: Vec<Test>,
-    /// Measured rate over Mathis's limit, per lossy path with a test.
-    calibration: Vec<f64>,
 }
 
 impl Inputs {
@@ -542,7 +553,6 @@ impl Inputs {
         let mut tails: Vec<(u32, f64, f64)> = Vec::new();
         let mut oldest: Vec<Option<UnixMs>> = Vec::new();
         let mut tests: Vec<Test> = Vec::new();
-        let mut calibration: Vec<f64> = Vec::new();
         for ((src, dst), path) in snapshot.paths() {
             if src == dst || held_out(src, dst) {
                 continue;
@@ -561,8 +571,8 @@ impl Inputs {
                 .then(|| path.merged.loss())
                 .flatten();
             let tput = path.fresh_throughput(now, config).map(|t| t.latest_bps);
+            let rtt = path.merged.rtt.map_or(f64::NAN, |r| f64::from(r.p50));
             if let Some(loss) = fresh_loss {
-                let rtt = path.merged.rtt.map_or(f64::NAN, |r| f64::from(r.p50));
                 if let Some(r) = path.merged.rtt {
                     tails.push((
                         pair,
@@ -583,12 +593,6 @@ impl Inputs {
                     (Some(x), Some(y)) => Some(x.min(y)),
                     (x, y) => x.or(y),
                 };
-                if let Some(bps) = tput
-                    && loss >= CALIBRATION_MIN_LOSS
-                    && let Some(m) = mathis_bps(rtt, loss)
-                {
-                    calibration.push(bps / m);
-                }
             }
             if let Some(bps) = tput {
                 tests.push(Test {
@@ -596,6 +600,8 @@ impl Inputs {
                     dst: d,
                     pair: pair as usize,
                     bps,
+                    rtt_us: rtt,
+                    loss: fresh_loss.unwrap_or(0.0),
                 });
             }
         }
@@ -606,7 +612,6 @@ impl Inputs {
             tails,
             oldest,
             tests,
-            calibration,
         }
     }
 }
@@ -865,14 +870,31 @@ fn fit_caps(tests: &[Test], nodes: &mut [NodeTerms], zones: &mut [ZoneTerms]) {
             *i = Some(i.map_or(t.bps, |v| v.max(t.bps)));
         }
     }
-    for t in tests {
-        let at_most = |cap: Option<f64>| cap.is_some_and(|c| c <= t.bps * EXPLAINED);
-        if at_most(nodes[t.src].egress_bps) || at_most(nodes[t.dst].ingress_bps) {
-            continue;
-        }
+    // A lossy path's test speaks for its loss (`loss_limited`), not for its zones' link.
+    for t in tests.iter().filter(|t| !t.lossy() && !explained_by_caps(t, nodes)) {
         let c = &mut zones[t.pair].capacity_bps;
         *c = Some(c.map_or(t.bps, |v| v.max(t.bps)));
     }
+}
+
+/// Whether a test ran at about the cap of its sender's egress or its receiver's ingress: what its
+/// ends achieve elsewhere already accounts for it.
+fn explained_by_caps(t: &Test, nodes: &[NodeTerms]) -> bool {
+    let at_most = |cap: Option<f64>| cap.is_some_and(|c| c <= t.bps * EXPLAINED);
+    at_most(nodes[t.src].egress_bps) || at_most(nodes[t.dst].ingress_bps)
+}
+
+/// Measured rate over Mathis's limit, for each lossy path whose test its ends' caps do not
+/// explain: the paths where loss, not a link, held TCP back. A lossy node's tests inside a fast
+/// zone run at its caps (a 1 Gbit/s link binds long before 5 % loss at 20 µs does), and a factor
+/// taken from them says nothing about loss: carried to a path of a few milliseconds it predicted
+/// a few Mbit/s where TCP reached 900 (docs/ACCURACY.md, "Reading the model's rate errors").
+fn loss_limited(tests: &[Test], nodes: &[NodeTerms]) -> Vec<f64> {
+    tests
+        .iter()
+        .filter(|t| t.lossy() && !explained_by_caps(t, nodes))
+        .filter_map(|t| mathis_bps(t.rtt_us, t.loss).map(|m| t.bps / m))
+        .collect()
 }
 
 impl Snapshot {
