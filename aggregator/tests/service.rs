@@ -39,6 +39,11 @@ impl Server {
                 every: Duration::from_millis(100),
                 ..Default::default()
             },
+            faults: server::faults::FaultsConfig {
+                every: Duration::from_millis(100),
+                save_every: Duration::from_millis(200),
+                ..Default::default()
+            },
             publish: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();

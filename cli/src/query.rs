@@ -95,6 +95,9 @@ pub enum Query {
     },
     /// Zones and the figures between them.
     Zones,
+    /// The open faults: which node, direction, zone link or path, of what kind, how badly, since
+    /// when, and the paths that show it.
+    Faults,
     /// One directed path's figures.
     Path {
         /// Source node.
@@ -459,6 +462,18 @@ async fn run_at(
             let answer = all_zones(&mut client, timeout).await?;
             print(connection, json::AsJson(&answer), |s| {
                 render::zones(&answer, s)
+            });
+        }
+        Query::Faults => {
+            let answer = call!(
+                client,
+                timeout,
+                "ListFaults",
+                list_faults,
+                v1::ListFaultsRequest {}
+            );
+            print(connection, json::AsJson(&answer), |s| {
+                render::faults(&answer, s)
             });
         }
         Query::Path { src, dst } => {

@@ -243,6 +243,99 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
     out
 }
 
+/// The element of a fault as users name it: `a2`, `a2 (egress)`, `zone-a – zone-b`,
+/// `inside zone-a`, `a1 – a3`.
+fn fault_element(f: &v1::Fault) -> String {
+    match v1::FaultElement::try_from(f.element).unwrap_or(v1::FaultElement::Unspecified) {
+        v1::FaultElement::Node => f.a.clone(),
+        v1::FaultElement::Egress => format!("{} (egress)", f.a),
+        v1::FaultElement::Ingress => format!("{} (ingress)", f.a),
+        v1::FaultElement::ZoneLink if f.a == f.b => format!("inside {}", f.a),
+        v1::FaultElement::ZoneLink => format!("{} – {}", f.a, f.b),
+        v1::FaultElement::Path => format!("{} – {} (path)", f.a, f.b),
+        v1::FaultElement::Unspecified => f.a.clone(),
+    }
+}
+
+/// A fault's figure with what it is judged against.
+fn fault_figure(f: &v1::Fault) -> String {
+    match v1::FaultKind::try_from(f.kind).unwrap_or(v1::FaultKind::Unspecified) {
+        v1::FaultKind::Loss if f.figure_high > 0.0 => format!(
+            "{} ({}–{})",
+            percent(f.figure),
+            percent(f.figure_low),
+            percent(f.figure_high)
+        ),
+        v1::FaultKind::Loss => percent(f.figure),
+        v1::FaultKind::Delay => {
+            format!("+{} (baseline {})", micros(f.figure), micros(f.reference))
+        }
+        v1::FaultKind::Rate => format!("{} (of {})", rate(f.figure), rate(f.reference)),
+        v1::FaultKind::Unspecified => format!("{}", f.figure),
+    }
+}
+
+/// How long ago `unix_ms` was, at `now_ms`.
+fn ago(now_ms: i64, unix_ms: i64) -> String {
+    let s = (now_ms - unix_ms).max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s ago"),
+        60..3_600 => format!("{} min ago", s / 60),
+        3_600..86_400 => format!("{} h {} min ago", s / 3_600, s % 3_600 / 60),
+        _ => format!("{} d ago", s / 86_400),
+    }
+}
+
+/// `ListFaults`: one row per open fault, `down` first.
+pub fn faults(answer: &v1::ListFaultsResponse, style: &Style) -> String {
+    if answer.evaluated_unix_ms == 0 {
+        return "no faults known yet: the aggregator has not looked at the network\n".into();
+    }
+    if answer.faults.is_empty() {
+        return "no open faults\n".into();
+    }
+    let now = answer.evaluated_unix_ms;
+    let mut rows = vec![vec![
+        "element".to_owned(),
+        "kind".into(),
+        "severity".into(),
+        "figure".into(),
+        "since".into(),
+        "evidence".into(),
+    ]];
+    for f in &answer.faults {
+        let mut evidence: Vec<String> = f
+            .evidence
+            .iter()
+            .take(3)
+            .map(|p| format!("{}→{}", p.src, p.dst))
+            .collect();
+        if f.evidence_paths as usize > evidence.len() {
+            evidence.push(format!("{} paths in all", f.evidence_paths));
+        }
+        let mut since = ago(now, f.since_unix_ms);
+        if f.clean_since_unix_ms > 0 {
+            since += &format!("; clean {}", ago(now, f.clean_since_unix_ms));
+        }
+        rows.push(vec![
+            fault_element(f),
+            zonemesh_proto::json::fault_kind(f.kind).to_lowercase(),
+            zonemesh_proto::json::fault_severity(f.severity).to_lowercase(),
+            fault_figure(f),
+            since,
+            evidence.join(", "),
+        ]);
+    }
+    let down: Vec<bool> = answer
+        .faults
+        .iter()
+        .map(|f| f.severity == v1::FaultSeverity::Down as i32)
+        .collect();
+    styled_table(&rows, style, |r, c| {
+        (c == 2).then_some(if down[r - 1] { Paint::Bad } else { Paint::Warn })
+    })
+}
+
 /// A `RankNodes` answer, best first.
 pub fn ranking(answer: &v1::RankNodesResponse, style: &Style) -> String {
     let mut rows = vec![vec![

@@ -91,6 +91,26 @@ pub fn parse_bps(value: &str) -> Result<f64, RateError> {
     Ok(bps)
 }
 
+/// Why a flag's value is not a share.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a share (use 0.5%, or 0.005)")]
+pub struct ShareError(String);
+
+/// Parses a share such as `0.5%` or `0.005` (a finite number; its range is the flag's to check).
+pub fn parse_share(value: &str) -> Result<f64, ShareError> {
+    let trimmed = value.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(n) => (n.trim_end(), 0.01),
+        None => (trimmed, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .map(|n| n * scale)
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| ShareError(value.to_owned()))
+}
+
 /// The exit status for bad configuration (EX_USAGE from sysexits.h).
 pub const EXIT_USAGE: i32 = 64;
 
@@ -143,6 +163,17 @@ pub fn init_logging(program: &str, format: LogFormat, filter: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_parse_as_percentages_or_fractions() {
+        assert_eq!(parse_share("0.5%"), Ok(0.005));
+        assert_eq!(parse_share(" 20 % "), Ok(0.2));
+        assert_eq!(parse_share("0.25"), Ok(0.25));
+        for bad in ["", "%", "half", "1e400", "NaN", "5%%"] {
+            let e = parse_share(bad).unwrap_err();
+            assert!(e.to_string().contains("is not a share"), "{bad:?}: {e}");
+        }
+    }
 
     #[test]
     fn durations_parse_with_units_or_as_bare_seconds() {

@@ -25,6 +25,7 @@
 
 mod answer;
 mod error;
+mod faults;
 mod job;
 mod names;
 mod plan;
@@ -40,6 +41,7 @@ pub use answer::{
     RttSummary, ZoneLink, ZoneView, Zones,
 };
 pub use error::FieldError;
+pub use faults::{Element, Fault, FaultKind, FaultThresholds, Faults, MAX_EVIDENCE, Severity};
 pub use job::{Collective, Job, MAX_BYTES_PER_ITERATION, parse_quantity};
 pub use names::{
     MAX_NODE_NAME_BYTES, MAX_ZONE_NAME_BYTES, NodeName, UNKNOWN_ZONE, ZoneName, node_names,

@@ -80,6 +80,7 @@ pub mod collective;
 mod cow;
 mod error;
 pub mod extender;
+pub mod faults;
 mod ids;
 mod membership;
 pub mod model;

@@ -7,14 +7,14 @@
 use std::net::IpAddr;
 
 use zonemesh_domain::{
-    Assignment, Bps, Collective, Cut, CutFigures, FieldError, GroupLink, Hello, IcmpMode, Job,
-    JobBottleneck, MAX_ADDRESSES, MAX_LINKS_PAGE, MAX_MATRIX_NODES, MAX_NODES_PAGE,
-    MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell, MatrixQuery, MessageExchange,
-    Metric, Micros, NodeName, NodeState, NodeView, Nodes, NodesQuery, Page, PairFigure, PathAnswer,
-    PathFigures, PathSample, PlaceAnswer, PlaceQuery, ProbePlan, ProbeTarget, Provenance,
-    RankQuery, RankedNode, Ranking, Report, Retransmits, Rtt, RttSummary, ThroughputGrant,
-    ThroughputSample, TierGroup, TierThresholds, TierZone, Tiers, UnixMs, Weights, ZoneLink,
-    ZoneName, ZonePair, ZonePolicy, ZoneView, Zones, ZonesQuery, node_names,
+    Assignment, Bps, Collective, Cut, CutFigures, Element, Fault, FaultKind, Faults, FieldError,
+    GroupLink, Hello, IcmpMode, Job, JobBottleneck, MAX_ADDRESSES, MAX_LINKS_PAGE,
+    MAX_MATRIX_NODES, MAX_NODES_PAGE, MAX_PATHS_PER_REPORT, MAX_VERSION_BYTES, Matrix, MatrixCell,
+    MatrixQuery, MessageExchange, Metric, Micros, NodeName, NodeState, NodeView, Nodes, NodesQuery,
+    Page, PairFigure, PathAnswer, PathFigures, PathSample, PlaceAnswer, PlaceQuery, ProbePlan,
+    ProbeTarget, Provenance, RankQuery, RankedNode, Ranking, Report, Retransmits, Rtt, RttSummary,
+    ThroughputGrant, ThroughputSample, TierGroup, TierThresholds, TierZone, Tiers, UnixMs, Weights,
+    ZoneLink, ZoneName, ZonePair, ZonePolicy, ZoneView, Zones, ZonesQuery, node_names,
 };
 
 use crate::v1;
@@ -990,6 +990,104 @@ impl From<Cut> for v1::TierCut {
             Cut::Throughput => v1::TierCut::Throughput,
             Cut::Unmeasured => v1::TierCut::Unmeasured,
             Cut::Stale => v1::TierCut::Stale,
+        }
+    }
+}
+
+impl From<Faults> for v1::ListFaultsResponse {
+    fn from(f: Faults) -> Self {
+        Self {
+            faults: f.faults.into_iter().map(v1::Fault::from).collect(),
+            evaluated_unix_ms: f.evaluated_at.map_or(0, |t| t.0),
+        }
+    }
+}
+
+/// A fault's element on the wire: its kind and its one or two names (`b` empty for a node).
+pub fn fault_element(e: Element) -> (v1::FaultElement, String, String) {
+    match e {
+        Element::Node(n) => (v1::FaultElement::Node, n.into(), String::new()),
+        Element::Egress(n) => (v1::FaultElement::Egress, n.into(), String::new()),
+        Element::Ingress(n) => (v1::FaultElement::Ingress, n.into(), String::new()),
+        Element::ZoneLink(a, b) => (v1::FaultElement::ZoneLink, a.into(), b.into()),
+        Element::Path(a, b) => (v1::FaultElement::Path, a.into(), b.into()),
+    }
+}
+
+/// Checks a wire fault element (`element`, `a`, `b`); the errors name those fields.
+pub fn element_from_wire(element: i32, a: String, b: String) -> Result<Element, FieldError> {
+    let node = |v: String| NodeName::parse("a", v);
+    match v1::FaultElement::try_from(element) {
+        Ok(v1::FaultElement::Node) => Ok(Element::Node(node(a)?)),
+        Ok(v1::FaultElement::Egress) => Ok(Element::Egress(node(a)?)),
+        Ok(v1::FaultElement::Ingress) => Ok(Element::Ingress(node(a)?)),
+        Ok(v1::FaultElement::ZoneLink) => Ok(Element::zone_link(
+            ZoneName::parse("a", a)?,
+            ZoneName::parse("b", b)?,
+        )),
+        Ok(v1::FaultElement::Path) => Ok(Element::path(
+            NodeName::parse("a", a)?,
+            NodeName::parse("b", b)?,
+        )),
+        Ok(v1::FaultElement::Unspecified) => Err(FieldError::new("element", "must be set")),
+        Err(_) => Err(FieldError::new(
+            "element",
+            format!("{element} is not a FaultElement"),
+        )),
+    }
+}
+
+/// A fault kind on the wire.
+pub fn fault_kind(k: FaultKind) -> v1::FaultKind {
+    match k {
+        FaultKind::Loss => v1::FaultKind::Loss,
+        FaultKind::Delay => v1::FaultKind::Delay,
+        FaultKind::Rate => v1::FaultKind::Rate,
+    }
+}
+
+/// Checks a wire fault kind; `field` names it in the error.
+pub fn fault_kind_from_wire(field: &str, value: i32) -> Result<FaultKind, FieldError> {
+    match v1::FaultKind::try_from(value) {
+        Ok(v1::FaultKind::Loss) => Ok(FaultKind::Loss),
+        Ok(v1::FaultKind::Delay) => Ok(FaultKind::Delay),
+        Ok(v1::FaultKind::Rate) => Ok(FaultKind::Rate),
+        Ok(v1::FaultKind::Unspecified) => Err(FieldError::new(field, "must be set")),
+        Err(_) => Err(FieldError::new(
+            field,
+            format!("{value} is not a FaultKind"),
+        )),
+    }
+}
+
+impl From<Fault> for v1::Fault {
+    fn from(f: Fault) -> Self {
+        let (element, a, b) = fault_element(f.element);
+        let (figure_low, figure_high) = f.interval.unwrap_or((0.0, 0.0));
+        Self {
+            element: element as i32,
+            a,
+            b,
+            kind: fault_kind(f.kind) as i32,
+            severity: match f.severity {
+                zonemesh_domain::Severity::Degraded => v1::FaultSeverity::Degraded,
+                zonemesh_domain::Severity::Down => v1::FaultSeverity::Down,
+            } as i32,
+            figure: f.figure,
+            figure_low,
+            figure_high,
+            reference: f.reference.unwrap_or(0.0),
+            evidence: f
+                .evidence
+                .into_iter()
+                .map(|(src, dst)| v1::FaultPath {
+                    src: src.into(),
+                    dst: dst.into(),
+                })
+                .collect(),
+            evidence_paths: f.evidence_paths,
+            since_unix_ms: f.since.0,
+            clean_since_unix_ms: f.clean_since.map_or(0, |t| t.0),
         }
     }
 }

@@ -77,6 +77,7 @@ as_json! {
     v1::GetPathResponse => GetPathJson,
     v1::RankNodesResponse => RankNodesJson,
     v1::GetTiersResponse => TiersJson,
+    v1::ListFaultsResponse => ListFaultsJson,
 }
 
 /// `Place`: built value by value, since it adds what the wire does not hold (torchrun-style
@@ -116,7 +117,56 @@ macro_rules! list_with {
     };
 }
 
+/// `FAULT_ELEMENT_ZONE_LINK` → `ZONE_LINK`.
+pub fn fault_element(e: i32) -> &'static str {
+    match v1::FaultElement::try_from(e).unwrap_or(v1::FaultElement::Unspecified) {
+        v1::FaultElement::Node => "NODE",
+        v1::FaultElement::Egress => "EGRESS",
+        v1::FaultElement::Ingress => "INGRESS",
+        v1::FaultElement::ZoneLink => "ZONE_LINK",
+        v1::FaultElement::Path => "PATH",
+        v1::FaultElement::Unspecified => "UNSPECIFIED",
+    }
+}
+
+/// `FAULT_KIND_LOSS` → `LOSS`.
+pub fn fault_kind(k: i32) -> &'static str {
+    match v1::FaultKind::try_from(k).unwrap_or(v1::FaultKind::Unspecified) {
+        v1::FaultKind::Loss => "LOSS",
+        v1::FaultKind::Delay => "DELAY",
+        v1::FaultKind::Rate => "RATE",
+        v1::FaultKind::Unspecified => "UNSPECIFIED",
+    }
+}
+
+/// `FAULT_SEVERITY_DOWN` → `DOWN`.
+pub fn fault_severity(k: i32) -> &'static str {
+    match v1::FaultSeverity::try_from(k).unwrap_or(v1::FaultSeverity::Unspecified) {
+        v1::FaultSeverity::Degraded => "DEGRADED",
+        v1::FaultSeverity::Down => "DOWN",
+        v1::FaultSeverity::Unspecified => "UNSPECIFIED",
+    }
+}
+
+fn fault_element_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(fault_element(*v))
+}
+
+fn fault_kind_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(fault_kind(*v))
+}
+
+fn fault_severity_name<S: Serializer>(v: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(fault_severity(*v))
+}
+
+fn is_zero_ms(v: &i64) -> bool {
+    *v == 0
+}
+
 list_with!(node_list, v1::Node, "NodeJson");
+list_with!(fault_list, v1::Fault, "FaultJson");
+list_with!(fault_path_list, v1::FaultPath, "FaultPathJson");
 list_with!(zone_list, v1::Zone, "ZoneJson");
 list_with!(link_list, v1::ZoneLink, "ZoneLinkJson");
 list_with!(ranked_list, v1::RankedNode, "RankedNodeJson");
@@ -199,6 +249,49 @@ struct NodeJson {
     zone_paths_measured: u32,
     zone_rtt_p50_us: f64,
     zone_throughput_bps: f64,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::FaultPath")]
+struct FaultPathJson {
+    dst: String,
+    src: String,
+}
+
+#[derive(Serialize)]
+#[serde(remote = "v1::Fault")]
+struct FaultJson {
+    a: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    b: String,
+    #[serde(skip_serializing_if = "is_zero_ms")]
+    clean_since_unix_ms: i64,
+    #[serde(serialize_with = "fault_element_name")]
+    element: i32,
+    #[serde(serialize_with = "fault_path_list")]
+    evidence: Vec<v1::FaultPath>,
+    evidence_paths: u32,
+    figure: f64,
+    #[serde(skip_serializing_if = "is_zero")]
+    figure_high: f64,
+    #[serde(skip_serializing_if = "is_zero")]
+    figure_low: f64,
+    #[serde(serialize_with = "fault_kind_name")]
+    kind: i32,
+    #[serde(skip_serializing_if = "is_zero")]
+    reference: f64,
+    #[serde(serialize_with = "fault_severity_name")]
+    severity: i32,
+    since_unix_ms: i64,
+}
+
+/// `ListFaults`.
+#[derive(Serialize)]
+#[serde(remote = "v1::ListFaultsResponse")]
+struct ListFaultsJson {
+    evaluated_unix_ms: i64,
+    #[serde(serialize_with = "fault_list")]
+    faults: Vec<v1::Fault>,
 }
 
 /// `ListNodes`.
@@ -809,7 +902,58 @@ mod golden {
                 "tiers_empty",
                 pretty(AsJson(&v1::GetTiersResponse::default())),
             ),
+            ("faults", pretty(AsJson(&fault_answer()))),
+            (
+                "faults_empty",
+                pretty(AsJson(&v1::ListFaultsResponse::default())),
+            ),
         ]
+    }
+
+    fn fault_answer() -> v1::ListFaultsResponse {
+        v1::ListFaultsResponse {
+            faults: vec![
+                v1::Fault {
+                    element: v1::FaultElement::Node as i32,
+                    a: "a2".into(),
+                    kind: v1::FaultKind::Loss as i32,
+                    severity: v1::FaultSeverity::Down as i32,
+                    figure: 0.25,
+                    figure_low: 0.21,
+                    figure_high: 0.29,
+                    evidence: vec![v1::FaultPath {
+                        src: "a1".into(),
+                        dst: "a2".into(),
+                    }],
+                    evidence_paths: 14,
+                    since_unix_ms: 1_733_300_000_123,
+                    ..Default::default()
+                },
+                v1::Fault {
+                    element: v1::FaultElement::ZoneLink as i32,
+                    a: "zone-a".into(),
+                    b: "zone-b".into(),
+                    kind: v1::FaultKind::Delay as i32,
+                    severity: v1::FaultSeverity::Degraded as i32,
+                    figure: 1_950.5,
+                    reference: 2_000.0,
+                    evidence_paths: 32,
+                    since_unix_ms: 1_733_300_000_000,
+                    clean_since_unix_ms: 1_733_300_060_000,
+                    ..Default::default()
+                },
+                v1::Fault {
+                    element: v1::FaultElement::Egress as i32,
+                    a: "b3".into(),
+                    kind: v1::FaultKind::Rate as i32,
+                    severity: 7, // not a FaultSeverity: UNSPECIFIED
+                    figure: 95.6e6,
+                    reference: 956e6,
+                    ..Default::default()
+                },
+            ],
+            evaluated_unix_ms: 1_733_300_065_000,
+        }
     }
 
     /// Pretty JSON as `zonemesh --output json` prints it (the web API sends the same compact).

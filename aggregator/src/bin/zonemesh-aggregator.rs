@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use zonemesh_aggregator::server::{self, Config};
-use zonemesh_common::flags::{LogFormat, init_logging, parse_bps, parse_duration, parse_or_exit};
+use zonemesh_common::flags::{
+    LogFormat, init_logging, parse_bps, parse_duration, parse_or_exit, parse_share,
+};
 use zonemesh_engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
 
 #[cfg(not(target_env = "msvc"))]
@@ -74,6 +76,17 @@ mod env {
     pub const TIER_LEAVE_RTT: &str = "ZONEMESH_TIER_LEAVE_RTT";
     pub const TIER_JOIN_THROUGHPUT: &str = "ZONEMESH_TIER_JOIN_THROUGHPUT";
     pub const TIER_LEAVE_THROUGHPUT: &str = "ZONEMESH_TIER_LEAVE_THROUGHPUT";
+    pub const FAULT_INTERVAL: &str = "ZONEMESH_FAULT_INTERVAL";
+    pub const FAULT_LOSS: &str = "ZONEMESH_FAULT_LOSS";
+    pub const FAULT_LOSS_DOWN: &str = "ZONEMESH_FAULT_LOSS_DOWN";
+    pub const FAULT_DELAY: &str = "ZONEMESH_FAULT_DELAY";
+    pub const FAULT_DELAY_RATIO: &str = "ZONEMESH_FAULT_DELAY_RATIO";
+    pub const FAULT_DELAY_DOWN: &str = "ZONEMESH_FAULT_DELAY_DOWN";
+    pub const FAULT_RATE_SHARE: &str = "ZONEMESH_FAULT_RATE_SHARE";
+    pub const FAULT_RATE_DOWN_SHARE: &str = "ZONEMESH_FAULT_RATE_DOWN_SHARE";
+    pub const FAULT_OPEN_AFTER: &str = "ZONEMESH_FAULT_OPEN_AFTER";
+    pub const FAULT_HOLD: &str = "ZONEMESH_FAULT_HOLD";
+    pub const FAULT_BASELINE: &str = "ZONEMESH_FAULT_BASELINE";
     pub const PUBLISH: &str = "ZONEMESH_PUBLISH";
     pub const PUBLISH_INTERVAL: &str = "ZONEMESH_PUBLISH_INTERVAL";
     pub const PUBLISH_NAME: &str = "ZONEMESH_PUBLISH_NAME";
@@ -238,6 +251,44 @@ struct Cli {
     /// (at most --tier-join-throughput).
     #[arg(long, env = env::TIER_LEAVE_THROUGHPUT, default_value = "80M", value_parser = parse_bps)]
     tier_leave_throughput: f64,
+    /// How often the network is looked at for faults (`zonemesh faults`, ListFaults).
+    #[arg(long, env = env::FAULT_INTERVAL, default_value = "5s", value_parser = parse_duration)]
+    fault_interval: Duration,
+    /// A node, zone link or path that loses at least this share of its probes is at fault (0.5%
+    /// or 0.005; the 95 % interval must clear it).
+    #[arg(long, env = env::FAULT_LOSS, default_value = "0.5%", value_parser = parse_share)]
+    fault_loss: f64,
+    /// A loss at least this is a `down` fault (at least --fault-loss).
+    #[arg(long, env = env::FAULT_LOSS_DOWN, default_value = "20%", value_parser = parse_share)]
+    fault_loss_down: f64,
+    /// An RTT this far above the element's own baseline is a fault (or --fault-delay-ratio of the
+    /// baseline, whichever is more).
+    #[arg(long, env = env::FAULT_DELAY, default_value = "100us", value_parser = parse_duration)]
+    fault_delay: Duration,
+    /// The share of its baseline an RTT must rise by to be a fault.
+    #[arg(long, env = env::FAULT_DELAY_RATIO, default_value = "25%", value_parser = parse_share)]
+    fault_delay_ratio: f64,
+    /// An RTT this far above the baseline is a `down` fault (at least --fault-delay).
+    #[arg(long, env = env::FAULT_DELAY_DOWN, default_value = "10ms", value_parser = parse_duration)]
+    fault_delay_down: Duration,
+    /// A node's egress or ingress cap below this share of its zone's median (a zone link's
+    /// capacity below this share of its baseline) is a fault.
+    #[arg(long, env = env::FAULT_RATE_SHARE, default_value = "50%", value_parser = parse_share)]
+    fault_rate_share: f64,
+    /// A rate below this share of its reference is a `down` fault (at most --fault-rate-share).
+    #[arg(long, env = env::FAULT_RATE_DOWN_SHARE, default_value = "10%", value_parser = parse_share)]
+    fault_rate_down_share: f64,
+    /// How long an element must be bad before its fault opens.
+    #[arg(long, env = env::FAULT_OPEN_AFTER, default_value = "30s", value_parser = parse_duration)]
+    fault_open_after: Duration,
+    /// How long an element must be clean before its fault closes (so a flapping element opens
+    /// at most once per hold).
+    #[arg(long, env = env::FAULT_HOLD, default_value = "2m", value_parser = parse_duration)]
+    fault_hold: Duration,
+    /// How long each element's RTT (and each zone link's capacity) is learnt before a delay is
+    /// judged against it: hours in production, the clean minutes before an injection in a lab.
+    #[arg(long, env = env::FAULT_BASELINE, default_value = "2h", value_parser = parse_duration)]
+    fault_baseline: Duration,
     /// Publish the tiers to Kubernetes for these schedulers (comma-separated, may repeat):
     /// volcano (HyperNodes), kueue (Topology and node labels), diktyo (scheduler-plugins'
     /// NetworkTopology). Needs the deploy/publish component of each.
@@ -360,7 +411,13 @@ impl Cli {
         self.check_store_and_ports()?;
         self.check_limits()?;
         let thresholds = self.tier_thresholds()?;
+        let faults = server::faults::FaultsConfig {
+            thresholds: self.fault_thresholds()?,
+            every: self.fault_interval,
+            ..Default::default()
+        };
         Ok(Config {
+            faults,
             publish: self.publish_config()?,
             tiers: server::tiers::TiersConfig {
                 thresholds,
@@ -537,6 +594,45 @@ impl Cli {
                 "leave_throughput_bps" => "--tier-leave-throughput",
                 "join_rtt_us" => "--tier-join-rtt",
                 _ => "--tier-join-throughput",
+            };
+            format!("{flag}: {}", e.problem())
+        })
+    }
+
+    /// The faults' thresholds (`--fault-*`), checked: a `down` threshold milder than its
+    /// `degraded` one, a hold time or a baseline learning time of 0.
+    fn fault_thresholds(&self) -> Result<zonemesh_domain::FaultThresholds, String> {
+        at_least(
+            "fault-interval",
+            self.fault_interval,
+            Duration::from_millis(100),
+        )?;
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        zonemesh_domain::FaultThresholds {
+            loss_degraded: self.fault_loss,
+            loss_down: self.fault_loss_down,
+            delay_degraded_us: self.fault_delay.as_secs_f64() * 1e6,
+            delay_ratio: self.fault_delay_ratio,
+            delay_down_us: self.fault_delay_down.as_secs_f64() * 1e6,
+            rate_degraded_share: self.fault_rate_share,
+            rate_down_share: self.fault_rate_down_share,
+            open_after_ms: ms(self.fault_open_after),
+            hold_ms: ms(self.fault_hold),
+            baseline_ms: ms(self.fault_baseline),
+        }
+        .checked()
+        .map_err(|e| {
+            let flag = match e.field() {
+                "loss_degraded" => "--fault-loss",
+                "loss_down" => "--fault-loss-down",
+                "delay_degraded_us" => "--fault-delay",
+                "delay_ratio" => "--fault-delay-ratio",
+                "delay_down_us" => "--fault-delay-down",
+                "rate_degraded_share" => "--fault-rate-share",
+                "rate_down_share" => "--fault-rate-down-share",
+                "open_after_ms" => "--fault-open-after",
+                "hold_ms" => "--fault-hold",
+                _ => "--fault-baseline",
             };
             format!("{flag}: {}", e.problem())
         })

@@ -65,6 +65,7 @@ label_value! {
         ExtenderFilter => "ExtenderFilter",
         ExtenderPrioritize => "ExtenderPrioritize",
         GetTiers => "GetTiers",
+        ListFaults => "ListFaults",
     }
 }
 
@@ -178,6 +179,39 @@ label_value! {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct JobModelLabels {
     reason: JobModelReason,
+}
+
+label_value! {
+    /// A fault's kind, as a label.
+    enum Kind { Loss => "loss", Delay => "delay", Rate => "rate" }
+}
+
+label_value! {
+    /// A fault's severity, as a label.
+    enum Severity { Degraded => "degraded", Down => "down" }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct FaultLabels {
+    kind: Kind,
+    severity: Severity,
+}
+
+impl FaultLabels {
+    fn of(f: &zonemesh_domain::Fault) -> Self {
+        use zonemesh_domain::{FaultKind, Severity as S};
+        Self {
+            kind: match f.kind {
+                FaultKind::Loss => Kind::Loss,
+                FaultKind::Delay => Kind::Delay,
+                FaultKind::Rate => Kind::Rate,
+            },
+            severity: match f.severity {
+                S::Degraded => Severity::Degraded,
+                S::Down => Severity::Down,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -372,6 +406,7 @@ pub struct Metrics {
     query_seconds: Family<RpcLabels, Histogram>,
     query_errors: Family<RpcLabels, Counter>,
     nodes_by_state: Family<StateLabels, Gauge>,
+    faults: Family<FaultLabels, Gauge>,
     job_model_refusals: Family<JobModelLabels, Counter>,
     zones: Gauge,
     paths: Gauge,
@@ -454,6 +489,17 @@ impl Default for Metrics {
         for &state in State::ALL {
             drop(nodes_by_state.get_or_create(&StateLabels { state }));
         }
+        let faults = Family::<FaultLabels, Gauge>::default();
+        registry.register(
+            "zonemesh_faults",
+            "Open faults by kind and severity (zonemesh faults lists them)",
+            faults.clone(),
+        );
+        for &kind in Kind::ALL {
+            for &severity in Severity::ALL {
+                drop(faults.get_or_create(&FaultLabels { kind, severity }));
+            }
+        }
         let commit_seconds = Histogram::default();
         registry.register(
             "zonemesh_store_commit_seconds",
@@ -525,6 +571,7 @@ impl Default for Metrics {
             query_seconds,
             query_errors,
             nodes_by_state,
+            faults,
             job_model_refusals,
             zones,
             paths,
@@ -563,6 +610,32 @@ impl Metrics {
         if !ok {
             self.query_errors.get_or_create(&labels).inc();
         }
+    }
+
+    /// The open faults, counted by kind and severity.
+    pub fn set_faults(&self, open: &zonemesh_domain::Faults) {
+        for &kind in Kind::ALL {
+            for &severity in Severity::ALL {
+                let labels = FaultLabels { kind, severity };
+                let n = open
+                    .faults
+                    .iter()
+                    .filter(|f| FaultLabels::of(f) == labels)
+                    .count();
+                self.faults.get_or_create(&labels).set(n as u64);
+            }
+        }
+    }
+
+    /// Open faults of `kind` and `severity` (their label values), as exported.
+    pub fn faults(&self, kind: &str, severity: &str) -> u64 {
+        let kind = Kind::ALL.iter().find(|k| k.as_str() == kind);
+        let severity = Severity::ALL.iter().find(|s| s.as_str() == severity);
+        kind.zip(severity).map_or(0, |(&kind, &severity)| {
+            self.faults
+                .get_or_create(&FaultLabels { kind, severity })
+                .get()
+        })
     }
 
     /// A replica: its progress in the log is exported (`zonemesh_cluster_*`).

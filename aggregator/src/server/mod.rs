@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod clock;
 pub mod extender;
+pub mod faults;
 pub mod forward;
 pub mod health;
 pub mod ingest;
@@ -75,6 +76,8 @@ pub struct Config {
     pub heap_stats: Option<metrics::HeapStats>,
     /// How tiers are derived.
     pub tiers: tiers::TiersConfig,
+    /// The faults task's settings.
+    pub faults: faults::FaultsConfig,
     /// The Kubernetes publisher (`--publish`); `None`: off.
     pub publish: Option<PublishConfig>,
     /// A replica on a replicated log (`--cluster`); `None`: the single aggregator.
@@ -144,7 +147,7 @@ pub async fn serve(
         Some(c) => Some(replica::Replica::connect(c).await?),
         None => None,
     };
-    let (topology, store, restored_tiers, cluster_start) =
+    let (topology, store, restored_tiers, restored_baselines, cluster_start) =
         restore(&config, replica.as_ref()).await?;
     let (grpc_listener, http_listener, bound) = bind(&config).await?;
 
@@ -177,6 +180,12 @@ pub async fn serve(
     let gate = replica.as_ref().map(|r| r.progress.clone());
     let store_health = ingest::follow_store_health(owner.store_health().watch(), health);
     let (tiers_watch, tiers_task) = tiers::spawn(owner.clone(), config.tiers, gate.clone());
+    let (faults_watch, faults_task) = faults::spawn(
+        owner.clone(),
+        config.faults,
+        restored_baselines.unwrap_or_default(),
+        metrics.clone(),
+    );
     // One writer, fed by tier snapshots; it never runs on the owner, and on a replica only while
     // the replica holds the lease.
     let publisher = kube_client.and_then(|client| {
@@ -194,6 +203,7 @@ pub async fn serve(
         owner.reader().clone(),
         metrics.clone(),
         tiers_watch,
+        faults_watch,
         gate.clone(),
     );
     let mut ingest = ingest::IngestService::new(
@@ -271,6 +281,7 @@ pub async fn serve(
     let _ = tokio::time::timeout(grace, grpc_task).await;
     let _ = tokio::time::timeout(grace, http_task).await;
     tiers_task.abort();
+    faults_task.abort();
     store_health.abort();
     for task in replica_tasks {
         task.abort();
@@ -357,10 +368,11 @@ type Restored = (
     Topology,
     Box<dyn Store>,
     Option<TierState>,
+    Option<zonemesh_engine::faults::Baselines>,
     Option<owner::ClusterStart>,
 );
 
-/// Opens the store and restores the topology and the tiers' state from it (a replica: from its
+/// Opens the store and restores the topology, the tiers' state and the faults' baselines from it (a replica: from its
 /// checkpoint or the newest snapshot, its nodes in their ids' order, at its applier's clock).
 async fn restore(config: &Config, replica: Option<&replica::Replica>) -> Result<Restored, Error> {
     let mut store: Box<dyn Store> = match &config.data_dir {
@@ -396,7 +408,7 @@ async fn restore(config: &Config, replica: Option<&replica::Replica>) -> Result<
         elapsed_ms = started.elapsed().as_millis() as u64,
         "topology restored"
     );
-    Ok((topology, store, contents.tiers, start))
+    Ok((topology, store, contents.tiers, contents.baselines, start))
 }
 
 /// Binds both ports.

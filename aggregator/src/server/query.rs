@@ -6,11 +6,12 @@
 use std::sync::Arc;
 
 use zonemesh_domain::{
-    Matrix, MatrixQuery, NodeName, Nodes, NodesQuery, PathAnswer, PlaceAnswer, PlaceQuery,
+    Faults, Matrix, MatrixQuery, NodeName, Nodes, NodesQuery, PathAnswer, PlaceAnswer, PlaceQuery,
     RankQuery, Ranking, Tiers, UnixMs, Zones, ZonesQuery,
 };
 use zonemesh_engine::Snapshot;
 
+use super::faults::FaultsWatch;
 use super::metrics::{Metrics, Rpc};
 use super::reader::Reader;
 use super::tiers::TiersWatch;
@@ -26,23 +27,27 @@ pub struct Queries {
     reader: Reader,
     metrics: Arc<Metrics>,
     tiers: TiersWatch,
+    faults: FaultsWatch,
     /// A replica answers only while it is caught up with the log, within `--max-lag`.
     gate: Option<Arc<Progress>>,
 }
 
 impl Queries {
-    /// Queries on `reader`'s snapshots; `GetTiers` answers from the tiers task's `tiers`. A
-    /// replica's `gate` makes them UNAVAILABLE while it lags.
+    /// Queries on `reader`'s snapshots; `GetTiers` answers from the tiers task's `tiers`,
+    /// `ListFaults` from the faults task's `faults`. A replica's `gate` makes them UNAVAILABLE
+    /// while it lags.
     pub fn new(
         reader: Reader,
         metrics: Arc<Metrics>,
         tiers: TiersWatch,
+        faults: FaultsWatch,
         gate: Option<Arc<Progress>>,
     ) -> Self {
         Self {
             reader,
             metrics,
             tiers,
+            faults,
             gate,
         }
     }
@@ -109,6 +114,18 @@ impl Queries {
     pub async fn place(&self, query: PlaceQuery) -> Result<PlaceAnswer, Error> {
         self.run(Rpc::Place, move |t, now| Ok(t.place(&query, now)?))
             .await
+    }
+
+    /// `ListFaults`: the open faults as of the faults task's latest look.
+    pub fn faults(&self) -> Result<Arc<Faults>, Error> {
+        let started = zonemesh_common::time::Stopwatch::start();
+        let result = self.closed().map(|()| self.faults.borrow().clone());
+        self.metrics.observe_query(
+            Rpc::ListFaults,
+            started.elapsed().as_secs_f64(),
+            result.is_ok(),
+        );
+        result
     }
 
     /// `GetTiers`: the latest tiers (waiting for the first derivation at most 5 s).

@@ -107,6 +107,13 @@ impl v1::topology_server::Topology for TopologyService {
         wire(tiers.map(|t| (*t).clone()))
     }
 
+    async fn list_faults(
+        &self,
+        _request: Request<v1::ListFaultsRequest>,
+    ) -> Result<Response<v1::ListFaultsResponse>, Status> {
+        wire(self.queries.faults().map(|f| (*f).clone()))
+    }
+
     async fn place(
         &self,
         request: Request<v1::PlaceRequest>,

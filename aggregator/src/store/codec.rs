@@ -6,6 +6,7 @@ use prost::Message;
 use zonemesh_domain::{IcmpMode, NodeName, UnixMs, ZoneName};
 use zonemesh_proto::v1;
 
+use zonemesh_engine::faults::{Baseline, Baselines};
 use zonemesh_engine::path::{RttFigures, TcpFigures, ThroughputState, Window};
 use zonemesh_engine::tiers::{GROUP_PREFIX, TierState};
 use zonemesh_engine::{PathState, StoredNode};
@@ -20,6 +21,9 @@ pub const NODE_PREFIX: &[u8] = b"n/";
 pub const ROW_PREFIX: &[u8] = b"r/";
 /// Key of the tiers' state (one record: each zone's group and the next group number).
 pub const TIERS_KEY: &[u8] = b"t/state";
+/// Key of the faults' baselines (one record: what each element's delay, and each zone link's
+/// capacity, is judged against).
+pub const BASELINES_KEY: &[u8] = b"f/baselines";
 /// Key of a replica's place in the replicated log: the last entry applied and the applier's
 /// clock (only with `--cluster`).
 pub const CLUSTER_KEY: &[u8] = b"c/log";
@@ -136,6 +140,36 @@ struct TiersRecord {
     zones: Vec<ZoneGroupRecord>,
     #[prost(uint64, tag = "2")]
     next_group: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct BaselineRecord {
+    /// A `zonemesh.v1.FaultElement`.
+    #[prost(int32, tag = "1")]
+    element: i32,
+    #[prost(string, tag = "2")]
+    a: String,
+    #[prost(string, tag = "3")]
+    b: String,
+    /// A `zonemesh.v1.FaultKind`.
+    #[prost(int32, tag = "4")]
+    kind: i32,
+    #[prost(double, tag = "5")]
+    value: f64,
+    #[prost(int64, tag = "6")]
+    first_seen_unix_ms: i64,
+    #[prost(int64, tag = "7")]
+    updated_unix_ms: i64,
+    #[prost(int64, tag = "8")]
+    seen_unix_ms: i64,
+    #[prost(uint32, tag = "9")]
+    samples: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct BaselinesRecord {
+    #[prost(message, repeated, tag = "1")]
+    baselines: Vec<BaselineRecord>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -283,10 +317,85 @@ pub fn records(batch: &super::Batch) -> Vec<super::Record> {
     if let Some(tiers) = &batch.tiers {
         out.push((TIERS_KEY.to_vec(), encode_tiers(tiers)));
     }
+    if let Some(baselines) = &batch.baselines {
+        out.push((BASELINES_KEY.to_vec(), encode_baselines(baselines)));
+    }
     if let Some(cluster) = &batch.cluster {
         cluster_records(cluster, &mut out);
     }
     out
+}
+
+/// Encodes the faults' baselines.
+pub fn encode_baselines(baselines: &Baselines) -> Vec<u8> {
+    BaselinesRecord {
+        baselines: baselines
+            .entries()
+            .into_iter()
+            .map(|(element, kind, b)| {
+                let (element, a, b_name) = zonemesh_proto::convert::fault_element(element);
+                BaselineRecord {
+                    element: element as i32,
+                    a,
+                    b: b_name,
+                    kind: zonemesh_proto::convert::fault_kind(kind) as i32,
+                    value: b.value,
+                    first_seen_unix_ms: b.first_seen.0,
+                    updated_unix_ms: b.updated.0,
+                    seen_unix_ms: b.seen.0,
+                    samples: b.samples,
+                }
+            })
+            .collect(),
+    }
+    .encode_to_vec()
+}
+
+/// Decodes the faults' baselines: known elements and kinds, valid names, finite figures, times
+/// in order, each element's kind once.
+pub fn decode_baselines(bytes: &[u8]) -> Result<Baselines, CodecError> {
+    let r = BaselinesRecord::decode(bytes)?;
+    let mut entries = Vec::with_capacity(r.baselines.len());
+    let mut seen = std::collections::HashSet::new();
+    for (i, b) in r.baselines.into_iter().enumerate() {
+        let within = |e: zonemesh_domain::FieldError| e.within(&format!("baselines[{i}]"));
+        let element =
+            zonemesh_proto::convert::element_from_wire(b.element, b.a, b.b).map_err(within)?;
+        let kind = zonemesh_proto::convert::fault_kind_from_wire("kind", b.kind).map_err(within)?;
+        if !b.value.is_finite() {
+            return Err(CodecError::Invalid(format!(
+                "baselines[{i}].value: {} is not a figure",
+                b.value
+            )));
+        }
+        if !(0 <= b.first_seen_unix_ms
+            && b.first_seen_unix_ms <= b.updated_unix_ms
+            && b.updated_unix_ms <= b.seen_unix_ms)
+        {
+            return Err(CodecError::Invalid(format!(
+                "baselines[{i}]: first seen {}, updated {}, seen {} are not in order",
+                b.first_seen_unix_ms, b.updated_unix_ms, b.seen_unix_ms
+            )));
+        }
+        if !seen.insert((element.clone(), kind)) {
+            return Err(CodecError::Invalid(format!(
+                "baselines[{i}]: {element} {} is listed twice",
+                kind.as_str()
+            )));
+        }
+        entries.push((
+            element,
+            kind,
+            Baseline {
+                value: b.value,
+                first_seen: UnixMs(b.first_seen_unix_ms),
+                updated: UnixMs(b.updated_unix_ms),
+                seen: UnixMs(b.seen_unix_ms),
+                samples: b.samples,
+            },
+        ));
+    }
+    Ok(Baselines::from_entries(entries))
 }
 
 /// Largest group number a stored state may have reached (2^53: far more groups than any
@@ -653,6 +762,8 @@ pub fn decode_into(
         snapshot.nodes.push(decode_node(value)?);
     } else if key == TIERS_KEY {
         snapshot.tiers = Some(decode_tiers(value)?);
+    } else if key == BASELINES_KEY {
+        snapshot.baselines = Some(decode_baselines(value)?);
     } else if [CLUSTER_KEY, NODE_ORDER_KEY, SESSIONS_KEY, TESTS_KEY].contains(&key) {
         decode_cluster_into(snapshot.cluster.get_or_insert_default(), key, value)?;
     } else if let Some(src) = key.strip_prefix(ROW_PREFIX) {
@@ -668,6 +779,39 @@ pub fn decode_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn damaged_baselines_are_refused_by_field() {
+        let record = |element: i32, a: &str, kind: i32, value: f64, first_seen: i64| {
+            BaselinesRecord {
+                baselines: vec![BaselineRecord {
+                    element,
+                    a: a.into(),
+                    b: String::new(),
+                    kind,
+                    value,
+                    first_seen_unix_ms: first_seen,
+                    updated_unix_ms: 2_000,
+                    seen_unix_ms: 3_000,
+                    samples: 1,
+                }],
+            }
+            .encode_to_vec()
+        };
+        let node = v1::FaultElement::Node as i32;
+        let delay = v1::FaultKind::Delay as i32;
+        assert!(decode_baselines(&record(node, "a1", delay, 5.0, 1_000)).is_ok());
+        let err = |bytes: Vec<u8>| decode_baselines(&bytes).unwrap_err().to_string();
+        assert!(err(record(9, "a1", delay, 5.0, 1_000)).contains("baselines[0].element"));
+        assert!(err(record(node, "A_1", delay, 5.0, 1_000)).contains("baselines[0].a"));
+        assert!(err(record(node, "a1", 0, 5.0, 1_000)).contains("baselines[0].kind"));
+        assert!(err(record(node, "a1", delay, f64::NAN, 1_000)).contains("baselines[0].value"));
+        assert!(err(record(node, "a1", delay, 5.0, 2_500)).contains("not in order"));
+        let mut twice =
+            BaselinesRecord::decode(&record(node, "a1", delay, 5.0, 1_000)[..]).unwrap();
+        twice.baselines.push(twice.baselines[0].clone());
+        assert!(err(twice.encode_to_vec()).contains("listed twice"));
+    }
 
     #[test]
     fn damaged_records_are_refused_with_a_reason() {

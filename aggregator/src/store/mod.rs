@@ -1,5 +1,6 @@
-//! Durable state: nodes (with each agent's last applied report sequence), path states, and the
-//! tiers' state (each zone's group and the next group number), so that a restart changes no tier.
+//! Durable state: nodes (with each agent's last applied report sequence), path states, the
+//! tiers' state (each zone's group and the next group number), so that a restart changes no tier,
+//! and the faults' baselines, so that a restart judges delays against what was learnt.
 //!
 //! [`Store`] has two implementations, [`SledStore`] on disk and [`MemStore`] in memory, which
 //! share the record encoding ([`codec`]) and one test suite. A [`Batch`] is written atomically:
@@ -17,6 +18,7 @@ pub use sled_store::{DEFAULT_CACHE_BYTES, SledStore};
 use zonemesh_domain::{NodeName, UnixMs};
 
 use crate::Error;
+use zonemesh_engine::faults::Baselines;
 use zonemesh_engine::tiers::TierState;
 use zonemesh_engine::{Dirty, PathState, Snapshot, StoredNode, Topology};
 
@@ -35,6 +37,8 @@ pub struct Contents {
     pub paths: Vec<StoredPath>,
     /// The tiers' state, once tiers were derived.
     pub tiers: Option<TierState>,
+    /// The faults' baselines, once some were learnt.
+    pub baselines: Option<Baselines>,
     /// A replica's place in the replicated log (only with `--cluster`).
     pub cluster: Option<ClusterMeta>,
 }
@@ -80,6 +84,8 @@ pub struct Batch {
     pub rows: Vec<StoredRow>,
     /// The tiers' state to (over)write.
     pub tiers: Option<TierState>,
+    /// The faults' baselines to (over)write.
+    pub baselines: Option<Baselines>,
     /// The replica's place in the log to (over)write (with `--cluster`).
     pub cluster: Option<ClusterMeta>,
 }
@@ -111,6 +117,7 @@ impl Batch {
                 })
                 .collect(),
             tiers: None,
+            baselines: None,
             cluster: None,
         }
     }
@@ -129,6 +136,7 @@ impl Batch {
         self.nodes.is_empty()
             && self.rows.is_empty()
             && self.tiers.is_none()
+            && self.baselines.is_none()
             && self.cluster.is_none()
     }
 
@@ -275,6 +283,48 @@ mod suite {
         assert_eq!(snapshot.nodes.len(), 4, "the rest untouched");
     }
 
+    pub fn keeps_the_baselines(mut store: impl Store) {
+        use zonemesh_domain::{Element, FaultKind, ZoneName};
+        use zonemesh_engine::faults::{Baseline, Baselines};
+        let at = |ms| UnixMs(ms);
+        let baselines = Baselines::from_entries([
+            (
+                Element::Node(name("a1")),
+                FaultKind::Delay,
+                Baseline {
+                    value: -12.5,
+                    first_seen: at(1_000),
+                    updated: at(2_000),
+                    seen: at(3_000),
+                    samples: 40,
+                },
+            ),
+            (
+                Element::zone_link(
+                    ZoneName::parse("z", "zone-b").unwrap(),
+                    ZoneName::parse("z", "zone-a").unwrap(),
+                ),
+                FaultKind::Rate,
+                Baseline {
+                    value: 100e6,
+                    first_seen: at(1_000),
+                    updated: at(1_000),
+                    seen: at(3_000),
+                    samples: 2,
+                },
+            ),
+        ]);
+        store
+            .commit(&Batch {
+                baselines: Some(baselines.clone()),
+                ..Batch::default()
+            })
+            .unwrap();
+        // A later batch without baselines leaves them.
+        store.commit(&Batch::default()).unwrap();
+        assert_eq!(store.load().unwrap().baselines, Some(baselines));
+    }
+
     macro_rules! store_suite {
         ($module:ident, $make:expr) => {
             mod $module {
@@ -297,6 +347,12 @@ mod suite {
                 fn keeps_the_tiers_state() {
                     let (_keep, store) = $make;
                     super::keeps_the_tiers_state(store);
+                }
+
+                #[test]
+                fn keeps_the_baselines() {
+                    let (_keep, store) = $make;
+                    super::keeps_the_baselines(store);
                 }
             }
         };

@@ -456,6 +456,11 @@ impl Model {
         self.zones.get(&key(a, b))
     }
 
+    /// Every zone pair with terms (the smaller id first), in no order.
+    pub fn zone_pairs(&self) -> impl Iterator<Item = ((ZoneId, ZoneId), &ZoneTerms)> {
+        self.zones.iter().map(|(k, t)| (*k, t))
+    }
+
     /// Whether node `id` has a fault of its own that the zone terms leave out: its own loss (out or
     /// in) of at least [`FAULT_LOSS`], an RTT offset of at least [`FAULT_RTT_US`], or an egress or
     /// ingress cap below [`FAULT_RATE_SHARE`] of its zone's median.
@@ -871,7 +876,10 @@ fn fit_caps(tests: &[Test], nodes: &mut [NodeTerms], zones: &mut [ZoneTerms]) {
         }
     }
     // A lossy path's test speaks for its loss (`loss_limited`), not for its zones' link.
-    for t in tests.iter().filter(|t| !t.lossy() && !explained_by_caps(t, nodes)) {
+    for t in tests
+        .iter()
+        .filter(|t| !t.lossy() && !explained_by_caps(t, nodes))
+    {
         let c = &mut zones[t.pair].capacity_bps;
         *c = Some(c.map_or(t.bps, |v| v.max(t.bps)));
     }

@@ -101,6 +101,8 @@ pub enum Command {
     Stop,
     /// The tiers task derived new groups: decide them (see `State::decide_tiers`).
     Tiers(TierState),
+    /// The faults task's baselines: store them with the next write (each replica keeps its own).
+    Baselines(zonemesh_engine::faults::Baselines),
     /// A stream ended.
     Goodbye {
         /// The node.

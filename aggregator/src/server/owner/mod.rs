@@ -346,6 +346,7 @@ impl State {
         match command {
             Command::Stop => return false,
             Command::Tiers(state) => self.decide_tiers(state),
+            Command::Baselines(baselines) => self.writes.store_baselines(baselines),
             Command::Hello {
                 hello,
                 outbound,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
+use zonemesh_engine::faults::Baselines;
 use zonemesh_engine::tiers::TierState;
 use zonemesh_engine::{Dirty, Topology};
 
@@ -36,12 +37,13 @@ pub(super) struct PendingAck {
     pub _permit: Option<OwnedSemaphorePermit>,
 }
 
-/// What one write holds: the nodes and rows that changed, the tiers' state if it changed, and a
-/// replica's place in the log.
+/// What one write holds: the nodes and rows that changed, the tiers' state if it changed, the
+/// faults' baselines if handed over, and a replica's place in the log.
 #[derive(Debug, Default)]
 pub(super) struct Written {
     dirty: Dirty,
     tiers: Option<TierState>,
+    baselines: Option<Baselines>,
     cluster: Option<ClusterMeta>,
 }
 
@@ -83,6 +85,8 @@ pub(super) struct Writes {
     failed: Option<Written>,
     /// The tiers' state to write with the next batch.
     tiers: Option<TierState>,
+    /// The faults' baselines to write with the next batch.
+    baselines: Option<Baselines>,
     /// When a store write last measured the store's size.
     size_measured: Option<Instant>,
     metrics: Arc<Metrics>,
@@ -110,6 +114,7 @@ impl Writes {
             inflight_acks: Vec::new(),
             failed: None,
             tiers: None,
+            baselines: None,
             size_measured: None,
             metrics,
             health,
@@ -131,6 +136,11 @@ impl Writes {
     /// The tiers' state to store with the next batch.
     pub fn store_tiers(&mut self, tiers: TierState) {
         self.tiers = Some(tiers);
+    }
+
+    /// The faults' baselines to store with the next batch.
+    pub fn store_baselines(&mut self, baselines: Baselines) {
+        self.baselines = Some(baselines);
     }
 
     /// A write is in flight.
@@ -265,11 +275,13 @@ impl Writes {
     ) -> Option<Inflight> {
         let mut dirty = topology.take_dirty();
         let mut tiers = self.tiers.take();
+        let mut baselines = self.baselines.take();
         if let Some(failed) = self.failed.take() {
             dirty = failed.dirty.union(dirty);
-            // A newer state of the tiers supersedes the one that failed; a newer place too, but
-            // the node order and sessions it does not carry are the failed write's.
+            // A newer state of the tiers (or baselines) supersedes the one that failed; a newer
+            // place too, but the node order and sessions it does not carry are the failed write's.
             tiers = tiers.or(failed.tiers);
+            baselines = baselines.or(failed.baselines);
             if let (Some(new), Some(old)) = (&mut cluster, failed.cluster) {
                 new.node_order = new.node_order.take().or(old.node_order);
                 new.sessions = new.sessions.take().or(old.sessions);
@@ -280,7 +292,7 @@ impl Writes {
         let place_changed = cluster
             .as_ref()
             .is_some_and(|c| c.node_order.is_some() || c.sessions.is_some() || c.tests.is_some());
-        if dirty.is_empty() && tiers.is_none() && !place_changed {
+        if dirty.is_empty() && tiers.is_none() && baselines.is_none() && !place_changed {
             // Everything before is durable already: waiting acks can go.
             self.acknowledge();
             return None;
@@ -306,6 +318,7 @@ impl Writes {
             }
             let mut batch = Batch::from_snapshot(&snapshot, &dirty);
             batch.tiers = tiers.clone();
+            batch.baselines = baselines.clone();
             batch.cluster = cluster.clone();
             drop(snapshot);
             let result = store.commit(&batch);
@@ -321,6 +334,7 @@ impl Writes {
                 Written {
                     dirty,
                     tiers,
+                    baselines,
                     cluster,
                 },
                 result,

@@ -1,0 +1,775 @@
+//! Faults, localised: which node, node direction, zone link or path is at fault, of what kind
+//! (loss, delay, rate), how badly and since when.
+//!
+//! The [model](crate::model) already takes the measured network apart: what belongs to each node
+//! (its RTT offset, the loss of what it sends and receives, its egress and ingress caps) and
+//! what belongs to each zone pair (base RTT, loss, capacity). Its `own_fault` flag, which the
+//! node rows and zone links use to leave a neighbour's fault out of a node's figures, stays as
+//! the first step: instantaneous and without thresholds of the operator's. This module judges
+//! the same terms against the operator's thresholds ([`FaultThresholds`], the `--fault-*`
+//! flags), names the paths that show each fault, and keeps each fault open with hysteresis.
+//!
+//! What is judged, each time [`Tracker::update`] looks at a snapshot:
+//!
+//! - **A node's loss**: the larger of its model terms (what it sends, what it is sent). ICMP
+//!   probes are round trips, so a loss belongs to the node, never to a direction. A fault needs
+//!   the 95 % Wilson interval over the probes of all its fresh paths to lie above the threshold,
+//!   so a lost probe or two never opens one. A node whose agent is connected but that every probe
+//!   misses (UNREACHABLE) is a `down` loss fault. A node whose agent is gone (DOWN: a rollout, a
+//!   drained node) is no network fault: nothing about it, nor its paths, is judged.
+//! - **A node's delay**: its RTT offset against its own baseline.
+//! - **A node's rate, by direction**: its egress and ingress caps (throughput tests have a
+//!   direction) against the median cap of its zone.
+//! - **A zone link** (or a zone's own network): its loss (with the same interval rule over the
+//!   paths between the zones that touch no lossy node), its base RTT against its baseline, and
+//!   its capacity, where a test shows one, against its baseline (a link built thin is not a
+//!   fault; one that became thin is).
+//! - **A single path**, inside a zone (the full mesh measures every one) or between zones (as
+//!   far as the plan's rotation measures them): a loss the model's node and zone-pair terms do not
+//!   explain, its lower 95 % bound above the expected loss by the threshold. Paths touching a node
+//!   or a zone link with a loss fault are left to that fault.
+//!
+//! **Baselines.** A delay means nothing in absolute terms across clusters, so each element's RTT
+//! figure (and a zone link's capacity) is learnt for `baseline_ms` after it is first seen (the
+//! mean of what is seen); after that a figure is judged against it, and while it is not bad the
+//! baseline follows it slowly (weight `elapsed / baseline_ms`). The aggregator keeps the
+//! baselines in its store ([`Baselines::entries`]).
+//!
+//! **Hysteresis.** A fault opens once its element has been bad for `open_after_ms` without a
+//! break, and says since when; it closes once the element has been clean for `hold_ms`. So an
+//! element opens a fault of one kind at most once per `hold_ms`, and one that flaps faster stays
+//! one open fault.
+//!
+//! The cost is one pass over the fresh paths per look (every few seconds, on the query pool).
+
+use std::collections::{HashMap, HashSet};
+
+use zonemesh_domain::stats::{Z_95, wilson};
+use zonemesh_domain::{
+    Element, Fault, FaultKind, FaultThresholds, Faults, MAX_EVIDENCE, NodeName, NodeState,
+    Severity, UnixMs,
+};
+
+use crate::{NodeId, Snapshot, ZoneId};
+
+/// Baselines not seen for this long are forgotten (a node removed, a zone renamed), ms.
+pub const FORGET_AFTER_MS: i64 = 7 * 24 * 3_600_000;
+
+/// What an element's figure is learnt as.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Baseline {
+    /// The figure: an RTT or RTT offset (µs), or a capacity (bit/s).
+    pub value: f64,
+    /// When the element was first seen: it is learnt until `first_seen + baseline_ms`.
+    pub first_seen: UnixMs,
+    /// When `value` last moved.
+    pub updated: UnixMs,
+    /// When the element was last seen.
+    pub seen: UnixMs,
+    /// Figures folded into it.
+    pub samples: u32,
+}
+
+/// Every element's baseline, by element and kind.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Baselines {
+    by_element: HashMap<(Element, FaultKind), Baseline>,
+}
+
+impl Baselines {
+    /// Baselines as stored.
+    pub fn from_entries(entries: impl IntoIterator<Item = (Element, FaultKind, Baseline)>) -> Self {
+        Self {
+            by_element: entries.into_iter().map(|(e, k, b)| ((e, k), b)).collect(),
+        }
+    }
+
+    /// Every baseline, in element order (as stored).
+    pub fn entries(&self) -> Vec<(Element, FaultKind, Baseline)> {
+        let mut all: Vec<_> = self
+            .by_element
+            .iter()
+            .map(|((e, k), b)| (e.clone(), *k, *b))
+            .collect();
+        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        all
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.by_element.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_element.is_empty()
+    }
+
+    /// The baseline of `element`'s `kind`, learnt or not.
+    pub fn get(&self, element: &Element, kind: FaultKind) -> Option<&Baseline> {
+        self.by_element.get(&(element.clone(), kind))
+    }
+
+    /// Sees `value` for `element`'s `kind` at `now`: while the baseline is being learnt it is
+    /// folded in and `None` comes back; once learnt, the baseline comes back, and `bad` (given
+    /// the baseline) says whether the figure is at fault: if not, the baseline follows it slowly.
+    fn judge(
+        &mut self,
+        key: (Element, FaultKind),
+        value: f64,
+        now: UnixMs,
+        learn_ms: i64,
+        bad: impl Fn(f64) -> bool,
+    ) -> Option<(f64, bool)> {
+        let b = self.by_element.entry(key).or_insert(Baseline {
+            value,
+            first_seen: now,
+            updated: now,
+            seen: now,
+            samples: 0,
+        });
+        b.seen = now;
+        if now.since(b.first_seen) < learn_ms {
+            b.samples = b.samples.saturating_add(1);
+            b.value += (value - b.value) / f64::from(b.samples);
+            b.updated = now;
+            return None;
+        }
+        let baseline = b.value;
+        let is_bad = bad(baseline);
+        if !is_bad {
+            let weight = (now.since(b.updated) as f64 / learn_ms as f64).min(1.0);
+            b.value += (value - b.value) * weight;
+            b.samples = b.samples.saturating_add(1);
+            b.updated = now;
+        }
+        Some((baseline, is_bad))
+    }
+
+    /// Forgets the baselines of elements not seen for [`FORGET_AFTER_MS`].
+    fn forget_old(&mut self, now: UnixMs) {
+        self.by_element
+            .retain(|_, b| now.since(b.seen) <= FORGET_AFTER_MS);
+    }
+}
+
+/// What one look at the network found wrong with an element, before the hysteresis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suspect {
+    /// Where.
+    pub element: Element,
+    /// What.
+    pub kind: FaultKind,
+    /// How bad.
+    pub severity: Severity,
+    /// The figure (see [`Fault::figure`]).
+    pub figure: f64,
+    /// A loss's 95 % interval.
+    pub interval: Option<(f64, f64)>,
+    /// What the figure is judged against (see [`Fault::reference`]).
+    pub reference: Option<f64>,
+    /// Paths that show it, at most [`MAX_EVIDENCE`].
+    pub evidence: Vec<(NodeName, NodeName)>,
+    /// Paths that show it, in all.
+    pub evidence_paths: u32,
+}
+
+/// Probes sent and lost, pooled over paths.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pool {
+    sent: u64,
+    lost: u64,
+}
+
+impl Pool {
+    fn add(&mut self, sent: u32, received: u32) {
+        self.sent += u64::from(sent);
+        self.lost += u64::from(sent.saturating_sub(received));
+    }
+
+    fn interval(self) -> (f64, f64) {
+        wilson(self.lost, self.sent, Z_95)
+    }
+}
+
+/// Paths named as evidence: the first [`MAX_EVIDENCE`], and the count.
+#[derive(Debug, Clone, Default)]
+struct Evidence {
+    paths: Vec<(NodeId, NodeId)>,
+    count: u32,
+}
+
+impl Evidence {
+    fn push(&mut self, src: NodeId, dst: NodeId) {
+        self.count += 1;
+        if self.paths.len() < MAX_EVIDENCE {
+            self.paths.push((src, dst));
+        }
+    }
+}
+
+/// A figure found bad, waiting for the pass over the paths to gather its evidence.
+struct Candidate {
+    element: Element,
+    kind: FaultKind,
+    severity: Severity,
+    figure: f64,
+    reference: Option<f64>,
+    /// What a path must show to be evidence.
+    test: Test,
+    evidence: Evidence,
+    pool: Pool,
+}
+
+/// What makes a path evidence of a candidate.
+#[derive(Debug, Clone, Copy)]
+enum Test {
+    /// A path touching `node` with a loss of at least `at_least`.
+    NodeLoss { node: NodeId, at_least: f64 },
+    /// A path touching `node` whose RTT is at least `excess` µs above what the zone pair's base
+    /// and the other end's offset give with the node at its baseline `offset`.
+    NodeDelay {
+        node: NodeId,
+        offset: f64,
+        excess: f64,
+    },
+    /// A test from (`egress`) or to the node below `below` bit/s.
+    NodeRate {
+        node: NodeId,
+        egress: bool,
+        below: f64,
+    },
+    /// A path between the zones (touching no lossy node) with a loss of at least `at_least`.
+    ZoneLoss {
+        zones: (ZoneId, ZoneId),
+        at_least: f64,
+    },
+    /// A path between the zones whose RTT, less its ends' offsets, is `excess` µs above the
+    /// baseline `base`.
+    ZoneDelay {
+        zones: (ZoneId, ZoneId),
+        base: f64,
+        excess: f64,
+    },
+    /// A test between the zones below `below` bit/s.
+    ZoneRate { zones: (ZoneId, ZoneId), below: f64 },
+    /// A single path's loss: its own evidence, gathered as it is found.
+    Path,
+}
+
+fn unordered(a: ZoneId, b: ZoneId) -> (ZoneId, ZoneId) {
+    if a <= b { (a, b) } else { (b, a) }
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[(v.len() - 1) / 2])
+}
+
+/// The severity of a loss `figure`.
+fn loss_severity(t: &FaultThresholds, figure: f64) -> Severity {
+    if figure >= t.loss_down {
+        Severity::Down
+    } else {
+        Severity::Degraded
+    }
+}
+
+/// How far above its baseline `base` an RTT must be to be a fault, µs.
+fn delay_threshold(t: &FaultThresholds, base: f64) -> f64 {
+    t.delay_degraded_us.max(t.delay_ratio * base.abs())
+}
+
+/// Looks at `snapshot` at `now`: every element that is bad now by `thresholds`, judging delays
+/// (and zone links' rates) against `baselines`, which it learns. No hysteresis: see [`Tracker`].
+pub fn suspects(
+    snapshot: &Snapshot,
+    thresholds: &FaultThresholds,
+    baselines: &mut Baselines,
+    now: UnixMs,
+) -> Vec<Suspect> {
+    let model = snapshot.model();
+    if model.fitted_at().is_none() {
+        return Vec::new();
+    }
+    let t = thresholds;
+    let n = snapshot.nodes().len();
+    let states: Vec<NodeState> = (0..n)
+        .map(|i| snapshot.state(NodeId(i as u32), now).0)
+        .collect();
+    let gone = |id: NodeId| states[id.0 as usize] == NodeState::Down;
+    let terms = |id: NodeId| model.node(id).copied().unwrap_or_default();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let candidate = |element, kind, severity, figure, reference, test| Candidate {
+        element,
+        kind,
+        severity,
+        figure,
+        reference,
+        test,
+        evidence: Evidence::default(),
+        pool: Pool::default(),
+    };
+
+    // The zones' median caps, for the nodes' rates.
+    let zone_count = snapshot.zones().len();
+    let mut caps: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); zone_count];
+    for (id, info) in snapshot.nodes() {
+        if gone(id) || !info.registered {
+            continue;
+        }
+        let z = &mut caps[info.zone.0 as usize];
+        z.0.extend(terms(id).egress_bps);
+        z.1.extend(terms(id).ingress_bps);
+    }
+    let medians: Vec<(Option<f64>, Option<f64>)> = caps
+        .iter_mut()
+        .map(|(e, i)| (median(e), median(i)))
+        .collect();
+
+    // Nodes.
+    let mut lossy_nodes: HashSet<NodeId> = HashSet::new();
+    for (id, info) in snapshot.nodes() {
+        if gone(id) || !info.registered {
+            continue;
+        }
+        let node = || info.name.clone();
+        let own = terms(id);
+        if states[id.0 as usize] == NodeState::Unreachable {
+            lossy_nodes.insert(id);
+            candidates.push(candidate(
+                Element::Node(node()),
+                FaultKind::Loss,
+                Severity::Down,
+                1.0,
+                None,
+                Test::NodeLoss {
+                    node: id,
+                    at_least: t.loss_degraded,
+                },
+            ));
+            continue;
+        }
+        let loss = own.loss_out.max(own.loss_in);
+        if own.paths > 0 && loss >= t.loss_degraded {
+            lossy_nodes.insert(id);
+            candidates.push(candidate(
+                Element::Node(node()),
+                FaultKind::Loss,
+                loss_severity(t, loss),
+                loss,
+                None,
+                Test::NodeLoss {
+                    node: id,
+                    at_least: t.loss_degraded,
+                },
+            ));
+        }
+        if own.paths > 0 {
+            let offset = own.rtt_offset_us;
+            let inside = model
+                .zone_pair(info.zone, info.zone)
+                .and_then(|z| z.rtt_us)
+                .unwrap_or(0.0);
+            let judged = baselines.judge(
+                (Element::Node(node()), FaultKind::Delay),
+                offset,
+                now,
+                t.baseline_ms,
+                |base| offset - base >= delay_threshold(t, inside + base),
+            );
+            if let Some((base, true)) = judged {
+                let excess = offset - base;
+                candidates.push(candidate(
+                    Element::Node(node()),
+                    FaultKind::Delay,
+                    if excess >= t.delay_down_us {
+                        Severity::Down
+                    } else {
+                        Severity::Degraded
+                    },
+                    excess,
+                    Some(inside + base),
+                    Test::NodeDelay {
+                        node: id,
+                        offset: base,
+                        excess: delay_threshold(t, inside + base),
+                    },
+                ));
+            }
+        }
+        let (egress_median, ingress_median) = medians[info.zone.0 as usize];
+        for (egress, cap, median) in [
+            (true, own.egress_bps, egress_median),
+            (false, own.ingress_bps, ingress_median),
+        ] {
+            let (Some(cap), Some(median)) = (cap, median) else {
+                continue;
+            };
+            if cap < t.rate_degraded_share * median {
+                candidates.push(candidate(
+                    if egress {
+                        Element::Egress(node())
+                    } else {
+                        Element::Ingress(node())
+                    },
+                    FaultKind::Rate,
+                    if cap < t.rate_down_share * median {
+                        Severity::Down
+                    } else {
+                        Severity::Degraded
+                    },
+                    cap,
+                    Some(median),
+                    Test::NodeRate {
+                        node: id,
+                        egress,
+                        below: t.rate_degraded_share * median,
+                    },
+                ));
+            }
+        }
+    }
+
+    // Zone links.
+    let mut lossy_links: HashSet<(ZoneId, ZoneId)> = HashSet::new();
+    let mut pairs: Vec<_> = model.zone_pairs().collect();
+    pairs.sort_by_key(|(k, _)| *k);
+    for ((a, b), z) in pairs {
+        let element =
+            || Element::zone_link(snapshot.zone(a).name.clone(), snapshot.zone(b).name.clone());
+        if z.measured_paths > 0 && z.loss >= t.loss_degraded {
+            lossy_links.insert((a, b));
+            candidates.push(candidate(
+                element(),
+                FaultKind::Loss,
+                loss_severity(t, z.loss),
+                z.loss,
+                None,
+                Test::ZoneLoss {
+                    zones: (a, b),
+                    at_least: t.loss_degraded,
+                },
+            ));
+        }
+        if let Some(rtt) = z.rtt_us {
+            let judged = baselines.judge(
+                (element(), FaultKind::Delay),
+                rtt,
+                now,
+                t.baseline_ms,
+                |base| rtt - base >= delay_threshold(t, base),
+            );
+            if let Some((base, true)) = judged {
+                let excess = rtt - base;
+                candidates.push(candidate(
+                    element(),
+                    FaultKind::Delay,
+                    if excess >= t.delay_down_us {
+                        Severity::Down
+                    } else {
+                        Severity::Degraded
+                    },
+                    excess,
+                    Some(base),
+                    Test::ZoneDelay {
+                        zones: (a, b),
+                        base,
+                        excess: delay_threshold(t, base),
+                    },
+                ));
+            }
+        }
+        if let Some(capacity) = z.capacity_bps {
+            let judged = baselines.judge(
+                (element(), FaultKind::Rate),
+                capacity,
+                now,
+                t.baseline_ms,
+                |base| capacity < t.rate_degraded_share * base,
+            );
+            if let Some((base, true)) = judged {
+                candidates.push(candidate(
+                    element(),
+                    FaultKind::Rate,
+                    if capacity < t.rate_down_share * base {
+                        Severity::Down
+                    } else {
+                        Severity::Degraded
+                    },
+                    capacity,
+                    Some(base),
+                    Test::ZoneRate {
+                        zones: (a, b),
+                        below: t.rate_degraded_share * base,
+                    },
+                ));
+            }
+        }
+    }
+    baselines.forget_old(now);
+
+    // One pass over the fresh paths: evidence and pooled probes of the candidates, and the
+    // single paths whose loss nothing else explains.
+    let config = &snapshot.config().path;
+    let mut by_node: HashMap<NodeId, Vec<usize>> = HashMap::new();
+    let mut by_pair: HashMap<(ZoneId, ZoneId), Vec<usize>> = HashMap::new();
+    for (i, c) in candidates.iter().enumerate() {
+        match c.test {
+            Test::NodeLoss { node, .. }
+            | Test::NodeDelay { node, .. }
+            | Test::NodeRate { node, .. } => by_node.entry(node).or_default().push(i),
+            Test::ZoneLoss { zones, .. }
+            | Test::ZoneDelay { zones, .. }
+            | Test::ZoneRate { zones, .. } => by_pair.entry(zones).or_default().push(i),
+            Test::Path => {}
+        }
+    }
+    let mut paths: HashMap<Element, Candidate> = HashMap::new();
+    for ((src, dst), path) in snapshot.paths() {
+        if src == dst || gone(src) || gone(dst) || src.0 as usize >= n || dst.0 as usize >= n {
+            continue;
+        }
+        let fresh = !path.is_stale(now, config);
+        let merged = path.merged;
+        let loss = if fresh { merged.loss() } else { None };
+        let rtt = merged.rtt.map(|r| f64::from(r.p50)).filter(|_| fresh);
+        let tput = path.fresh_throughput(now, config).map(|t| t.latest_bps);
+        let (zs, zd) = (snapshot.zone_of(src), snapshot.zone_of(dst));
+        let pair = unordered(zs, zd);
+        let zone_base = model.zone_pair(zs, zd).and_then(|z| z.rtt_us);
+        let touches_lossy = lossy_nodes.contains(&src) || lossy_nodes.contains(&dst);
+        for (end, other) in [(src, dst), (dst, src)] {
+            for &i in by_node.get(&end).map_or(&[][..], Vec::as_slice) {
+                let c = &mut candidates[i];
+                let shows = match c.test {
+                    Test::NodeLoss { at_least, .. } => {
+                        if let Some(l) = loss {
+                            c.pool.add(merged.sent, merged.received);
+                            l >= at_least
+                        } else {
+                            false
+                        }
+                    }
+                    Test::NodeDelay { offset, excess, .. } => {
+                        rtt.zip(zone_base).is_some_and(|(rtt, base)| {
+                            rtt - base - terms(other).rtt_offset_us - offset >= excess
+                        })
+                    }
+                    Test::NodeRate { egress, below, .. } => {
+                        (egress == (end == src)) && tput.is_some_and(|bps| bps < below)
+                    }
+                    _ => false,
+                };
+                if shows {
+                    c.evidence.push(src, dst);
+                }
+            }
+        }
+        for &i in by_pair.get(&pair).map_or(&[][..], Vec::as_slice) {
+            let c = &mut candidates[i];
+            let shows = match c.test {
+                Test::ZoneLoss { at_least, .. } => match loss {
+                    Some(l) if !touches_lossy => {
+                        c.pool.add(merged.sent, merged.received);
+                        l >= at_least
+                    }
+                    _ => false,
+                },
+                Test::ZoneDelay { base, excess, .. } => rtt.is_some_and(|rtt| {
+                    rtt - terms(src).rtt_offset_us - terms(dst).rtt_offset_us - base >= excess
+                }),
+                Test::ZoneRate { below, .. } => tput.is_some_and(|bps| bps < below),
+                _ => false,
+            };
+            if shows {
+                c.evidence.push(src, dst);
+            }
+        }
+        // A single path's loss that its nodes' and its zones' terms do not explain.
+        let Some(l) = loss else { continue };
+        if l < t.loss_degraded || touches_lossy || lossy_links.contains(&pair) {
+            continue;
+        }
+        let zz = model.zone_pair(zs, zd).map_or(0.0, |z| z.loss);
+        let expected = 1.0 - (1.0 - terms(src).loss_out) * (1.0 - zz) * (1.0 - terms(dst).loss_in);
+        let mut pool = Pool::default();
+        pool.add(merged.sent, merged.received);
+        let (low, _) = pool.interval();
+        if low < expected + t.loss_degraded {
+            continue;
+        }
+        let element = Element::path(
+            snapshot.node(src).name.clone(),
+            snapshot.node(dst).name.clone(),
+        );
+        let c = paths.entry(element.clone()).or_insert_with(|| Candidate {
+            element,
+            kind: FaultKind::Loss,
+            severity: Severity::Degraded,
+            figure: 0.0,
+            reference: None,
+            test: Test::Path,
+            evidence: Evidence::default(),
+            pool: Pool::default(),
+        });
+        if l > c.figure {
+            c.figure = l;
+            c.pool = pool;
+            c.severity = loss_severity(t, l);
+        }
+        c.evidence.push(src, dst);
+    }
+
+    let name = |id: NodeId| snapshot.node(id).name.clone();
+    let mut out: Vec<Suspect> = Vec::with_capacity(candidates.len() + paths.len());
+    for c in candidates.into_iter().chain(paths.into_values()) {
+        let interval = (c.kind == FaultKind::Loss).then(|| c.pool.interval());
+        // A loss needs its interval above the threshold: a lost probe or two is no fault (an
+        // unreachable node's is its state, judged by the sweep).
+        let unreachable = matches!(c.test, Test::NodeLoss { node, .. } if states[node.0 as usize] == NodeState::Unreachable);
+        if let Some((low, _)) = interval
+            && low < t.loss_degraded
+            && !unreachable
+        {
+            continue;
+        }
+        out.push(Suspect {
+            element: c.element,
+            kind: c.kind,
+            severity: c.severity,
+            figure: c.figure,
+            interval,
+            reference: c.reference,
+            evidence: c
+                .evidence
+                .paths
+                .iter()
+                .map(|&(s, d)| (name(s), name(d)))
+                .collect(),
+            evidence_paths: c.evidence.count,
+        });
+    }
+    out.sort_by(|a, b| (&a.element, a.kind).cmp(&(&b.element, b.kind)));
+    out
+}
+
+/// One element's fault of one kind, through its hysteresis.
+#[derive(Debug, Clone, PartialEq)]
+struct Track {
+    /// Since when it has been bad without a break.
+    bad_since: Option<UnixMs>,
+    /// Since when it has been clean, while open.
+    clean_since: Option<UnixMs>,
+    /// The open fault: what was last seen of it, and since when it has been at fault.
+    open: Option<(Suspect, UnixMs)>,
+}
+
+/// Faults through their hysteresis, with the baselines they are judged against. Time comes from
+/// the caller (the snapshot's clock), so it is tested without waiting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracker {
+    thresholds: FaultThresholds,
+    baselines: Baselines,
+    tracks: HashMap<(Element, FaultKind), Track>,
+    evaluated_at: Option<UnixMs>,
+}
+
+impl Tracker {
+    /// A tracker judging by `thresholds` (checked), from `baselines` (as stored; empty at first).
+    pub fn new(thresholds: FaultThresholds, baselines: Baselines) -> Self {
+        Self {
+            thresholds,
+            baselines,
+            tracks: HashMap::new(),
+            evaluated_at: None,
+        }
+    }
+
+    /// The baselines learnt so far.
+    pub fn baselines(&self) -> &Baselines {
+        &self.baselines
+    }
+
+    /// Looks at `snapshot` at `now` and returns the open faults.
+    pub fn update(&mut self, snapshot: &Snapshot, now: UnixMs) -> Faults {
+        let found = suspects(snapshot, &self.thresholds, &mut self.baselines, now);
+        self.apply(found, now)
+    }
+
+    /// Moves every fault through its hysteresis given what is bad at `now`.
+    pub fn apply(&mut self, found: Vec<Suspect>, now: UnixMs) -> Faults {
+        let t = self.thresholds;
+        let mut seen: HashSet<(Element, FaultKind)> = HashSet::with_capacity(found.len());
+        for s in found {
+            let key = (s.element.clone(), s.kind);
+            seen.insert(key.clone());
+            let track = self.tracks.entry(key).or_insert(Track {
+                bad_since: None,
+                clean_since: None,
+                open: None,
+            });
+            let bad_since = *track.bad_since.get_or_insert(now);
+            track.clean_since = None;
+            match &mut track.open {
+                Some((last, _)) => *last = s,
+                None if now.since(bad_since) >= t.open_after_ms => {
+                    track.open = Some((s, bad_since));
+                }
+                None => {}
+            }
+        }
+        self.tracks.retain(|key, track| {
+            if seen.contains(key) {
+                return true;
+            }
+            track.bad_since = None;
+            if track.open.is_some() {
+                let clean_since = *track.clean_since.get_or_insert(now);
+                if now.since(clean_since) >= t.hold_ms {
+                    track.open = None;
+                    track.clean_since = None;
+                }
+            }
+            track.open.is_some()
+        });
+        self.evaluated_at = Some(now);
+        self.faults()
+    }
+
+    /// The open faults: `down` first, then by element and kind.
+    pub fn faults(&self) -> Faults {
+        let mut faults: Vec<Fault> = self
+            .tracks
+            .values()
+            .filter_map(|track| {
+                let (s, since) = track.open.as_ref()?;
+                Some(Fault {
+                    element: s.element.clone(),
+                    kind: s.kind,
+                    severity: s.severity,
+                    figure: s.figure,
+                    interval: s.interval,
+                    reference: s.reference,
+                    evidence: s.evidence.clone(),
+                    evidence_paths: s.evidence_paths,
+                    since: *since,
+                    clean_since: track.clean_since,
+                })
+            })
+            .collect();
+        faults.sort_by(|a, b| {
+            (b.severity, &a.element, a.kind).cmp(&(a.severity, &b.element, b.kind))
+        });
+        Faults {
+            faults,
+            evaluated_at: self.evaluated_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,343 @@
+use zonemesh_domain::{Element, FaultKind, FaultThresholds, NodeName, Severity, UnixMs, ZoneName};
+
+use super::*;
+use crate::testing::*;
+
+const T0: UnixMs = UnixMs(1_000_000);
+
+fn node(n: &str) -> NodeName {
+    name(n)
+}
+
+fn zone(z: &str) -> ZoneName {
+    ZoneName::parse("zone", z).unwrap()
+}
+
+fn same_zone(s: &str, d: &str) -> bool {
+    s[..2] == d[..2]
+}
+
+/// Two zones of four, 50 µs inside and 2 ms between.
+fn rtt(s: &str, d: &str) -> f64 {
+    if same_zone(s, d) { 50.0 } else { 2_000.0 }
+}
+
+fn look(t: &crate::Topology, now: UnixMs) -> Vec<Suspect> {
+    suspects(
+        t.view(),
+        &FaultThresholds::default(),
+        &mut Baselines::default(),
+        now,
+    )
+}
+
+fn elements(found: &[Suspect]) -> Vec<(Element, FaultKind)> {
+    found.iter().map(|s| (s.element.clone(), s.kind)).collect()
+}
+
+#[test]
+fn a_clean_network_has_no_suspect() {
+    let t = mesh_with_throughput(2, 4, rtt, |_, _| 0, |_, _| 1e9, T0);
+    assert_eq!(look(&t, T0), vec![]);
+}
+
+#[test]
+fn a_lossy_node_is_the_suspect_and_its_neighbours_and_zone_are_not() {
+    // z0-n1 loses 3 % of what reaches it: every round trip through it shows 3 %.
+    let lossy = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
+    let t = mesh(2, 4, rtt, |s, d| if lossy(s, d) { 3 } else { 0 }, T0);
+    let found = look(&t, T0);
+    assert_eq!(
+        elements(&found),
+        vec![(Element::Node(node("z0-n1")), FaultKind::Loss)]
+    );
+    let s = &found[0];
+    assert_eq!(s.severity, Severity::Degraded);
+    assert!((s.figure - 0.03).abs() < 1e-9, "{}", s.figure);
+    let (low, high) = s.interval.unwrap();
+    assert!(low > 0.005 && low < 0.03 && high > 0.03, "{low}–{high}");
+    assert_eq!(s.evidence_paths, 14, "its 7 peers, both ways");
+    assert!(
+        s.evidence
+            .iter()
+            .all(|(a, b)| a.as_str() == "z0-n1" || b.as_str() == "z0-n1")
+    );
+}
+
+#[test]
+fn a_lost_probe_here_and_there_is_no_fault() {
+    // One probe in a hundred on each of z0-n1's outgoing paths: the loss of what it sends reads
+    // 1 %, above the threshold, but over all its probes (7 of 1,400) the 95 % interval reaches
+    // down to 0.24 %: not enough to name it.
+    let t = mesh(2, 4, rtt, |s, _| u64::from(s == "z0-n1"), T0);
+    let model = t.view().model();
+    let id = t.id(&node("z0-n1")).unwrap();
+    assert!(model.node(id).unwrap().loss_out >= 0.005);
+    assert_eq!(look(&t, T0), vec![]);
+}
+
+#[test]
+fn a_node_losing_half_its_packets_is_down() {
+    let lossy = |s: &str, d: &str| s == "z1-n3" || d == "z1-n3";
+    let t = mesh(2, 4, rtt, |s, d| if lossy(s, d) { 40 } else { 0 }, T0);
+    let found = look(&t, T0);
+    assert_eq!(
+        elements(&found),
+        vec![(Element::Node(node("z1-n3")), FaultKind::Loss)]
+    );
+    assert_eq!(found[0].severity, Severity::Down);
+}
+
+#[test]
+fn an_unreachable_node_is_down_and_a_gone_agent_is_no_fault() {
+    // Every probe into z0-n1 is lost, its agent still connected: UNREACHABLE.
+    let t = mesh(2, 4, rtt, |_, d| if d == "z0-n1" { 100 } else { 0 }, T0);
+    let found = look(&t, T0);
+    assert_eq!(
+        elements(&found),
+        vec![(Element::Node(node("z0-n1")), FaultKind::Loss)]
+    );
+    assert_eq!(found[0].severity, Severity::Down);
+    assert_eq!(found[0].figure, 1.0);
+
+    // The same losses with z0-n1's agent gone: not a network fault, and its paths blame nobody.
+    let mut t = t;
+    let id = t.id(&node("z0-n1")).unwrap();
+    force_down(&mut t, id);
+    assert_eq!(look(&t, T0), vec![]);
+}
+
+#[test]
+fn a_slow_node_is_named_by_direction() {
+    // z1-n2 sends at 100 Mbit/s and receives at 1 Gbit/s.
+    let t = mesh_with_throughput(
+        2,
+        4,
+        rtt,
+        |_, _| 0,
+        |s, _| if s == "z1-n2" { 100e6 } else { 1e9 },
+        T0,
+    );
+    let found = look(&t, T0);
+    assert_eq!(
+        elements(&found),
+        vec![(Element::Egress(node("z1-n2")), FaultKind::Rate)]
+    );
+    let s = &found[0];
+    assert_eq!(s.figure, 100e6);
+    assert_eq!(s.reference, Some(1e9));
+    assert_eq!(s.severity, Severity::Degraded);
+    assert_eq!(s.evidence_paths, 7, "its tests to its 7 peers");
+    assert!(s.evidence.iter().all(|(a, _)| a.as_str() == "z1-n2"));
+}
+
+#[test]
+fn a_lossy_path_is_named_alone() {
+    // Only the round trips between z0-n0 and z0-n3 lose 6 %.
+    let path = |s: &str, d: &str| matches!((s, d), ("z0-n0", "z0-n3") | ("z0-n3", "z0-n0"));
+    let t = mesh(2, 4, rtt, |s, d| if path(s, d) { 6 } else { 0 }, T0);
+    let found = look(&t, T0);
+    assert_eq!(
+        elements(&found),
+        vec![(Element::path(node("z0-n3"), node("z0-n0")), FaultKind::Loss)]
+    );
+    assert_eq!(found[0].evidence_paths, 2, "both directions");
+    assert!((found[0].figure - 0.06).abs() < 1e-9);
+}
+
+#[test]
+fn a_lossy_zone_link_is_the_links_and_no_nodes() {
+    let t = mesh(
+        3,
+        4,
+        |s, d| if same_zone(s, d) { 50.0 } else { 2_000.0 },
+        |s, d| {
+            let pair = (&s[..2], &d[..2]);
+            u64::from(matches!(pair, ("z0", "z1") | ("z1", "z0"))) * 2
+        },
+        T0,
+    );
+    let found = look(&t, T0);
+    assert_eq!(
+        elements(&found),
+        vec![(
+            Element::zone_link(zone("zone-1"), zone("zone-0")),
+            FaultKind::Loss
+        )]
+    );
+    assert_eq!(found[0].evidence_paths, 32, "4 × 4 nodes, both ways");
+}
+
+/// A tracker that learns for a minute, opens at once and holds for two.
+fn quick() -> FaultThresholds {
+    FaultThresholds {
+        open_after_ms: 0,
+        hold_ms: 120_000,
+        baseline_ms: 60_000,
+        ..FaultThresholds::default()
+    }
+}
+
+#[test]
+fn a_delay_is_judged_against_the_elements_own_baseline() {
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    // z0-n1's stack adds 300 µs from the start: that is its baseline, not a fault.
+    let slow_stack = |s: &str, d: &str| {
+        rtt(s, d)
+            + if s == "z0-n1" || d == "z0-n1" {
+                300.0
+            } else {
+                0.0
+            }
+    };
+    let mut tracker = Tracker::new(quick(), Baselines::default());
+    for s in [0, 30, 61, 90] {
+        let t = mesh(2, 4, slow_stack, |_, _| 0, at(s));
+        assert_eq!(tracker.update(t.view(), at(s)).faults, vec![], "at {s} s");
+    }
+    let learnt = tracker
+        .baselines()
+        .get(&Element::Node(node("z0-n1")), FaultKind::Delay)
+        .unwrap()
+        .value;
+    assert!((learnt - 300.0).abs() < 1.0, "{learnt}");
+    // Then z1-n2 gains 500 µs on every path, and the zone link 2 ms: both are named, nothing else.
+    let slower = |s: &str, d: &str| {
+        let z = if same_zone(s, d) { 0.0 } else { 2_000.0 };
+        slow_stack(s, d)
+            + z
+            + if s == "z1-n2" || d == "z1-n2" {
+                500.0
+            } else {
+                0.0
+            }
+    };
+    let t = mesh(2, 4, slower, |_, _| 0, at(120));
+    let faults = tracker.update(t.view(), at(120)).faults;
+    let found: Vec<_> = faults.iter().map(|f| (f.element.clone(), f.kind)).collect();
+    assert_eq!(
+        found,
+        vec![
+            (Element::Node(node("z1-n2")), FaultKind::Delay),
+            (
+                Element::zone_link(zone("zone-0"), zone("zone-1")),
+                FaultKind::Delay
+            ),
+        ]
+    );
+    assert!(
+        (faults[0].figure - 500.0).abs() < 5.0,
+        "{}",
+        faults[0].figure
+    );
+    assert_eq!(faults[0].evidence_paths, 14);
+    assert!(
+        (faults[1].figure - 2_000.0).abs() < 5.0,
+        "{}",
+        faults[1].figure
+    );
+    assert!((faults[1].reference.unwrap() - 2_000.0).abs() < 5.0);
+}
+
+#[test]
+fn a_zone_links_rate_is_judged_against_its_baseline() {
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    // A link built at 100 Mbit/s between 1 Gbit/s nodes: its baseline, no fault.
+    let thin = |cap: f64| move |s: &str, d: &str| if same_zone(s, d) { 1e9 } else { cap };
+    let mut tracker = Tracker::new(quick(), Baselines::default());
+    for s in [0, 61] {
+        let t = mesh_with_throughput(2, 4, rtt, |_, _| 0, thin(100e6), at(s));
+        assert_eq!(tracker.update(t.view(), at(s)).faults, vec![]);
+    }
+    // It falls to 20 Mbit/s.
+    let t = mesh_with_throughput(2, 4, rtt, |_, _| 0, thin(20e6), at(90));
+    let faults = tracker.update(t.view(), at(90)).faults;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(
+        (
+            faults[0].element.clone(),
+            faults[0].kind,
+            faults[0].severity
+        ),
+        (
+            Element::zone_link(zone("zone-0"), zone("zone-1")),
+            FaultKind::Rate,
+            Severity::Degraded
+        )
+    );
+    assert_eq!(faults[0].reference, Some(100e6));
+}
+
+fn suspect(n: &str) -> Suspect {
+    Suspect {
+        element: Element::Node(node(n)),
+        kind: FaultKind::Loss,
+        severity: Severity::Degraded,
+        figure: 0.02,
+        interval: Some((0.015, 0.025)),
+        reference: None,
+        evidence: vec![],
+        evidence_paths: 0,
+    }
+}
+
+#[test]
+fn a_fault_opens_after_its_time_bad_and_closes_after_its_hold() {
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let thresholds = FaultThresholds {
+        open_after_ms: 30_000,
+        hold_ms: 120_000,
+        ..FaultThresholds::default()
+    };
+    let mut tracker = Tracker::new(thresholds, Baselines::default());
+    let open = |f: &Faults| {
+        f.faults
+            .iter()
+            .map(|f| f.element.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(open(&tracker.apply(vec![suspect("a2")], at(0))).is_empty());
+    assert!(open(&tracker.apply(vec![suspect("a2")], at(20))).is_empty());
+    // A break starts the count again.
+    assert!(open(&tracker.apply(vec![], at(25))).is_empty());
+    assert!(open(&tracker.apply(vec![suspect("a2")], at(30))).is_empty());
+    let faults = tracker.apply(vec![suspect("a2")], at(60));
+    assert_eq!(open(&faults), ["node a2"]);
+    assert_eq!(faults.faults[0].since, at(30), "bad since 30 s");
+    // Clean: still open, saying since when, until the hold is over.
+    let faults = tracker.apply(vec![], at(70));
+    assert_eq!(faults.faults[0].clean_since, Some(at(70)));
+    assert_eq!(open(&tracker.apply(vec![], at(189))), ["node a2"]);
+    assert!(open(&tracker.apply(vec![], at(190))).is_empty());
+}
+
+#[test]
+fn a_flapping_element_opens_at_most_once_per_hold() {
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let thresholds = FaultThresholds {
+        open_after_ms: 0,
+        hold_ms: 60_000,
+        ..FaultThresholds::default()
+    };
+    // Bad for 5 s in every 70 (a clean spell longer than the hold closes the fault), and bad
+    // for 5 s in every 15 (it never closes): over ten minutes each.
+    for (period, expected) in [(70, 9), (15, 1)] {
+        let mut tracker = Tracker::new(thresholds, Baselines::default());
+        let mut openings: Vec<i64> = Vec::new();
+        let mut was_open = false;
+        for s in (0..600).step_by(5) {
+            let bad = s % period < 5;
+            let found = if bad { vec![suspect("a2")] } else { vec![] };
+            let is_open = !tracker.apply(found, at(s)).faults.is_empty();
+            if is_open && !was_open {
+                openings.push(s);
+            }
+            was_open = is_open;
+        }
+        assert_eq!(openings.len(), expected, "every {period} s: {openings:?}");
+        assert!(
+            openings.windows(2).all(|w| w[1] - w[0] >= 60),
+            "{openings:?}"
+        );
+    }
+}
