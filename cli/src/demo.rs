@@ -228,7 +228,7 @@ async fn measure(topology: &mut Topology, spec: &LabSpec) -> bool {
     true
 }
 
-/// The zone-to-zone matrix, the ranking and two placements, as the demo prints them.
+/// The zone-to-zone matrix, the ranking, the faults and two placements, as the demo prints them.
 async fn show_results(topology: &mut Topology) -> Result<()> {
     println!("\nZone to zone (ListZones):");
     let zones = topology
@@ -243,6 +243,13 @@ async fn show_results(topology: &mut Topology) -> Result<()> {
         .await?
         .into_inner();
     print!("{}", render::ranking(&ranking, &render::Style::plain()));
+
+    println!("\nWhat is at fault (ListFaults):");
+    let faults = topology
+        .list_faults(v1::ListFaultsRequest {})
+        .await?
+        .into_inner();
+    print!("{}", render::faults(&faults, &render::Style::plain()));
 
     println!("\nA 3-worker job (Place, one zone preferred):");
     show_placement(
@@ -316,6 +323,7 @@ async fn serve_until_ctrl_c(stack: &Stack) -> Result<()> {
     for (method, body) in [
         ("ListZones", ""),
         ("ListNodes", ""),
+        ("ListFaults", ""),
         ("GetPath", r#"{"src":"a1","dst":"c1"}"#),
         (
             "GetMatrix",

@@ -240,6 +240,11 @@ pub fn zones(answer: &v1::ListZonesResponse, style: &Style) -> String {
         }) + "\n"
             + &out;
     }
+    for link in &answer.links {
+        for f in &link.faults {
+            let _ = writeln!(out, "at fault: {}", fault_line(f));
+        }
+    }
     out
 }
 
@@ -575,7 +580,21 @@ pub fn path(answer: &v1::GetPathResponse) -> String {
             micros(f.message_exchange_mean_us.unwrap_or(p50))
         );
     }
+    for fault in &answer.faults {
+        let _ = writeln!(out, "  at fault   {}", fault_line(fault));
+    }
     out
+}
+
+/// One fault in a line: `a2: loss, degraded, 4.93 % (4.21 %–5.77 %)`.
+fn fault_line(f: &v1::Fault) -> String {
+    format!(
+        "{}: {}, {}, {}",
+        fault_element(f),
+        zonemesh_proto::json::fault_kind(f.kind).to_lowercase(),
+        zonemesh_proto::json::fault_severity(f.severity).to_lowercase(),
+        fault_figure(f)
+    )
 }
 
 /// A `GetMatrix` answer: rows are sources, columns destinations; as many columns as fit.
@@ -871,6 +890,7 @@ mod tests {
                     figures: Some(figures(v1::Provenance::Measured, 2_150.0)),
                     measured_paths: 2,
                     nodes_left_out: Vec::new(),
+                    faults: Vec::new(),
                 },
                 v1::ZoneLink {
                     src_zone: "zone-b".into(),
@@ -878,6 +898,7 @@ mod tests {
                     figures: None,
                     measured_paths: 0,
                     nodes_left_out: Vec::new(),
+                    faults: Vec::new(),
                 },
             ],
             ..Default::default()
@@ -969,6 +990,7 @@ mod tests {
             figures: Some(v1::PathFigures::default()),
             measured_paths: 4,
             nodes_left_out: left_out.iter().map(|n| n.to_string()).collect(),
+            faults: Vec::new(),
         };
         let answer = v1::ListZonesResponse {
             zones: Vec::new(),
@@ -1088,7 +1110,28 @@ mod tests {
             src: "a3".into(),
             dst: "b2".into(),
             figures: Some(figures),
+            faults: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_path_names_the_faults_that_explain_it() {
+        let mut answer = path_answer(v1::PathFigures::default());
+        answer.faults = vec![v1::Fault {
+            element: v1::FaultElement::Node as i32,
+            a: "b2".into(),
+            kind: v1::FaultKind::Loss as i32,
+            severity: v1::FaultSeverity::Degraded as i32,
+            figure: 0.05,
+            figure_low: 0.04,
+            figure_high: 0.06,
+            ..Default::default()
+        }];
+        let text = path(&answer);
+        assert!(
+            text.contains("at fault   b2: loss, degraded, 5.00 % (4.00 %–6.00 %)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -179,6 +179,8 @@ pub struct ZoneLink {
     pub measured_paths: u32,
     /// Nodes of the two zones whose own fault the figures leave out, by name.
     pub nodes_left_out: Vec<NodeName>,
+    /// The open faults of this zone link (filled by the aggregator from its faults task).
+    pub faults: Vec<crate::Fault>,
 }
 
 /// `ListZones`: every zone, and a page of the links between them.
@@ -210,6 +212,9 @@ pub struct PathAnswer {
     pub dst: NodeName,
     /// Its figures.
     pub figures: PathFigures,
+    /// The open faults that explain what it shows: its nodes', their zones' link's, its own
+    /// (filled by the aggregator from its faults task).
+    pub faults: Vec<crate::Fault>,
 }
 
 /// One cell of a matrix.

@@ -159,6 +159,33 @@ pub struct Fault {
     pub clean_since: Option<UnixMs>,
 }
 
+impl Fault {
+    /// Whether it explains what the directed path `src → dst` (in zones `zs` and `zd`) shows: a
+    /// fault of either node (the sender's egress, the receiver's ingress), of their zones' link,
+    /// or of the path itself.
+    pub fn explains_path(
+        &self,
+        src: &NodeName,
+        dst: &NodeName,
+        zs: &ZoneName,
+        zd: &ZoneName,
+    ) -> bool {
+        match &self.element {
+            Element::Node(n) => n == src || n == dst,
+            Element::Egress(n) => n == src,
+            Element::Ingress(n) => n == dst,
+            Element::ZoneLink(..) => self.is_zone_link(zs, zd),
+            Element::Path(a, b) => (a == src && b == dst) || (a == dst && b == src),
+        }
+    }
+
+    /// Whether it is the link between zones `a` and `b` (either order; a zone's own network
+    /// when they are the same).
+    pub fn is_zone_link(&self, a: &ZoneName, b: &ZoneName) -> bool {
+        matches!(&self.element, Element::ZoneLink(x, y) if (x == a && y == b) || (x == b && y == a))
+    }
+}
+
 /// `ListFaults`: the open faults, by element and kind.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Faults {
@@ -359,6 +386,35 @@ mod tests {
             }),
             "open_after_ms"
         );
+    }
+
+    #[test]
+    fn a_fault_explains_the_paths_it_lies_on() {
+        let n = |s: &str| NodeName::parse("n", s).unwrap();
+        let z = |s: &str| ZoneName::parse("z", s).unwrap();
+        let fault = |element| Fault {
+            element,
+            kind: FaultKind::Loss,
+            severity: Severity::Degraded,
+            figure: 0.02,
+            interval: None,
+            reference: None,
+            evidence: vec![],
+            evidence_paths: 0,
+            since: UnixMs(0),
+            clean_since: None,
+        };
+        let (a1, b1, a2) = (n("a1"), n("b1"), n("a2"));
+        let (za, zb) = (z("zone-a"), z("zone-b"));
+        let on = |f: &Fault| f.explains_path(&a1, &b1, &za, &zb);
+        assert!(on(&fault(Element::Node(b1.clone()))));
+        assert!(on(&fault(Element::Egress(a1.clone()))));
+        assert!(!on(&fault(Element::Ingress(a1.clone()))), "a1 sends on it");
+        assert!(on(&fault(Element::zone_link(zb.clone(), za.clone()))));
+        assert!(!on(&fault(Element::zone_link(za.clone(), za.clone()))));
+        assert!(on(&fault(Element::path(b1.clone(), a1.clone()))));
+        assert!(!on(&fault(Element::path(a2, a1.clone()))));
+        assert!(fault(Element::zone_link(zb.clone(), za.clone())).is_zone_link(&za, &zb));
     }
 
     #[test]

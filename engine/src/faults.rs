@@ -11,10 +11,12 @@
 //!
 //! What is judged, each time [`Tracker::update`] looks at a snapshot:
 //!
-//! - **A node's loss**: the larger of its model terms (what it sends, what it is sent). ICMP
-//!   probes are round trips, so a loss belongs to the node, never to a direction. A fault needs
-//!   the 95 % Wilson interval over the probes of all its fresh paths to lie above the threshold,
-//!   so a lost probe or two never opens one. A node whose agent is connected but that every probe
+//! - **A node's loss**: the larger of its model terms (what it sends, what it is sent) and of the
+//!   lower median of its paths inside its zone (where the full mesh measures every one, so a
+//!   zone link's term cannot take the node's loss). ICMP probes are round trips, so a loss
+//!   belongs to the node, never to a direction. A fault needs the 95 % Wilson interval over the
+//!   probes of its fresh paths to lie above the threshold, so a lost probe or two never opens
+//!   one; its paths to other lossy nodes are left out of that pool (they speak for those). A node whose agent is connected but that every probe
 //!   misses (UNREACHABLE) is a `down` loss fault. A node whose agent is gone (DOWN: a rollout, a
 //!   drained node) is no network fault: nothing about it, nor its paths, is judged.
 //! - **A node's delay**: its RTT offset against its own baseline.
@@ -23,11 +25,13 @@
 //! - **A zone link** (or a zone's own network): its loss (with the same interval rule over the
 //!   paths between the zones that touch no lossy node), its base RTT against its baseline, and
 //!   its capacity, where a test shows one, against its baseline (a link built thin is not a
-//!   fault; one that became thin is).
+//!   fault; one that became thin is; the tests below it must not all touch one node: those are
+//!   the node's).
 //! - **A single path**, inside a zone (the full mesh measures every one) or between zones (as
 //!   far as the plan's rotation measures them): a loss the model's node and zone-pair terms do not
-//!   explain, its lower 95 % bound above the expected loss by the threshold. Paths touching a node
-//!   or a zone link with a loss fault are left to that fault.
+//!   explain, its lower 95 % bound above the expected loss, and above the other paths of its zone
+//!   pair's upper bound, by the threshold. Paths touching a node or a zone link with a loss fault
+//!   are left to that fault.
 //!
 //! **Baselines.** A delay means nothing in absolute terms across clusters, so each element's RTT
 //! figure (and a zone link's capacity) is learnt for `baseline_ms` after it is first seen (the
@@ -192,11 +196,14 @@ impl Pool {
     }
 }
 
-/// Paths named as evidence: the first [`MAX_EVIDENCE`], and the count.
+/// Paths named as evidence: the first [`MAX_EVIDENCE`], the count, and the nodes every one of
+/// them touches.
 #[derive(Debug, Clone, Default)]
 struct Evidence {
     paths: Vec<(NodeId, NodeId)>,
     count: u32,
+    /// The nodes common to every path so far (`None` before the first).
+    common: Option<Vec<NodeId>>,
 }
 
 impl Evidence {
@@ -205,6 +212,15 @@ impl Evidence {
         if self.paths.len() < MAX_EVIDENCE {
             self.paths.push((src, dst));
         }
+        match &mut self.common {
+            None => self.common = Some(vec![src, dst]),
+            Some(common) => common.retain(|n| *n == src || *n == dst),
+        }
+    }
+
+    /// Whether one node touches every path: then the paths say nothing about a zone link.
+    fn one_node(&self) -> bool {
+        self.common.as_ref().is_some_and(|c| !c.is_empty())
     }
 }
 
@@ -330,6 +346,40 @@ pub fn suspects(
         .map(|(e, i)| (median(e), median(i)))
         .collect();
 
+    // Each node's loss inside its zone, where the full mesh measures every path: the lower
+    // median of its paths' loss there beyond the zone's own. It names a lossy node even where the
+    // few paths between zones would let a zone link's term take the node's loss.
+    let config = &snapshot.config().path;
+    let fresh_loss = |path: &crate::PathState| {
+        (!path.is_stale(now, config))
+            .then(|| path.merged.loss())
+            .flatten()
+    };
+    let mut inside: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for ((src, dst), path) in snapshot.paths() {
+        let (s, d) = (src.0 as usize, dst.0 as usize);
+        if src == dst || s >= n || d >= n || snapshot.zone_of(src) != snapshot.zone_of(dst) {
+            continue;
+        }
+        if let Some(loss) = fresh_loss(path) {
+            let z = snapshot.zone_of(src);
+            let own = model.zone_pair(z, z).map_or(0.0, |t| t.loss);
+            let beyond = (loss - own).max(0.0);
+            inside[s].push(beyond);
+            inside[d].push(beyond);
+        }
+    }
+    let inside_loss: Vec<f64> = inside
+        .iter_mut()
+        .map(|v| {
+            if v.len() < 2 {
+                return 0.0;
+            }
+            v.sort_by(f64::total_cmp);
+            v[(v.len() - 1) / 2]
+        })
+        .collect();
+
     // Nodes.
     let mut lossy_nodes: HashSet<NodeId> = HashSet::new();
     for (id, info) in snapshot.nodes() {
@@ -353,7 +403,10 @@ pub fn suspects(
             ));
             continue;
         }
-        let loss = own.loss_out.max(own.loss_in);
+        let loss = own
+            .loss_out
+            .max(own.loss_in)
+            .max(inside_loss[id.0 as usize]);
         if own.paths > 0 && loss >= t.loss_degraded {
             lossy_nodes.insert(id);
             candidates.push(candidate(
@@ -514,7 +567,6 @@ pub fn suspects(
 
     // One pass over the fresh paths: evidence and pooled probes of the candidates, and the
     // single paths whose loss nothing else explains.
-    let config = &snapshot.config().path;
     let mut by_node: HashMap<NodeId, Vec<usize>> = HashMap::new();
     let mut by_pair: HashMap<(ZoneId, ZoneId), Vec<usize>> = HashMap::new();
     for (i, c) in candidates.iter().enumerate() {
@@ -528,7 +580,10 @@ pub fn suspects(
             Test::Path => {}
         }
     }
-    let mut paths: HashMap<Element, Candidate> = HashMap::new();
+    let mut paths: HashMap<Element, (Candidate, (ZoneId, ZoneId), Pool)> = HashMap::new();
+    // Probes of each zone pair's paths that touch no lossy node: what a single path's loss is
+    // set against.
+    let mut pair_pools: HashMap<(ZoneId, ZoneId), Pool> = HashMap::new();
     for ((src, dst), path) in snapshot.paths() {
         if src == dst || gone(src) || gone(dst) || src.0 as usize >= n || dst.0 as usize >= n {
             continue;
@@ -542,11 +597,18 @@ pub fn suspects(
         let pair = unordered(zs, zd);
         let zone_base = model.zone_pair(zs, zd).and_then(|z| z.rtt_us);
         let touches_lossy = lossy_nodes.contains(&src) || lossy_nodes.contains(&dst);
+        if loss.is_some() && !touches_lossy {
+            pair_pools
+                .entry(pair)
+                .or_default()
+                .add(merged.sent, merged.received);
+        }
         for (end, other) in [(src, dst), (dst, src)] {
             for &i in by_node.get(&end).map_or(&[][..], Vec::as_slice) {
                 let c = &mut candidates[i];
                 let shows = match c.test {
-                    Test::NodeLoss { at_least, .. } => {
+                    // A path to another lossy node speaks for that node, not this one.
+                    Test::NodeLoss { at_least, .. } if !lossy_nodes.contains(&other) => {
                         if let Some(l) = loss {
                             c.pool.add(merged.sent, merged.received);
                             l >= at_least
@@ -606,16 +668,23 @@ pub fn suspects(
             snapshot.node(src).name.clone(),
             snapshot.node(dst).name.clone(),
         );
-        let c = paths.entry(element.clone()).or_insert_with(|| Candidate {
-            element,
-            kind: FaultKind::Loss,
-            severity: Severity::Degraded,
-            figure: 0.0,
-            reference: None,
-            test: Test::Path,
-            evidence: Evidence::default(),
-            pool: Pool::default(),
+        let (c, _, both) = paths.entry(element.clone()).or_insert_with(|| {
+            (
+                Candidate {
+                    element,
+                    kind: FaultKind::Loss,
+                    severity: Severity::Degraded,
+                    figure: 0.0,
+                    reference: None,
+                    test: Test::Path,
+                    evidence: Evidence::default(),
+                    pool: Pool::default(),
+                },
+                pair,
+                Pool::default(),
+            )
         });
+        both.add(merged.sent, merged.received);
         if l > c.figure {
             c.figure = l;
             c.pool = pool;
@@ -623,10 +692,32 @@ pub fn suspects(
         }
         c.evidence.push(src, dst);
     }
+    // A path is at fault alone only when it loses clearly more than the other paths of its zone
+    // pair (its lower bound above their upper bound by the threshold): a loss they share (a zone
+    // link's, while its term is still catching up) is not one path's.
+    let single_paths = paths.into_values().filter_map(|(c, pair, both)| {
+        let all = pair_pools.get(&pair).copied().unwrap_or_default();
+        let others = Pool {
+            sent: all.sent.saturating_sub(both.sent),
+            lost: all.lost.saturating_sub(both.lost),
+        };
+        let (low, _) = c.pool.interval();
+        (others.sent > 0 && low >= others.interval().1 + t.loss_degraded).then_some(c)
+    });
 
     let name = |id: NodeId| snapshot.node(id).name.clone();
-    let mut out: Vec<Suspect> = Vec::with_capacity(candidates.len() + paths.len());
-    for c in candidates.into_iter().chain(paths.into_values()) {
+    let mut out: Vec<Suspect> = Vec::with_capacity(candidates.len());
+    for c in candidates.into_iter().chain(single_paths) {
+        // A zone link's (or a zone's) capacity fault needs tests no single node explains: tests
+        // that all touch one node are that node's (a slow node's first tests after it slowed,
+        // while its cap still counts the faster ones, looked like its zone's capacity). A loss
+        // or delay needs no such rule: a lossy node's paths are left out of a zone link's, and a
+        // node's delay is its offset.
+        if matches!(c.test, Test::ZoneRate { .. })
+            && (c.evidence.count < 2 || c.evidence.one_node())
+        {
+            continue;
+        }
         let interval = (c.kind == FaultKind::Loss).then(|| c.pool.interval());
         // A loss needs its interval above the threshold: a lost probe or two is no fault (an
         // unreachable node's is its state, judged by the sweep).

@@ -375,6 +375,7 @@ impl Snapshot {
                     figures,
                     measured_paths: s.loss_n.max(s.tput_n),
                     nodes_left_out,
+                    faults: Vec::new(),
                 }
             })
             .collect();

@@ -422,18 +422,18 @@ Reading it:
   neither is modelled: see the issue's notes.
 ";
 
-/// `doc` with its calibration section replaced by `section` (appended when it has none).
-pub fn splice(doc: &str, section: &str) -> String {
-    let Some(start) = doc.find(HEADING) else {
+/// `doc` with its section under `heading` replaced by `section` (appended when it has none).
+pub fn splice(doc: &str, heading: &str, section: &str) -> String {
+    let Some(start) = doc.find(heading) else {
         let mut out = doc.trim_end().to_owned();
         out += "\n\n";
         out += section;
         return out;
     };
-    let rest = &doc[start + HEADING.len()..];
+    let rest = &doc[start + heading.len()..];
     let end = rest
         .find("\n## ")
-        .map_or(doc.len(), |i| start + HEADING.len() + i + 1);
+        .map_or(doc.len(), |i| start + heading.len() + i + 1);
     let mut out = doc[..start].to_owned();
     out += section;
     if end < doc.len() {
@@ -450,13 +450,13 @@ mod tests {
     #[test]
     fn the_section_is_replaced_in_place_or_appended() {
         let doc = "# A\n\n## B\n\nb\n";
-        let once = splice(doc, &format!("{HEADING}\n\nv1\n"));
+        let once = splice(doc, HEADING, &format!("{HEADING}\n\nv1\n"));
         assert_eq!(once, format!("# A\n\n## B\n\nb\n\n{HEADING}\n\nv1\n"));
-        let twice = splice(&once, &format!("{HEADING}\n\nv2\n"));
+        let twice = splice(&once, HEADING, &format!("{HEADING}\n\nv2\n"));
         assert_eq!(twice, format!("# A\n\n## B\n\nb\n\n{HEADING}\n\nv2\n"));
         let middle = format!("# A\n\n{HEADING}\n\nold\n\n## C\n\nc\n");
         assert_eq!(
-            splice(&middle, &format!("{HEADING}\n\nnew\n")),
+            splice(&middle, HEADING, &format!("{HEADING}\n\nnew\n")),
             format!("# A\n\n{HEADING}\n\nnew\n\n## C\n\nc\n")
         );
     }

@@ -18,6 +18,7 @@
 pub mod accuracy;
 pub mod calibration;
 pub mod collective_time;
+pub mod localisation;
 pub mod machine;
 pub mod mpi;
 pub mod mpi_evaluation;

@@ -92,6 +92,17 @@ pub const FAST_AGGREGATOR_FLAGS: &[&str] = &[
     "50M",
     "--tier-leave-throughput",
     "40M",
+    // Faults looked for every second, opened after 5 s bad, held 30 s; delays judged against
+    // what the first 30 s of each element showed (the lab's faults are there from the start,
+    // so they are a loss and a rate, never a delay).
+    "--fault-interval",
+    "1s",
+    "--fault-open-after",
+    "5s",
+    "--fault-hold",
+    "30s",
+    "--fault-baseline",
+    "30s",
 ];
 
 /// The demo cluster built and running: the lab, and the stack in it (binaries from `dir`, logs

@@ -126,6 +126,10 @@ pub struct Counters {
 pub struct Emulator {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<io::Result<()>>>,
+    /// The queues, in the order of `extra_ns`.
+    queues: Vec<u16>,
+    /// Delay added to each queue's at run time (a fault injected), ns.
+    extra_ns: Arc<Vec<AtomicU64>>,
     /// Its counters.
     pub counters: Arc<Counters>,
 }
@@ -137,9 +141,12 @@ impl Emulator {
     pub fn start(netns_path: &str, links: Vec<LinkDelay>, seed: u64) -> io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
+        let queues: Vec<u16> = links.iter().map(|l| l.queue).collect();
+        let extra_ns: Arc<Vec<AtomicU64>> =
+            Arc::new(links.iter().map(|_| AtomicU64::new(0)).collect());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let path = netns_path.to_owned();
-        let (stop2, counters2) = (stop.clone(), counters.clone());
+        let (stop2, counters2, extra2) = (stop.clone(), counters.clone(), extra_ns.clone());
         let thread = std::thread::Builder::new()
             .name("link-emulator".into())
             .spawn(move || {
@@ -159,12 +166,14 @@ impl Emulator {
                         return Err(e);
                     }
                 };
-                run(netlink, &links, seed, &stop2, &counters2)
+                run(netlink, &links, &extra2, seed, &stop2, &counters2)
             })?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Self {
                 stop,
                 thread: Some(thread),
+                queues,
+                extra_ns,
                 counters,
             }),
             Ok(Err(e)) => Err(e),
@@ -179,6 +188,18 @@ impl Emulator {
             Some(Ok(result)) => result,
             Some(Err(_)) => Err(io::Error::other("the emulator thread panicked")),
             None => Ok(()),
+        }
+    }
+
+    /// Adds `extra` to the delay of every packet of `queue` from now on (zero takes it away);
+    /// false when the emulator has no such queue.
+    pub fn set_extra_delay(&self, queue: u16, extra: Duration) -> bool {
+        match self.queues.iter().position(|q| *q == queue) {
+            Some(i) => {
+                self.extra_ns[i].store(extra.as_nanos() as u64, Ordering::Relaxed);
+                true
+            }
+            None => false,
         }
     }
 
@@ -223,13 +244,14 @@ impl Rng {
     }
 }
 
-/// The delay of one packet on `link` arriving at `now` (jittered, never ahead of the previous).
-fn due_time(link: &mut Link, now: Instant, rng: &mut Rng) -> Instant {
+/// The delay of one packet on `link` arriving at `now` (jittered, never ahead of the previous),
+/// `extra` added.
+fn due_time(link: &mut Link, now: Instant, rng: &mut Rng, extra: Duration) -> Instant {
     let c = link.config;
-    let mut delay = c.delay;
+    let mut delay = c.delay + extra;
     if !c.jitter.is_zero() {
         let offset = c.jitter.as_secs_f64() * (2.0 * rng.next_unit() - 1.0);
-        delay = Duration::from_secs_f64((c.delay.as_secs_f64() + offset).max(0.0));
+        delay = Duration::from_secs_f64(((c.delay + extra).as_secs_f64() + offset).max(0.0));
     }
     let due = (now + delay).max(link.last_due.unwrap_or(now));
     link.last_due = Some(due);
@@ -239,6 +261,7 @@ fn due_time(link: &mut Link, now: Instant, rng: &mut Rng) -> Instant {
 fn run(
     mut netlink: Netlink,
     configs: &[LinkDelay],
+    extra_ns: &[AtomicU64],
     seed: u64,
     stop: &AtomicBool,
     counters: &Counters,
@@ -331,7 +354,8 @@ fn run(
                     .map(|q| Duration::from_micros(read_wall_us.saturating_sub(q)))
                     .filter(|w| *w < MAX_READ_WAIT)
                     .unwrap_or_default();
-                let due = due_time(&mut links[i], read_at - waited, &mut rng);
+                let extra = Duration::from_nanos(extra_ns[i].load(Ordering::Relaxed));
+                let due = due_time(&mut links[i], read_at - waited, &mut rng, extra);
                 links[i].held.push_back(Held { id, due });
                 held_now += 1;
             }
@@ -559,10 +583,28 @@ mod tests {
         for k in 0..10 {
             let at = t0 + Duration::from_micros(k * 100);
             assert_eq!(
-                due_time(&mut l, at, &mut rng),
+                due_time(&mut l, at, &mut rng, Duration::ZERO),
                 at + Duration::from_millis(5)
             );
         }
+    }
+
+    #[test]
+    fn an_injected_delay_adds_to_the_links_own() {
+        let mut l = link(5000, 0);
+        let mut rng = Rng(7);
+        let t0 = Instant::now();
+        let extra = Duration::from_millis(3);
+        assert_eq!(
+            due_time(&mut l, t0, &mut rng, extra),
+            t0 + Duration::from_millis(8)
+        );
+        // Taken away, later packets wait the link's delay again, never overtaking.
+        let later = t0 + Duration::from_millis(10);
+        assert_eq!(
+            due_time(&mut l, later, &mut rng, Duration::ZERO),
+            later + Duration::from_millis(5)
+        );
     }
 
     #[test]
@@ -575,7 +617,7 @@ mod tests {
         for k in 0..10_000u64 {
             // One packet every 10 ms: far enough apart that ordering never binds.
             let at = t0 + Duration::from_millis(k * 10);
-            let due = due_time(&mut l, at, &mut rng);
+            let due = due_time(&mut l, at, &mut rng, Duration::ZERO);
             assert!(due >= previous, "packet {k} would overtake");
             previous = due;
             delays.push((due - at).as_secs_f64() * 1e6);
@@ -595,7 +637,14 @@ mod tests {
         let mut rng = Rng(1);
         let t0 = Instant::now();
         let dues: Vec<Instant> = (0..1000)
-            .map(|k| due_time(&mut l, t0 + Duration::from_micros(k), &mut rng))
+            .map(|k| {
+                due_time(
+                    &mut l,
+                    t0 + Duration::from_micros(k),
+                    &mut rng,
+                    Duration::ZERO,
+                )
+            })
             .collect();
         assert!(dues.windows(2).all(|w| w[0] <= w[1]));
     }

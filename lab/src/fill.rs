@@ -119,6 +119,20 @@ impl Fill {
     }
 }
 
+impl Fill {
+    /// Every pair inside every zone has had RTT and throughput, every zone pair figures, and
+    /// every node is READY now: full over time, where a path under a throughput test at the
+    /// moment (its windows are left out) would keep [`Fill::is_full`] from ever holding.
+    pub fn has_seen_all(&self) -> bool {
+        let (seen, size) = (&self.seen, &self.size);
+        size.paths > 0
+            && seen.rtt.len() == size.paths
+            && seen.throughput.len() == size.paths
+            && seen.zone_links.len() == size.zone_links
+            && self.now.ready.len() == size.nodes
+    }
+}
+
 /// How many names [`missing`] spells out before it counts the rest.
 const NAMED: usize = 3;
 

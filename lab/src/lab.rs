@@ -69,12 +69,43 @@ pub struct Lab {
     nodes: BTreeMap<String, LabNode>,
     emulator: Option<Emulator>,
     proxies: Vec<Proxy>,
+    /// Faults injected while it runs ([`Lab::inject`]), undone by [`Lab::clear`].
+    injected: Vec<Injection>,
     removed: bool,
+}
+
+/// A fault injected into a running lab ([`Lab::inject`]), on top of what its spec built, until
+/// [`Lab::clear`]. Losses are iptables `statistic` drops that spare the control address (an agent
+/// keeps its stream to the aggregator: a network fault, not a gone agent).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Injection {
+    /// The node drops this share of what reaches it (INPUT).
+    NodeLossIn { node: String, loss: f64 },
+    /// The node drops this share of what it sends (OUTPUT).
+    NodeLossOut { node: String, loss: f64 },
+    /// The node sends at most this rate (`tbf` on its `eth0`; its ingress unchanged).
+    NodeEgressRate { node: String, bps: u64 },
+    /// The router drops this share of what it forwards between zones `a` and `b`, each way.
+    LinkLoss { a: String, b: String, loss: f64 },
+    /// The link between zones `a` and `b` gains this much round trip (half each way; the link
+    /// must have a delay of its own, whose queue the emulator holds).
+    LinkDelay {
+        a: String,
+        b: String,
+        extra: Duration,
+    },
+    /// Nodes `a` and `b` each drop this share of what comes from the other: one path, both ways.
+    PathLoss { a: String, b: String, loss: f64 },
 }
 
 /// A `tbf` of `bps` on `dev` in namespace `ns`. Burst: 4 ms at the rate, at least 16 full
 /// frames; the queue holds 100 ms.
 fn tbf(ns: &str, dev: &str, bps: u64) -> Result<()> {
+    tbf_with("add", ns, dev, bps)
+}
+
+/// [`tbf`], by `verb`: `add`, or `replace` (the root qdisc that is there).
+fn tbf_with(verb: &str, ns: &str, dev: &str, bps: u64) -> Result<()> {
     let burst = (bps / 8 / 250).max(16 * 1514);
     run(
         "tc",
@@ -82,7 +113,7 @@ fn tbf(ns: &str, dev: &str, bps: u64) -> Result<()> {
             "-n",
             ns,
             "qdisc",
-            "add",
+            verb,
             "dev",
             dev,
             "root",
@@ -168,6 +199,7 @@ impl Lab {
             nodes,
             emulator: None,
             proxies: Vec::new(),
+            injected: Vec::new(),
             removed: false,
         };
         // On error `lab` is dropped here, which removes what was made.
@@ -401,6 +433,119 @@ impl Lab {
             &["-n", &self.prefix, "link", "set", &n.router_if, "up"],
         )?;
         Ok(())
+    }
+
+    /// Injects `fault` (see [`Injection`]); an unknown node or zone, or a delay on a link without
+    /// a delay queue, is an error and changes nothing.
+    pub fn inject(&mut self, fault: &Injection) -> Result<()> {
+        self.apply(fault, true)?;
+        self.injected.push(fault.clone());
+        Ok(())
+    }
+
+    /// Undoes every [`Lab::inject`], newest first; the lab is as its spec built it.
+    pub fn clear(&mut self) -> Result<()> {
+        while let Some(fault) = self.injected.pop() {
+            self.apply(&fault, false)?;
+        }
+        Ok(())
+    }
+
+    /// What is injected now.
+    pub fn injected(&self) -> &[Injection] {
+        &self.injected
+    }
+
+    /// Adds (`on`) or removes one injection.
+    fn apply(&self, fault: &Injection, on: bool) -> Result<()> {
+        let verb = if on { "-I" } else { "-D" };
+        let at = if on { " 1" } else { "" };
+        let known_node = |n: &str| -> Result<&LabNode> {
+            self.nodes
+                .get(n)
+                .with_context(|| format!("no node {n} in the lab"))
+        };
+        let known_zone = |z: &str| -> Result<usize> {
+            self.spec
+                .zones
+                .iter()
+                .position(|s| s.name == z)
+                .with_context(|| format!("no zone {z} in the lab"))
+        };
+        let drop_rule = |p: f64| format!("-m statistic --mode random --probability {p} -j DROP");
+        match fault {
+            Injection::NodeLossIn { node, loss } => {
+                let n = known_node(node)?;
+                iptables_restore(
+                    &n.netns,
+                    &format!(
+                        "{verb} INPUT{at} ! -i lo ! -s {CONTROL_ADDRESS}/32 {}\n",
+                        drop_rule(*loss)
+                    ),
+                )
+            }
+            Injection::NodeLossOut { node, loss } => {
+                let n = known_node(node)?;
+                iptables_restore(
+                    &n.netns,
+                    &format!(
+                        "{verb} OUTPUT{at} ! -o lo ! -d {CONTROL_ADDRESS}/32 {}\n",
+                        drop_rule(*loss)
+                    ),
+                )
+            }
+            Injection::NodeEgressRate { node, bps } => {
+                let n = known_node(node)?;
+                let own = self.spec.nodes.get(node).and_then(|s| s.egress_bps);
+                match (on, own) {
+                    (true, _) => tbf_with("replace", &n.netns, "eth0", *bps),
+                    (false, Some(own)) => tbf_with("replace", &n.netns, "eth0", own),
+                    (false, None) => run(
+                        "tc",
+                        &["-n", &n.netns, "qdisc", "del", "dev", "eth0", "root"],
+                    )
+                    .map(|_| ()),
+                }
+            }
+            Injection::LinkLoss { a, b, loss } => {
+                let (za, zb) = (known_zone(a)? + 1, known_zone(b)? + 1);
+                iptables_restore(
+                    &self.prefix,
+                    &format!(
+                        "{verb} FORWARD{at} -i bz{za} -o bz{zb} {d}\n{verb} FORWARD{at} -i bz{zb} -o bz{za} {d}\n",
+                        d = drop_rule(*loss)
+                    ),
+                )
+            }
+            Injection::LinkDelay { a, b, extra } => {
+                let (za, zb) = (known_zone(a)?, known_zone(b)?);
+                let emulator = self
+                    .emulator
+                    .as_ref()
+                    .context("the lab delays no link: no delay to add to")?;
+                let half = if on { *extra / 2 } else { Duration::ZERO };
+                for (x, y) in [(za, zb), (zb, za)] {
+                    if !emulator.set_extra_delay(queue_number(x, y), half) {
+                        bail!("the link {a}–{b} has no delay of its own to add to");
+                    }
+                }
+                Ok(())
+            }
+            Injection::PathLoss { a, b, loss } => {
+                let (na, nb) = (known_node(a)?, known_node(b)?);
+                for (n, from) in [(na, nb), (nb, na)] {
+                    iptables_restore(
+                        &n.netns,
+                        &format!(
+                            "{verb} INPUT{at} -s {}/32 {}\n",
+                            from.address,
+                            drop_rule(*loss)
+                        ),
+                    )?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The emulator's counters (`None` when no link has a delay).

@@ -40,7 +40,7 @@ pub mod stack;
 pub mod tools;
 
 pub use lab::{
-    CONTROL_ADDRESS, DEFAULT_PREFIX, Lab, LabNode, Leftover, check_machine, cleanup,
+    CONTROL_ADDRESS, DEFAULT_PREFIX, Injection, Lab, LabNode, Leftover, check_machine, cleanup,
     cleanup_on_signals, in_netns,
 };
 pub use spec::{LabSpec, LinkSpec, NodeSpec, SpecError, ZoneSpec};

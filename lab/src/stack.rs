@@ -259,7 +259,20 @@ pub async fn wait_full(
     topology: &mut v1::topology_client::TopologyClient<Channel>,
     spec: &LabSpec,
     timeout: Duration,
+    progress: impl FnMut(&Fill),
+) -> Result<Fill> {
+    wait_fill(topology, spec, timeout, progress, Fill::is_full).await
+}
+
+/// Waits (at most `timeout`) until `done` says the fill is enough, calling `progress` with each
+/// new reading ([`wait_full`]; or [`Fill::has_seen_all`] where throughput tests run all the
+/// time and some path is always under one).
+pub async fn wait_fill(
+    topology: &mut v1::topology_client::TopologyClient<Channel>,
+    spec: &LabSpec,
+    timeout: Duration,
     mut progress: impl FnMut(&Fill),
+    done: impl Fn(&Fill) -> bool,
 ) -> Result<Fill> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut fill = Fill::new(Size::of(spec));
@@ -279,7 +292,7 @@ pub async fn wait_full(
             progress(&fill);
             last = Some(fill.clone());
         }
-        if fill.is_full() {
+        if done(&fill) {
             return Ok(fill);
         }
         anyhow::ensure!(

@@ -683,6 +683,7 @@ impl From<ZoneLink> for v1::ZoneLink {
             figures: Some(l.figures.into()),
             measured_paths: l.measured_paths,
             nodes_left_out: l.nodes_left_out.into_iter().map(Into::into).collect(),
+            faults: l.faults.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -712,6 +713,7 @@ impl From<PathAnswer> for v1::GetPathResponse {
             src: p.src.into(),
             dst: p.dst.into(),
             figures: Some(p.figures.into()),
+            faults: p.faults.into_iter().map(Into::into).collect(),
         }
     }
 }

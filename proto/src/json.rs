@@ -315,6 +315,8 @@ struct ZoneJson {
 #[serde(remote = "v1::ZoneLink")]
 struct ZoneLinkJson {
     dst_zone: String,
+    #[serde(serialize_with = "fault_list", skip_serializing_if = "Vec::is_empty")]
+    faults: Vec<v1::Fault>,
     #[serde(serialize_with = "opt_figures")]
     figures: Option<v1::PathFigures>,
     measured_paths: u32,
@@ -337,6 +339,8 @@ struct ListZonesJson {
 #[serde(remote = "v1::GetPathResponse")]
 struct GetPathJson {
     dst: String,
+    #[serde(serialize_with = "fault_list", skip_serializing_if = "Vec::is_empty")]
+    faults: Vec<v1::Fault>,
     #[serde(serialize_with = "opt_figures")]
     figures: Option<v1::PathFigures>,
     src: String,
@@ -752,6 +756,19 @@ mod golden {
                     figures: Some(measured()),
                     measured_paths: 6,
                     nodes_left_out: vec!["a2".into()],
+                    faults: vec![v1::Fault {
+                        element: v1::FaultElement::ZoneLink as i32,
+                        a: "zone-a".into(),
+                        b: "zone-b".into(),
+                        kind: v1::FaultKind::Loss as i32,
+                        severity: v1::FaultSeverity::Degraded as i32,
+                        figure: 0.012_5,
+                        figure_low: 0.008,
+                        figure_high: 0.019,
+                        evidence_paths: 6,
+                        since_unix_ms: 1_733_300_000_000,
+                        ..Default::default()
+                    }],
                 },
                 v1::ZoneLink {
                     src_zone: "zone-b".into(),
@@ -759,6 +776,7 @@ mod golden {
                     figures: Some(estimated()),
                     measured_paths: 0,
                     nodes_left_out: Vec::new(),
+                    faults: Vec::new(),
                 },
                 v1::ZoneLink {
                     src_zone: "zone-b".into(),
@@ -766,6 +784,7 @@ mod golden {
                     figures: None,
                     measured_paths: 0,
                     nodes_left_out: Vec::new(),
+                    faults: Vec::new(),
                 },
             ],
             ..Default::default()
@@ -874,6 +893,19 @@ mod golden {
                     src: "a1".into(),
                     dst: "b1".into(),
                     figures: Some(measured()),
+                    faults: vec![v1::Fault {
+                        element: v1::FaultElement::ZoneLink as i32,
+                        a: "zone-a".into(),
+                        b: "zone-b".into(),
+                        kind: v1::FaultKind::Loss as i32,
+                        severity: v1::FaultSeverity::Degraded as i32,
+                        figure: 0.012_5,
+                        figure_low: 0.008,
+                        figure_high: 0.019,
+                        evidence_paths: 6,
+                        since_unix_ms: 1_733_300_000_000,
+                        ..Default::default()
+                    }],
                 })),
             ),
             (
@@ -882,6 +914,7 @@ mod golden {
                     src: "a3".into(),
                     dst: "b2".into(),
                     figures: Some(estimated()),
+                    faults: Vec::new(),
                 })),
             ),
             (
@@ -890,6 +923,7 @@ mod golden {
                     src: "a3".into(),
                     dst: "b2".into(),
                     figures: None,
+                    faults: Vec::new(),
                 })),
             ),
             ("matrix", pretty(AsJson(&matrix))),

@@ -182,6 +182,7 @@ fn every_topology_message_round_trips() {
             figures: Some(figures()),
             measured_paths: 4,
             nodes_left_out: vec!["a2".into()],
+            faults: Vec::new(),
         }],
         next_page_token: "1".into(),
     });
@@ -193,6 +194,39 @@ fn every_topology_message_round_trips() {
         src: "a".into(),
         dst: "b".into(),
         figures: Some(figures()),
+        faults: vec![v1::Fault {
+            element: v1::FaultElement::Node as i32,
+            a: "a".into(),
+            kind: v1::FaultKind::Rate as i32,
+            severity: v1::FaultSeverity::Down as i32,
+            figure: 9.5e6,
+            reference: 9.5e8,
+            evidence: vec![v1::FaultPath {
+                src: "a".into(),
+                dst: "b".into(),
+            }],
+            evidence_paths: 3,
+            since_unix_ms: 1,
+            ..Default::default()
+        }],
+    });
+    round_trip(v1::ListFaultsResponse {
+        faults: vec![v1::Fault {
+            element: v1::FaultElement::Node as i32,
+            a: "a".into(),
+            kind: v1::FaultKind::Rate as i32,
+            severity: v1::FaultSeverity::Down as i32,
+            figure: 9.5e6,
+            reference: 9.5e8,
+            evidence: vec![v1::FaultPath {
+                src: "a".into(),
+                dst: "b".into(),
+            }],
+            evidence_paths: 3,
+            since_unix_ms: 1,
+            ..Default::default()
+        }],
+        evaluated_unix_ms: 2,
     });
     round_trip(v1::GetMatrixRequest {
         metric: v1::Metric::LossRatio as i32,
@@ -479,7 +513,8 @@ fn descriptor_set_lists_both_services() {
             "GetMatrix",
             "RankNodes",
             "Place",
-            "GetTiers"
+            "GetTiers",
+            "ListFaults"
         ]
     );
 }

@@ -357,6 +357,7 @@ async fn grpcurl_lists_and_calls_every_service() -> Result<()> {
             "\"value\": 50",
         ),
         ("RankNodes", r#"{"zone":"zone-1"}"#, "\"score\""),
+        ("ListFaults", "{}", "evaluatedUnixMs"),
         (
             "Place",
             r#"{"workers":2,"zone_policy":"ZONE_POLICY_REQUIRE_ONE"}"#,
@@ -422,6 +423,7 @@ async fn the_documented_grpcurl_commands_work() -> Result<()> {
         "RankNodes",
         "Place",
         "GetTiers",
+        "ListFaults",
     ] {
         assert!(
             commands

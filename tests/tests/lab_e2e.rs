@@ -218,6 +218,43 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         );
     }
 
+    // Faults: a2's loss and b3's rate (both directions: its link is limited both ways), and
+    // nothing else: no neighbour, zone link or path of theirs.
+    let faults = topology
+        .list_faults(v1::ListFaultsRequest {})
+        .await?
+        .into_inner();
+    let named: BTreeSet<(String, i32, i32)> = faults
+        .faults
+        .iter()
+        .map(|f| (f.a.clone(), f.element, f.kind))
+        .collect();
+    println!("faults: {named:?}");
+    let node = |n: &str, e: v1::FaultElement, k: v1::FaultKind| (n.to_owned(), e as i32, k as i32);
+    ensure!(
+        named
+            == BTreeSet::from([
+                node(LOSSY_NODE, v1::FaultElement::Node, v1::FaultKind::Loss),
+                node(SLOW_NODE, v1::FaultElement::Egress, v1::FaultKind::Rate),
+                node(SLOW_NODE, v1::FaultElement::Ingress, v1::FaultKind::Rate),
+            ]),
+        "faults {:?}",
+        faults.faults
+    );
+    let loss = faults
+        .faults
+        .iter()
+        .find(|f| f.kind == v1::FaultKind::Loss as i32)
+        .context("the loss fault")?;
+    ensure!(
+        (loss.figure_low..=loss.figure_high).contains(&demo_cluster::LOSSY_LOSS),
+        "{LOSSY_NODE}: {:.2} % ({:.2}–{:.2} %) for an injected {:.1} %",
+        100.0 * loss.figure,
+        100.0 * loss.figure_low,
+        100.0 * loss.figure_high,
+        100.0 * demo_cluster::LOSSY_LOSS
+    );
+
     // The tiers as the publisher would write them (`zonemesh publish --dry-run`, no cluster):
     // the near zones (2 ms) share a tier-2 group, the far one (6 and 10 ms) does not, and every
     // node carries every level.

@@ -215,6 +215,60 @@ async fn zone_metrics_parse_lint_clean_and_carry_the_reported_figures() -> Resul
     Ok(())
 }
 
+/// The fault alerts of `deploy/monitoring` (a PrometheusRule whose `spec` is a Prometheus rule
+/// file) pass `promtool check rules`, fire as `tests/data/fault-alerts.test.yml` expects
+/// (`promtool test rules`), and query only series the aggregator exports.
+#[test]
+fn the_fault_alerts_check_and_fire_under_promtool() -> Result<()> {
+    if !tool_available("promtool", &["--version"], "apt-get install prometheus") {
+        return Ok(());
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("../deploy/monitoring/prometheusrule.yaml"))?;
+    let spec = manifest
+        .split_once("\nspec:\n")
+        .context("the PrometheusRule's spec")?
+        .1;
+    let rules: String = spec
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+        .collect();
+    ensure!(rules.starts_with("groups:"), "{rules}");
+    let golden = std::fs::read_to_string(root.join("../aggregator/tests/golden/metrics.prom"))?;
+    for name in rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("zonemesh_"))
+    {
+        ensure!(
+            golden.lines().any(|l| l.starts_with(&format!("{name}{{"))),
+            "the alerts query {name}, which the aggregator does not export"
+        );
+    }
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("rules.yml"), &rules)?;
+    std::fs::copy(
+        root.join("data/fault-alerts.test.yml"),
+        dir.path().join("test.yml"),
+    )?;
+    for args in [
+        ["check", "rules", "rules.yml"],
+        ["test", "rules", "test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(dir.path())
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "promtool {}:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
 /// GETs `path` with an `Accept` header: the content type and the body.
 fn get_with_accept(
     addr: std::net::SocketAddr,

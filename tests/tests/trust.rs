@@ -711,7 +711,7 @@ async fn the_node_certificate_script_makes_certificates_the_aggregator_accepts()
 }
 
 #[test]
-fn unusable_security_and_limit_flags_exit_64_naming_the_flag() -> Result<()> {
+fn unusable_security_limit_and_fault_flags_exit_64_naming_the_flag() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "reader grafana short\n")?;
@@ -750,6 +750,27 @@ fn unusable_security_and_limit_flags_exit_64_naming_the_flag() -> Result<()> {
             vec!["--tier-join-throughput", "fast"],
             "--tier-join-throughput",
         ),
+        (
+            vec!["--fault-loss", "5%", "--fault-loss-down", "1%"],
+            "--fault-loss-down",
+        ),
+        (
+            vec!["--fault-delay", "5ms", "--fault-delay-down", "1ms"],
+            "--fault-delay-down",
+        ),
+        (
+            vec![
+                "--fault-rate-share",
+                "20%",
+                "--fault-rate-down-share",
+                "50%",
+            ],
+            "--fault-rate-down-share",
+        ),
+        (vec!["--fault-hold", "0s"], "--fault-hold"),
+        (vec!["--fault-baseline", "0"], "--fault-baseline"),
+        (vec!["--fault-loss", "150%"], "--fault-loss"),
+        (vec!["--fault-loss", "lots"], "--fault-loss"),
     ];
     for (args, flag) in cases {
         let out = Command::new(zonemesh_tests::binary("zonemesh-aggregator"))

@@ -82,18 +82,44 @@ impl Queries {
             .await
     }
 
-    /// `ListZones`: the zones and one page of zone links.
+    /// `ListZones`: the zones and one page of zone links, each with its open faults.
     pub async fn list_zones(&self, query: ZonesQuery) -> Result<Zones, Error> {
-        self.run(Rpc::ListZones, move |t, now| Ok(t.list_zones(&query, now)))
-            .await
+        let open = self.faults.borrow().clone();
+        self.run(Rpc::ListZones, move |t, now| {
+            let mut zones = t.list_zones(&query, now);
+            for link in &mut zones.links {
+                link.faults = open
+                    .faults
+                    .iter()
+                    .filter(|f| f.is_zone_link(&link.src_zone, &link.dst_zone))
+                    .cloned()
+                    .collect();
+            }
+            Ok(zones)
+        })
+        .await
     }
 
-    /// `GetPath`: one path's figures, measured or estimated.
+    /// `GetPath`: one path's figures, measured or estimated, and the open faults that explain
+    /// them.
     pub async fn path(&self, src: NodeName, dst: NodeName) -> Result<PathAnswer, Error> {
+        let open = self.faults.borrow().clone();
         self.run(Rpc::GetPath, move |t, now| {
             let (s, d) = (t.require("src", &src)?, t.require("dst", &dst)?);
             let figures = t.path_figures(s, d, now);
-            Ok(PathAnswer { src, dst, figures })
+            let (zs, zd) = (&t.zone(t.zone_of(s)).name, &t.zone(t.zone_of(d)).name);
+            let faults = open
+                .faults
+                .iter()
+                .filter(|f| f.explains_path(&src, &dst, zs, zd))
+                .cloned()
+                .collect();
+            Ok(PathAnswer {
+                src,
+                dst,
+                figures,
+                faults,
+            })
         })
         .await
     }

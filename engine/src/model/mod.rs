@@ -20,7 +20,8 @@
 //! - **Throughput caps**: a node's egress (`out`) and ingress (`in`) cap is the most it achieved
 //!   sending (receiving) in a throughput test, leaving out the tests its peer explains (the peer
 //!   never did better than about this figure with anyone else, while this node did or was never
-//!   tested elsewhere): a node tested only against a slow node is not slow. A zone pair's capacity
+//!   tested elsewhere): a node tested only against a slow node is not slow. Only its tests of the
+//!   last pair interval before its newest count, so a link that got slower shows within a cycle. A zone pair's capacity
 //!   is the most a test between the zones achieved that neither end's cap explains; unknown when
 //!   every test is explained by its nodes (the zones' link did not limit anything seen).
 //! - **Loss penalty** on the rate: Mathis's limit `MSS / RTT · √(3/2) / √ℓ` scaled by a factor
@@ -317,6 +318,8 @@ struct Test {
     dst: usize,
     pair: usize,
     bps: f64,
+    /// When it was applied.
+    at: UnixMs,
     rtt_us: f64,
     loss: f64,
 }
@@ -409,7 +412,12 @@ impl Model {
             terms.tail_p99_us = median(&mut tail_lists[p].1).unwrap_or(0.0);
         }
 
-        fit_caps(&tests, &mut nodes, &mut zone_terms);
+        fit_caps(
+            &tests,
+            snapshot.config().throughput.pair_interval_ms,
+            &mut nodes,
+            &mut zone_terms,
+        );
         mark_faults(&mut nodes, &index.members);
         fit_typical(&tests, &nodes, &mut zone_terms);
 
@@ -575,7 +583,7 @@ impl Inputs {
             let fresh_loss = (!path.is_stale(now, config))
                 .then(|| path.merged.loss())
                 .flatten();
-            let tput = path.fresh_throughput(now, config).map(|t| t.latest_bps);
+            let tput = path.fresh_throughput(now, config);
             let rtt = path.merged.rtt.map_or(f64::NAN, |r| f64::from(r.p50));
             if let Some(loss) = fresh_loss {
                 if let Some(r) = path.merged.rtt {
@@ -599,12 +607,13 @@ impl Inputs {
                     (x, y) => x.or(y),
                 };
             }
-            if let Some(bps) = tput {
+            if let Some(t) = tput {
                 tests.push(Test {
                     src: s,
                     dst: d,
                     pair: pair as usize,
-                    bps,
+                    bps: t.latest_bps,
+                    at: t.at,
                     rtt_us: rtt,
                     loss: fresh_loss.unwrap_or(0.0),
                 });
@@ -848,14 +857,28 @@ fn fit_typical(tests: &[Test], nodes: &[NodeTerms], zones: &mut [ZoneTerms]) {
     }
 }
 
-/// Node caps and zone capacities from the throughput tests (see the module docs).
-fn fit_caps(tests: &[Test], nodes: &mut [NodeTerms], zones: &mut [ZoneTerms]) {
+/// Node caps and zone capacities from the throughput tests (see the module docs). A node's cap
+/// counts only its tests of the last `recent_ms` (the pairs' test interval) before its newest
+/// one in that direction: every pair is tested again within it, so a node whose link got slower
+/// shows it once its pairs come round, instead of keeping a faster figure until that ages out.
+fn fit_caps(tests: &[Test], recent_ms: i64, nodes: &mut [NodeTerms], zones: &mut [ZoneTerms]) {
     let n = nodes.len();
+    let (mut newest_out, mut newest_in) = (vec![UnixMs(i64::MIN); n], vec![UnixMs(i64::MIN); n]);
+    for t in tests {
+        newest_out[t.src] = newest_out[t.src].max(t.at);
+        newest_in[t.dst] = newest_in[t.dst].max(t.at);
+    }
+    let current_out = |t: &Test| newest_out[t.src].since(t.at) <= recent_ms;
+    let current_in = |t: &Test| newest_in[t.dst].since(t.at) <= recent_ms;
     let mut out_top = vec![Top2::default(); n];
     let mut in_top = vec![Top2::default(); n];
     for t in tests {
-        out_top[t.src].push(t.bps, t.dst);
-        in_top[t.dst].push(t.bps, t.src);
+        if current_out(t) {
+            out_top[t.src].push(t.bps, t.dst);
+        }
+        if current_in(t) {
+            in_top[t.dst].push(t.bps, t.src);
+        }
         zones[t.pair].throughput_paths += 1;
     }
     let explained = |others: Option<f64>, bps: f64| others.is_some_and(|o| o <= bps * EXPLAINED);
@@ -864,13 +887,13 @@ fn fit_caps(tests: &[Test], nodes: &mut [NodeTerms], zones: &mut [ZoneTerms]) {
         // the sender is not (never tested elsewhere, or faster elsewhere).
         let by_receiver = explained(in_top[t.dst].without(t.src), t.bps);
         let sender_slow = explained(out_top[t.src].without(t.dst), t.bps);
-        if !by_receiver || sender_slow {
+        if current_out(t) && (!by_receiver || sender_slow) {
             let e = &mut nodes[t.src].egress_bps;
             *e = Some(e.map_or(t.bps, |v| v.max(t.bps)));
         }
         let by_sender = explained(out_top[t.src].without(t.dst), t.bps);
         let receiver_slow = explained(in_top[t.dst].without(t.src), t.bps);
-        if !by_sender || receiver_slow {
+        if current_in(t) && (!by_sender || receiver_slow) {
             let i = &mut nodes[t.dst].ingress_bps;
             *i = Some(i.map_or(t.bps, |v| v.max(t.bps)));
         }

@@ -271,6 +271,58 @@ fn held_out_rates_come_from_the_nodes_caps_and_the_zone_pairs_capacity() {
 }
 
 #[test]
+fn a_nodes_cap_follows_its_tests_of_the_last_interval() {
+    use crate::{EngineConfig, Topology};
+    use zonemesh_domain::Report;
+    let t0 = UnixMs(10_000_000);
+    let mut config = EngineConfig::default();
+    config.throughput.pair_interval_ms = 60_000;
+    let mut t = Topology::new(config);
+    let nodes = ["z0-n0", "z0-n1", "z0-n2", "z0-n3"];
+    for n in nodes {
+        t.register(&hello(n, "zone-0"), t0);
+    }
+    let mut seq = 0;
+    let mut report = |t: &mut Topology, src: &str, peers: &[&str], bps: f64, at: UnixMs| {
+        seq += 1;
+        let paths = peers
+            .iter()
+            .map(|d| sample(src, d, 50.0, 0, Some(bps)))
+            .collect();
+        let id = t.id(&name(src)).unwrap();
+        t.apply_report(
+            id,
+            &Report {
+                sequence: seq,
+                paths,
+            },
+            at,
+        )
+        .unwrap();
+    };
+    // Every pair tested at 1 Gbit/s.
+    for src in nodes {
+        let peers: Vec<&str> = nodes.iter().copied().filter(|d| *d != src).collect();
+        report(&mut t, src, &peers, 1e9, t0);
+    }
+    t.fit_model(t0);
+    let n1 = t.id(&name("z0-n1")).unwrap();
+    assert_eq!(t.view().model().node(n1).unwrap().egress_bps, Some(1e9));
+    // Two minutes later z0-n1's link has slowed: its tests to two peers run at 100 Mbit/s; its
+    // test to the third is the old one, a full interval before its newest.
+    let later = UnixMs(t0.0 + 120_000);
+    report(&mut t, "z0-n1", &["z0-n0", "z0-n2"], 100e6, later);
+    t.fit_model(later);
+    let terms = *t.view().model().node(n1).unwrap();
+    assert_eq!(terms.egress_bps, Some(100e6), "{terms:?}");
+    assert_eq!(
+        terms.ingress_bps,
+        Some(1e9),
+        "what it receives is unchanged"
+    );
+}
+
+#[test]
 fn a_model_fitted_elsewhere_is_installed_unless_a_later_fit_is_in_place() {
     let now = UnixMs(1_000_000);
     let mut t = mesh(2, 3, |_, _| 100.0, |_, _| 0, now);

@@ -179,6 +179,36 @@ enum Cmd {
         #[arg(long, default_value = "docs/ACCURACY.md")]
         out: std::path::PathBuf,
     },
+    /// Localisation (issue 28): faults injected at random into a running lab, one at a time
+    /// and in pairs, and clean spells, each scored against ListFaults; the results file in
+    /// --results, then the table written into --out's localisation section.
+    Localise {
+        /// Seed of the draws (and of the lab): one results file per seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Single injections (they go round the kinds).
+        #[arg(long, default_value_t = 30)]
+        singles: usize,
+        /// Injections of two faults at once.
+        #[arg(long, default_value_t = 10)]
+        pairs: usize,
+        /// Clean spells.
+        #[arg(long, default_value_t = 10)]
+        clean: usize,
+        /// Only these kinds (node-loss-in, node-loss-out, node-rate, link-loss, link-delay,
+        /// path-loss; default all).
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
+        /// Only write the section from the results files.
+        #[arg(long)]
+        report_only: bool,
+        /// Directory of the results files (JSON, one per seed).
+        #[arg(long, default_value = "docs/localisation")]
+        results: std::path::PathBuf,
+        /// The Markdown file whose localisation section is written.
+        #[arg(long, default_value = "docs/ACCURACY.md")]
+        out: std::path::PathBuf,
+    },
     /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
     /// except those of labs whose process still runs, unless --force.
     Cleanup {
@@ -323,7 +353,90 @@ fn run(cli: Cli) -> Result<()> {
             let section = zonemesh_experiments::calibration::section(&all);
             std::fs::write(
                 &out,
-                zonemesh_experiments::calibration::splice(&doc, &section),
+                zonemesh_experiments::calibration::splice(
+                    &doc,
+                    zonemesh_experiments::calibration::HEADING,
+                    &section,
+                ),
+            )?;
+            println!("{section}\nwrote {}", out.display());
+            Ok(())
+        }
+        Cmd::Localise {
+            seed,
+            singles,
+            pairs,
+            clean,
+            kinds,
+            report_only,
+            results,
+            out,
+        } => {
+            use zonemesh_experiments::localisation::{self, Kind, Plan, Timing};
+            let kinds: Vec<Kind> = kinds
+                .iter()
+                .map(|k| {
+                    Kind::parse(k).unwrap_or_else(|| {
+                        let all: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+                        usage_error(
+                            PROGRAM,
+                            &format!("--kinds: no kind {k:?} (kinds: {})", all.join(", ")),
+                        )
+                    })
+                })
+                .collect();
+            if !report_only {
+                if singles + pairs == 0 {
+                    usage_error(PROGRAM, "--singles and --pairs: at least one injection");
+                }
+                zonemesh_lab::cleanup_on_signals();
+                let plan = Plan {
+                    seed,
+                    singles,
+                    pairs,
+                    clean,
+                    kinds,
+                };
+                let exe = std::env::current_exe()?;
+                let dir = exe.parent().context("binary directory")?.to_owned();
+                let logs =
+                    std::env::temp_dir().join(format!("zonemesh-localise-{}", std::process::id()));
+                std::fs::create_dir_all(&logs)?;
+                std::fs::create_dir_all(&results)?;
+                let options = zonemesh_lab::stack::StackOptions::new(&dir, &logs);
+                let run = tokio_runtime()?.block_on(localisation::run(
+                    seed,
+                    4,
+                    localisation::trials(&plan),
+                    Timing::REPORT,
+                    &options,
+                    &mut |m| println!("{m}"),
+                ))?;
+                let path = results.join(format!("seed{seed}.json"));
+                std::fs::write(&path, serde_json::to_string_pretty(&run)? + "\n")?;
+                println!("wrote {}", path.display());
+                let _ = std::fs::remove_dir_all(&logs);
+            }
+            let mut all = Vec::new();
+            for entry in std::fs::read_dir(&results)
+                .with_context(|| format!("reading {}", results.display()))?
+            {
+                let path = entry?.path();
+                if path.extension().is_some_and(|e| e == "json") {
+                    let text = std::fs::read_to_string(&path)?;
+                    all.push(
+                        serde_json::from_str::<localisation::Results>(&text)
+                            .with_context(|| format!("reading {}", path.display()))?,
+                    );
+                }
+            }
+            anyhow::ensure!(!all.is_empty(), "no results in {}", results.display());
+            all.sort_by_key(|r| r.seed);
+            let doc = std::fs::read_to_string(&out).unwrap_or_default();
+            let section = localisation::section(&all);
+            std::fs::write(
+                &out,
+                zonemesh_experiments::calibration::splice(&doc, localisation::HEADING, &section),
             )?;
             println!("{section}\nwrote {}", out.display());
             Ok(())
