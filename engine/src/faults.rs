@@ -11,12 +11,12 @@
 //!
 //! What is judged, each time [`Tracker::update`] looks at a snapshot:
 //!
-//! - **A node's loss**: the larger of its model terms (what it sends, what it is sent) and of the
-//!   lower median of its paths inside its zone (where the full mesh measures every one, so a
-//!   zone link's term cannot take the node's loss). ICMP probes are round trips, so a loss
+//! - **A node's loss**: the lower median of its paths' loss inside its zone, where the full mesh
+//!   measures every one and no zone link is crossed (with fewer than two zone-mates, the larger
+//!   of its model terms: what it sends, what it is sent). ICMP probes are round trips, so a loss
 //!   belongs to the node, never to a direction. A fault needs the 95 % Wilson interval over the
-//!   probes of its fresh paths to lie above the threshold, so a lost probe or two never opens
-//!   one; its paths to other lossy nodes are left out of that pool (they speak for those). A node whose agent is connected but that every probe
+//!   probes of those paths to lie above the threshold, so a lost probe or two never opens one;
+//!   its paths to other lossy nodes are left out of that pool (they speak for those). A node whose agent is connected but that every probe
 //!   misses (UNREACHABLE) is a `down` loss fault. A node whose agent is gone (DOWN: a rollout, a
 //!   drained node) is no network fault: nothing about it, nor its paths, is judged.
 //! - **A node's delay**: its RTT offset against its own baseline.
@@ -26,7 +26,8 @@
 //!   paths between the zones that touch no lossy node), its base RTT against its baseline, and
 //!   its capacity, where a test shows one, against its baseline (a link built thin is not a
 //!   fault; one that became thin is; the tests below it must not all touch one node: those are
-//!   the node's).
+//!   the node's). Its loss leaves out the paths of every node that may be losing (half the
+//!   threshold), so that a node's loss on its way up is never taken for its zone link's.
 //! - **A single path**, inside a zone (the full mesh measures every one) or between zones (as
 //!   far as the plan's rotation measures them): a loss the model's node and zone-pair terms do not
 //!   explain, its lower 95 % bound above the expected loss, and above the other paths of its zone
@@ -240,8 +241,13 @@ struct Candidate {
 /// What makes a path evidence of a candidate.
 #[derive(Debug, Clone, Copy)]
 enum Test {
-    /// A path touching `node` with a loss of at least `at_least`.
-    NodeLoss { node: NodeId, at_least: f64 },
+    /// A path touching `node` with a loss of at least `at_least`; its interval pools only the
+    /// paths inside its zone when `inside_only` (its loss was judged on them).
+    NodeLoss {
+        node: NodeId,
+        at_least: f64,
+        inside_only: bool,
+    },
     /// A path touching `node` whose RTT is at least `excess` µs above what the zone pair's base
     /// and the other end's offset give with the node at its baseline `offset`.
     NodeDelay {
@@ -288,6 +294,24 @@ fn median(v: &mut [f64]) -> Option<f64> {
 /// The severity of a loss `figure`.
 fn loss_severity(t: &FaultThresholds, figure: f64) -> Severity {
     if figure >= t.loss_down {
+        Severity::Down
+    } else {
+        Severity::Degraded
+    }
+}
+
+/// The severity of a delay `excess` µs above its baseline.
+fn delay_severity(t: &FaultThresholds, excess: f64) -> Severity {
+    if excess >= t.delay_down_us {
+        Severity::Down
+    } else {
+        Severity::Degraded
+    }
+}
+
+/// The severity of a rate `value` below its `reference`.
+fn rate_severity(t: &FaultThresholds, value: f64, reference: f64) -> Severity {
+    if value < t.rate_down_share * reference {
         Severity::Down
     } else {
         Severity::Degraded
@@ -347,8 +371,11 @@ pub fn suspects(
         .collect();
 
     // Each node's loss inside its zone, where the full mesh measures every path: the lower
-    // median of its paths' loss there beyond the zone's own. It names a lossy node even where the
-    // few paths between zones would let a zone link's term take the node's loss.
+    // median of its paths' loss there beyond the zone's own, once it has paths to two zone-mates.
+    // That is the node's own loss, apart from any zone link (which its paths inside do not
+    // cross) and from a lossy zone-mate or path (a minority of them); the model's terms, which
+    // the few paths between zones can push either way while a loss comes or goes, speak only
+    // for a node without it.
     let config = &snapshot.config().path;
     let fresh_loss = |path: &crate::PathState| {
         (!path.is_stale(now, config))
@@ -369,19 +396,28 @@ pub fn suspects(
             inside[d].push(beyond);
         }
     }
-    let inside_loss: Vec<f64> = inside
+    let inside_loss: Vec<Option<f64>> = inside
         .iter_mut()
         .map(|v| {
-            if v.len() < 2 {
-                return 0.0;
-            }
-            v.sort_by(f64::total_cmp);
-            v[(v.len() - 1) / 2]
+            (v.len() >= 4).then(|| {
+                v.sort_by(f64::total_cmp);
+                v[(v.len() - 1) / 2]
+            })
+        })
+        .collect();
+    // Nodes that may be losing (half the threshold): a zone link's figures leave their paths
+    // out, so that a node's loss on its way up is never taken for its zone link's.
+    let suspect_nodes: HashSet<NodeId> = snapshot
+        .nodes()
+        .map(|(id, _)| id)
+        .filter(|id| {
+            let own = terms(*id);
+            let loss = inside_loss[id.0 as usize].unwrap_or(own.loss_out.max(own.loss_in));
+            loss >= t.loss_degraded / 2.0 || states[id.0 as usize] == NodeState::Unreachable
         })
         .collect();
 
     // Nodes.
-    let mut lossy_nodes: HashSet<NodeId> = HashSet::new();
     for (id, info) in snapshot.nodes() {
         if gone(id) || !info.registered {
             continue;
@@ -389,7 +425,6 @@ pub fn suspects(
         let node = || info.name.clone();
         let own = terms(id);
         if states[id.0 as usize] == NodeState::Unreachable {
-            lossy_nodes.insert(id);
             candidates.push(candidate(
                 Element::Node(node()),
                 FaultKind::Loss,
@@ -399,16 +434,14 @@ pub fn suspects(
                 Test::NodeLoss {
                     node: id,
                     at_least: t.loss_degraded,
+                    inside_only: false,
                 },
             ));
             continue;
         }
-        let loss = own
-            .loss_out
-            .max(own.loss_in)
-            .max(inside_loss[id.0 as usize]);
+        let inside = inside_loss[id.0 as usize];
+        let loss = inside.unwrap_or(own.loss_out.max(own.loss_in));
         if own.paths > 0 && loss >= t.loss_degraded {
-            lossy_nodes.insert(id);
             candidates.push(candidate(
                 Element::Node(node()),
                 FaultKind::Loss,
@@ -418,6 +451,7 @@ pub fn suspects(
                 Test::NodeLoss {
                     node: id,
                     at_least: t.loss_degraded,
+                    inside_only: inside.is_some(),
                 },
             ));
         }
@@ -439,11 +473,7 @@ pub fn suspects(
                 candidates.push(candidate(
                     Element::Node(node()),
                     FaultKind::Delay,
-                    if excess >= t.delay_down_us {
-                        Severity::Down
-                    } else {
-                        Severity::Degraded
-                    },
+                    delay_severity(t, excess),
                     excess,
                     Some(inside + base),
                     Test::NodeDelay {
@@ -470,11 +500,7 @@ pub fn suspects(
                         Element::Ingress(node())
                     },
                     FaultKind::Rate,
-                    if cap < t.rate_down_share * median {
-                        Severity::Down
-                    } else {
-                        Severity::Degraded
-                    },
+                    rate_severity(t, cap, median),
                     cap,
                     Some(median),
                     Test::NodeRate {
@@ -521,11 +547,7 @@ pub fn suspects(
                 candidates.push(candidate(
                     element(),
                     FaultKind::Delay,
-                    if excess >= t.delay_down_us {
-                        Severity::Down
-                    } else {
-                        Severity::Degraded
-                    },
+                    delay_severity(t, excess),
                     excess,
                     Some(base),
                     Test::ZoneDelay {
@@ -548,11 +570,7 @@ pub fn suspects(
                 candidates.push(candidate(
                     element(),
                     FaultKind::Rate,
-                    if capacity < t.rate_down_share * base {
-                        Severity::Down
-                    } else {
-                        Severity::Degraded
-                    },
+                    rate_severity(t, capacity, base),
                     capacity,
                     Some(base),
                     Test::ZoneRate {
@@ -596,7 +614,7 @@ pub fn suspects(
         let (zs, zd) = (snapshot.zone_of(src), snapshot.zone_of(dst));
         let pair = unordered(zs, zd);
         let zone_base = model.zone_pair(zs, zd).and_then(|z| z.rtt_us);
-        let touches_lossy = lossy_nodes.contains(&src) || lossy_nodes.contains(&dst);
+        let touches_lossy = suspect_nodes.contains(&src) || suspect_nodes.contains(&dst);
         if loss.is_some() && !touches_lossy {
             pair_pools
                 .entry(pair)
@@ -608,9 +626,15 @@ pub fn suspects(
                 let c = &mut candidates[i];
                 let shows = match c.test {
                     // A path to another lossy node speaks for that node, not this one.
-                    Test::NodeLoss { at_least, .. } if !lossy_nodes.contains(&other) => {
+                    Test::NodeLoss {
+                        at_least,
+                        inside_only,
+                        ..
+                    } if !suspect_nodes.contains(&other) => {
                         if let Some(l) = loss {
-                            c.pool.add(merged.sent, merged.received);
+                            if !inside_only || zs == zd {
+                                c.pool.add(merged.sent, merged.received);
+                            }
                             l >= at_least
                         } else {
                             false
