@@ -100,16 +100,6 @@ impl Baselines {
         all
     }
 
-    /// How many.
-    pub fn len(&self) -> usize {
-        self.by_element.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.by_element.is_empty()
-    }
-
     /// The baseline of `element`'s `kind`, learnt or not.
     pub fn get(&self, element: &Element, kind: FaultKind) -> Option<&Baseline> {
         self.by_element.get(&(element.clone(), kind))

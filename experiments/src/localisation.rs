@@ -276,6 +276,14 @@ fn link_rtt_ms(a: &str, b: &str) -> u64 {
     }
 }
 
+/// The zone of lab node `n` (empty for a name not in [`ZONES`]).
+fn zone_of(n: &str) -> &'static str {
+    ZONES
+        .iter()
+        .find(|(_, nodes)| nodes.contains(&n))
+        .map_or("", |(z, _)| *z)
+}
+
 fn named(element: &str, a: &str, b: &str, kind: &str) -> Named {
     (element.into(), a.into(), b.into(), kind.into())
 }
@@ -289,13 +297,6 @@ fn draw(kind: Kind, rng: &mut Rng, busy: &BTreeSet<String>) -> (Injection, Named
         .map(|(_, n)| n)
         .collect();
     let node = free_nodes[rng.below(free_nodes.len())].to_owned();
-    let zone_of = |n: &str| {
-        ZONES
-            .iter()
-            .find(|(_, nodes)| nodes.contains(&n))
-            .map(|(z, _)| *z)
-            .unwrap_or_default()
-    };
     let percent = |p: f64| format!("{:.0} %", p * 100.0);
     match kind {
         Kind::NodeLossIn | Kind::NodeLossOut => {
@@ -409,18 +410,11 @@ fn draw(kind: Kind, rng: &mut Rng, busy: &BTreeSet<String>) -> (Injection, Named
 /// The nodes and zones an injection touches (a pair's second fault keeps off them, so that the
 /// two are told apart by element).
 fn touched(injection: &Injection) -> Vec<String> {
-    let zone_of = |n: &str| {
-        ZONES
-            .iter()
-            .find(|(_, nodes)| nodes.contains(&n))
-            .map(|(z, _)| (*z).to_owned())
-            .unwrap_or_default()
-    };
     match injection {
         Injection::NodeLossIn { node, .. }
         | Injection::NodeLossOut { node, .. }
-        | Injection::NodeEgressRate { node, .. } => vec![node.clone(), zone_of(node)],
-        Injection::PathLoss { a, b, .. } => vec![a.clone(), b.clone(), zone_of(a)],
+        | Injection::NodeEgressRate { node, .. } => vec![node.clone(), zone_of(node).to_owned()],
+        Injection::PathLoss { a, b, .. } => vec![a.clone(), b.clone(), zone_of(a).to_owned()],
         Injection::LinkLoss { a, b, .. } | Injection::LinkDelay { a, b, .. } => {
             let mut all = vec![a.clone(), b.clone()];
             for (z, nodes) in ZONES {

@@ -627,17 +627,6 @@ impl Metrics {
         }
     }
 
-    /// Open faults of `kind` and `severity` (their label values), as exported.
-    pub fn faults(&self, kind: &str, severity: &str) -> u64 {
-        let kind = Kind::ALL.iter().find(|k| k.as_str() == kind);
-        let severity = Severity::ALL.iter().find(|s| s.as_str() == severity);
-        kind.zip(severity).map_or(0, |(&kind, &severity)| {
-            self.faults
-                .get_or_create(&FaultLabels { kind, severity })
-                .get()
-        })
-    }
-
     /// A replica: its progress in the log is exported (`zonemesh_cluster_*`).
     pub fn set_cluster(&self, progress: Arc<Progress>) {
         let _ = self.cluster.set(progress);
