@@ -266,10 +266,15 @@ fn fault_element(f: &v1::Fault) -> String {
 fn fault_figure(f: &v1::Fault) -> String {
     match v1::FaultKind::try_from(f.kind).unwrap_or(v1::FaultKind::Unspecified) {
         v1::FaultKind::Loss if f.figure_high > 0.0 => format!(
-            "{} ({}–{})",
+            "{} ({}–{}{})",
             percent(f.figure),
             percent(f.figure_low),
-            percent(f.figure_high)
+            percent(f.figure_high),
+            if f.probes > 0 {
+                format!(" of {} probes", f.probes)
+            } else {
+                String::new()
+            }
         ),
         v1::FaultKind::Loss => percent(f.figure),
         v1::FaultKind::Delay => {
@@ -1125,11 +1130,12 @@ mod tests {
             figure: 0.05,
             figure_low: 0.04,
             figure_high: 0.06,
+            probes: 1_800,
             ..Default::default()
         }];
         let text = path(&answer);
         assert!(
-            text.contains("at fault   b2: loss, degraded, 5.00 % (4.00 %–6.00 %)"),
+            text.contains("at fault   b2: loss, degraded, 5.00 % (4.00 %–6.00 % of 1800 probes)"),
             "{text}"
         );
     }

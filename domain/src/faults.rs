@@ -146,6 +146,9 @@ pub struct Fault {
     pub figure: f64,
     /// A loss's 95 % interval (Wilson, over the probes of the paths behind it).
     pub interval: Option<(f64, f64)>,
+    /// A loss's probes, pooled over the paths behind it (the figure is their lost share); 0
+    /// otherwise, and for a node every probe misses.
+    pub probes: u64,
     /// What the figure is judged against: the baseline RTT (delay, µs), the zone's median cap
     /// (a node's rate, bit/s) or the zone link's baseline capacity (bit/s); none for a loss.
     pub reference: Option<f64>,
@@ -398,6 +401,7 @@ mod tests {
             severity: Severity::Degraded,
             figure: 0.02,
             interval: None,
+            probes: 0,
             reference: None,
             evidence: vec![],
             evidence_paths: 0,

@@ -16,7 +16,9 @@
 //!   of its model terms: what it sends, what it is sent). ICMP probes are round trips, so a loss
 //!   belongs to the node, never to a direction. A fault needs the 95 % Wilson interval over the
 //!   probes of those paths to lie above the threshold, so a lost probe or two never opens one;
-//!   its paths to other lossy nodes are left out of that pool (they speak for those). A node whose agent is connected but that every probe
+//!   its paths to other lossy nodes are left out of that pool (they speak for those). The
+//!   figure it reports is that pool's lost share, as for every loss: the median only decides
+//!   which nodes are looked at, and so the figure lies inside its interval. A node whose agent is connected but that every probe
 //!   misses (UNREACHABLE) is a `down` loss fault. A node whose agent is gone (DOWN: a rollout, a
 //!   drained node) is no network fault: nothing about it, nor its paths, is judged.
 //! - **A node's delay**: its RTT offset against its own baseline.
@@ -161,6 +163,8 @@ pub struct Suspect {
     pub figure: f64,
     /// A loss's 95 % interval.
     pub interval: Option<(f64, f64)>,
+    /// A loss's probes behind its figure and interval.
+    pub probes: u64,
     /// What the figure is judged against (see [`Fault::reference`]).
     pub reference: Option<f64>,
     /// Paths that show it, at most [`MAX_EVIDENCE`].
@@ -742,12 +746,23 @@ pub fn suspects(
         {
             continue;
         }
+        // A loss's figure is its pool's lost share, so that it sits inside its interval: the
+        // figure that found it (a node's lower median inside its zone, a zone pair's term) only
+        // chose what to pool.
+        let (figure, severity, probes) = match interval {
+            Some(_) if !unreachable && c.pool.sent > 0 => {
+                let share = c.pool.lost as f64 / c.pool.sent as f64;
+                (share, loss_severity(t, share), c.pool.sent)
+            }
+            _ => (c.figure, c.severity, 0),
+        };
         out.push(Suspect {
             element: c.element,
             kind: c.kind,
-            severity: c.severity,
-            figure: c.figure,
+            severity,
+            figure,
             interval,
+            probes,
             reference: c.reference,
             evidence: c
                 .evidence
@@ -858,6 +873,7 @@ impl Tracker {
                     severity: s.severity,
                     figure: s.figure,
                     interval: s.interval,
+                    probes: s.probes,
                     reference: s.reference,
                     evidence: s.evidence.clone(),
                     evidence_paths: s.evidence_paths,

@@ -1090,6 +1090,7 @@ impl From<Fault> for v1::Fault {
             evidence_paths: f.evidence_paths,
             since_unix_ms: f.since.0,
             clean_since_unix_ms: f.clean_since.map_or(0, |t| t.0),
+            probes: f.probes,
         }
     }
 }

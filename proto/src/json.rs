@@ -164,6 +164,10 @@ fn is_zero_ms(v: &i64) -> bool {
     *v == 0
 }
 
+fn is_zero_count(v: &u64) -> bool {
+    *v == 0
+}
+
 list_with!(node_list, v1::Node, "NodeJson");
 list_with!(fault_list, v1::Fault, "FaultJson");
 list_with!(fault_path_list, v1::FaultPath, "FaultPathJson");
@@ -278,6 +282,8 @@ struct FaultJson {
     figure_low: f64,
     #[serde(serialize_with = "fault_kind_name")]
     kind: i32,
+    #[serde(skip_serializing_if = "is_zero_count")]
+    probes: u64,
     #[serde(skip_serializing_if = "is_zero")]
     reference: f64,
     #[serde(serialize_with = "fault_severity_name")]
@@ -765,6 +771,7 @@ mod golden {
                         figure: 0.012_5,
                         figure_low: 0.008,
                         figure_high: 0.019,
+                        probes: 1_800,
                         evidence_paths: 6,
                         since_unix_ms: 1_733_300_000_000,
                         ..Default::default()
@@ -902,6 +909,7 @@ mod golden {
                         figure: 0.012_5,
                         figure_low: 0.008,
                         figure_high: 0.019,
+                        probes: 1_800,
                         evidence_paths: 6,
                         since_unix_ms: 1_733_300_000_000,
                         ..Default::default()
@@ -955,6 +963,7 @@ mod golden {
                     figure: 0.25,
                     figure_low: 0.21,
                     figure_high: 0.29,
+                    probes: 1_400,
                     evidence: vec![v1::FaultPath {
                         src: "a1".into(),
                         dst: "a2".into(),

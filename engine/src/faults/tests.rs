@@ -42,6 +42,31 @@ fn a_clean_network_has_no_suspect() {
 }
 
 #[test]
+fn a_lossy_nodes_figure_is_the_lost_share_of_the_probes_its_interval_counts() {
+    // z0-n1 loses 3 % on two of its zone-mates' paths and 12 % on the third's: the lower median
+    // (3 %) picks it out, and its figure is what its six paths inside the zone lost, 6 %, inside
+    // its interval (before, the figure was the median and sat under the interval).
+    let loss = |s: &str, d: &str| match (s, d) {
+        ("z0-n1", "z0-n2") | ("z0-n2", "z0-n1") => 12,
+        ("z0-n1", _) | (_, "z0-n1") => 3,
+        _ => 0,
+    };
+    let found = look(&mesh(2, 4, rtt, loss, T0), T0);
+    assert_eq!(
+        elements(&found),
+        vec![(Element::Node(node("z0-n1")), FaultKind::Loss)]
+    );
+    let s = &found[0];
+    assert_eq!(
+        s.probes, 600,
+        "its six paths inside its zone, 100 probes each"
+    );
+    assert!((s.figure - 0.06).abs() < 1e-9, "{}", s.figure);
+    let (low, high) = s.interval.unwrap();
+    assert!(low < s.figure && s.figure < high, "{low}–{high}");
+}
+
+#[test]
 fn a_lossy_node_is_the_suspect_and_its_neighbours_and_zone_are_not() {
     // z0-n1 loses 3 % of what reaches it: every round trip through it shows 3 %.
     let lossy = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
@@ -275,6 +300,7 @@ fn suspect(n: &str) -> Suspect {
         severity: Severity::Degraded,
         figure: 0.02,
         interval: Some((0.015, 0.025)),
+        probes: 2_000,
         reference: None,
         evidence: vec![],
         evidence_paths: 0,
