@@ -609,7 +609,28 @@ async fn run_at(
                 return crate::slurm::publish(plan, &tiers, unreachable);
             }
             let settings = publish.expect("set for publish");
-            print_dry_run(connection, answer, settings)?;
+            // The health labels come from the open faults.
+            let faults = if settings
+                .schedulers
+                .contains(&zonemesh_publish::Scheduler::Health)
+            {
+                let answer = call!(
+                    client,
+                    timeout,
+                    "ListFaults",
+                    list_faults,
+                    v1::ListFaultsRequest {}
+                );
+                zonemesh_domain::Faults::try_from(answer).map_err(|e| {
+                    Failure::new(
+                        exit::FAILURE,
+                        format!("ListFaults answered invalid faults: {e}"),
+                    )
+                })?
+            } else {
+                zonemesh_domain::Faults::default()
+            };
+            print_dry_run(connection, answer, &faults, settings)?;
         }
     }
     Ok(())
@@ -742,6 +763,7 @@ async fn whole_matrix(
 fn print_dry_run(
     connection: &Connection,
     answer: v1::GetTiersResponse,
+    faults: &zonemesh_domain::Faults,
     settings: &zonemesh_publish::Settings,
 ) -> Result<(), Failure> {
     let tiers = zonemesh_domain::Tiers::try_from(answer).map_err(|e| {
@@ -750,7 +772,7 @@ fn print_dry_run(
             format!("GetTiers answered invalid tiers: {e}"),
         )
     })?;
-    let objects = crate::tiers::dry_run_objects(&tiers, settings);
+    let objects = crate::tiers::dry_run_objects(&tiers, faults, settings);
     match connection.output {
         Output::Yaml => print!("{}", zonemesh_publish::yaml::documents(&objects)),
         Output::Json => println!(

@@ -148,12 +148,13 @@ pub struct Publish {
     /// (--output yaml, json or table); needs no cluster.
     #[arg(long, conflicts_with = "delete")]
     pub dry_run: bool,
-    /// Delete every object zonemesh owns and its node labels from the cluster of the current
-    /// kubeconfig (or the in-cluster service account).
+    /// Delete every object zonemesh owns, its node labels and its taint from the cluster of the
+    /// current kubeconfig (or the in-cluster service account).
     #[arg(long)]
     pub delete: bool,
-    /// The schedulers (comma-separated): volcano, kueue, diktyo.
-    #[arg(long = "for", default_value = "volcano,kueue,diktyo")]
+    /// The schedulers (comma-separated): volcano, kueue, diktyo, and health (the node label
+    /// zonemesh.io/network-health from the open faults; with --delete, its taint too).
+    #[arg(long = "for", default_value = "volcano,kueue,diktyo,health")]
     pub schedulers: String,
     /// As the aggregator's --publish-name.
     #[arg(long, default_value = "zonemesh")]
@@ -203,7 +204,7 @@ impl Publish {
             Scheduler::parse_list(&self.schedulers).map_err(|e| usage(format!("--for: {e}")))?;
         if schedulers.is_empty() {
             return Err(usage(
-                "--for: name at least one of volcano, kueue, diktyo".into(),
+                "--for: name at least one of volcano, kueue, diktyo, health".into(),
             ));
         }
         Settings {
@@ -219,15 +220,22 @@ impl Publish {
             tier_names: zonemesh_publish::objects::tier_names(&self.tier_names)
                 .map_err(|e| usage(e.to_string().replace("--publish-", "--")))?,
             diktyo_configmap: self.diktyo_configmap,
+            taint: None,
         }
         .checked()
         .map_err(|e| usage(e.to_string().replace("--publish-", "--")))
     }
 }
 
-/// The objects of a dry run: every manifest, then one server-side apply patch per node.
-pub fn dry_run_objects(tiers: &zonemesh_domain::Tiers, settings: &Settings) -> Vec<Value> {
-    let d = zonemesh_publish::desired(tiers, settings);
+/// The objects of a dry run: every manifest, then one server-side apply patch per node (with
+/// `health`, its label from `faults`).
+pub fn dry_run_objects(
+    tiers: &zonemesh_domain::Tiers,
+    faults: &zonemesh_domain::Faults,
+    settings: &Settings,
+) -> Vec<Value> {
+    let mut d = zonemesh_publish::desired(tiers, settings);
+    zonemesh_publish::health::apply(&mut d, tiers, faults, settings, None);
     let mut out: Vec<Value> = d.objects.iter().map(|o| o.manifest.clone()).collect();
     for (node, labels) in &d.node_labels {
         out.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}}));
@@ -284,11 +292,13 @@ pub async fn delete(settings: Settings) -> Result<String, Failure> {
         .iter()
         .flat_map(|s| Kind::of(*s).iter().copied())
         .collect();
-    let nodes = settings.schedulers.contains(&Scheduler::Kueue);
+    let health = settings.schedulers.contains(&Scheduler::Health);
+    let nodes = health || settings.schedulers.contains(&Scheduler::Kueue);
     let metrics = std::sync::Arc::new(zonemesh_publish::PublishMetrics::default());
     let mut writer = zonemesh_publish::Writer::new(client, settings, metrics);
+    let now = zonemesh_domain::UnixMs(zonemesh_common::time::unix_ms());
     let round = writer
-        .delete_all(&kinds, nodes)
+        .delete_all(&kinds, nodes, health, now)
         .await
         .map_err(|e| Failure {
             status: match e.code() {
@@ -299,9 +309,11 @@ pub async fn delete(settings: Settings) -> Result<String, Failure> {
             message: format!("publish --delete: {e}"),
         })?;
     Ok(format!(
-        "  deleted {} objects ({}); removed zonemesh.io/ labels from {} nodes\n",
+        "  deleted {} objects ({}); removed zonemesh.io/ labels from {} nodes and the taint {} from {}\n",
         round.deleted.len(),
         round.deleted.join(", "),
-        round.labelled.len()
+        round.labelled.len(),
+        zonemesh_publish::health::FAULT_TAINT,
+        round.untainted.len()
     ))
 }

@@ -1005,6 +1005,57 @@ impl From<Faults> for v1::ListFaultsResponse {
     }
 }
 
+impl TryFrom<v1::ListFaultsResponse> for Faults {
+    type Error = FieldError;
+
+    /// Checks an answer of `ListFaults` (a client reading faults); the errors name the field.
+    fn try_from(r: v1::ListFaultsResponse) -> Result<Self, FieldError> {
+        let faults = r
+            .faults
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let at = |e: FieldError| e.within(&format!("faults[{i}]"));
+                let node = |v: String, field: &str| NodeName::parse(field, v);
+                let evidence = f
+                    .evidence
+                    .into_iter()
+                    .map(|p| Ok((node(p.src, "src")?, node(p.dst, "dst")?)))
+                    .collect::<Result<Vec<_>, FieldError>>()
+                    .map_err(|e| at(e.within("evidence")))?;
+                let loss = f.kind == v1::FaultKind::Loss as i32 && f.figure_high > 0.0;
+                Ok(Fault {
+                    element: element_from_wire(f.element, f.a, f.b).map_err(at)?,
+                    kind: fault_kind_from_wire("kind", f.kind).map_err(at)?,
+                    severity: match v1::FaultSeverity::try_from(f.severity) {
+                        Ok(v1::FaultSeverity::Degraded) => zonemesh_domain::Severity::Degraded,
+                        Ok(v1::FaultSeverity::Down) => zonemesh_domain::Severity::Down,
+                        _ => {
+                            return Err(at(FieldError::new(
+                                "severity",
+                                format!("{} is no FaultSeverity", f.severity),
+                            )));
+                        }
+                    },
+                    figure: f.figure,
+                    interval: loss.then_some((f.figure_low, f.figure_high)),
+                    probes: f.probes,
+                    reference: (f.reference != 0.0).then_some(f.reference),
+                    evidence,
+                    evidence_paths: f.evidence_paths,
+                    since: UnixMs(f.since_unix_ms),
+                    clean_since: (f.clean_since_unix_ms != 0)
+                        .then_some(UnixMs(f.clean_since_unix_ms)),
+                })
+            })
+            .collect::<Result<Vec<_>, FieldError>>()?;
+        Ok(Faults {
+            faults,
+            evaluated_at: (r.evaluated_unix_ms != 0).then_some(UnixMs(r.evaluated_unix_ms)),
+        })
+    }
+}
+
 /// A fault's element on the wire: its kind and its one or two names (`b` empty for a node).
 pub fn fault_element(e: Element) -> (v1::FaultElement, String, String) {
     match e {

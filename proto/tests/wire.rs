@@ -3,8 +3,8 @@
 
 use prost::Message;
 use zonemesh_domain::{
-    Hello, NodeName, PathSample, ProbePlan, ProbeTarget, Report, ThroughputGrant, UnixMs, Weights,
-    ZoneName,
+    Element, Fault, FaultKind, Faults, Hello, NodeName, PathSample, ProbePlan, ProbeTarget, Report,
+    Severity, ThroughputGrant, UnixMs, Weights, ZoneName,
 };
 use zonemesh_proto::v1;
 
@@ -334,6 +334,55 @@ fn checked_types_round_trip_through_the_wire() {
 
     let hello_checked = Hello::try_from(hello()).expect("valid hello");
     assert_eq!(v1::Hello::from(hello_checked), hello());
+}
+
+#[test]
+fn faults_round_trip_and_bad_ones_name_the_field() {
+    let node = |n: &str| NodeName::parse("node", n).unwrap();
+    let zone = |z: &str| ZoneName::parse("zone", z).unwrap();
+    let faults = Faults {
+        faults: vec![
+            Fault {
+                element: Element::Node(node("a2")),
+                kind: FaultKind::Loss,
+                severity: Severity::Degraded,
+                figure: 0.05,
+                interval: Some((0.04, 0.06)),
+                probes: 1_800,
+                reference: None,
+                evidence: vec![(node("a1"), node("a2"))],
+                evidence_paths: 6,
+                since: UnixMs(1_000),
+                clean_since: Some(UnixMs(2_000)),
+            },
+            Fault {
+                element: Element::zone_link(zone("zone-b"), zone("zone-a")),
+                kind: FaultKind::Delay,
+                severity: Severity::Down,
+                figure: 900.0,
+                interval: None,
+                probes: 0,
+                reference: Some(2_000.0),
+                evidence: vec![],
+                evidence_paths: 4,
+                since: UnixMs(1_500),
+                clean_since: None,
+            },
+        ],
+        evaluated_at: Some(UnixMs(3_000)),
+    };
+    let wire = v1::ListFaultsResponse::from(faults.clone());
+    assert_eq!(Faults::try_from(wire.clone()).unwrap(), faults);
+    let mut bad = wire;
+    bad.faults[1].evidence = vec![v1::FaultPath {
+        src: "a1".into(),
+        dst: String::new(),
+    }];
+    let e = Faults::try_from(bad.clone()).unwrap_err().to_string();
+    assert!(e.contains("faults[1].evidence.dst"), "{e}");
+    bad.faults[0].severity = 7;
+    let e = Faults::try_from(bad).unwrap_err().to_string();
+    assert!(e.contains("faults[0].severity"), "{e}");
 }
 
 fn probe_target(node: &str, zone: &str, addresses: &[&str]) -> ProbeTarget {

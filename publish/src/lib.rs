@@ -4,7 +4,10 @@
 //!   HyperNodes, the Kueue Topology and node labels, and the scheduler-plugins NetworkTopology
 //!   (and its ConfigMap when asked for; pure: the same tiers give the same objects);
 //! - [`writer`] puts them into a cluster with kube-rs, touching only what zonemesh owns;
-//! - [`run`] is the aggregator's one writer task (`--publish volcano,kueue,diktyo`);
+//! - [`health`] acts on the open faults where every scheduler looks: the node label
+//!   `zonemesh.io/network-health` and, when asked, the taint `zonemesh.io/network-fault`
+//!   (`--publish health`, `--taint-faulty-nodes`), within guard rails;
+//! - [`run`] is the aggregator's one writer task (`--publish volcano,kueue,diktyo,health`);
 //! - [`yaml`] prints them for `zonemesh publish --dry-run -o yaml`;
 //! - [`slurm`] writes the same tiers as Slurm's `topology.conf` (tree or block) or
 //!   `topology.yaml`, checked against slurmctld's rules (`zonemesh publish --slurm`).
@@ -46,6 +49,7 @@
 //! assert!(text.contains("tierName: \"zonemesh-zone-group\""));
 //! ```
 
+pub mod health;
 pub mod metrics;
 pub mod names;
 pub mod objects;

@@ -18,6 +18,10 @@ label_value! {
         Delete => "delete",
         /// A node's `zonemesh.io/` labels applied.
         Label => "label",
+        /// zonemesh's taint put on a node (or its value or effect changed).
+        Taint => "taint",
+        /// zonemesh's taint removed from a node.
+        Untaint => "untaint",
     }
 }
 
@@ -65,7 +69,7 @@ impl PublishMetrics {
         }
         registry.register(
             "zonemesh_publish_writes",
-            "Kubernetes writes of the publisher, by verb (label: a node's zonemesh.io/ labels)",
+            "Kubernetes writes of the publisher, by verb (label: a node's zonemesh.io/ labels; taint, untaint: zonemesh's taint on a node)",
             self.writes.clone(),
         );
         for (name, help, c) in [

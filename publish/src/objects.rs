@@ -67,6 +67,10 @@ pub enum Scheduler {
     Kueue,
     /// scheduler-plugins' NetworkTopology (Diktyo) and its ConfigMap.
     Diktyo,
+    /// Not a scheduler: what every scheduler honours, the faults acted on
+    /// ([`health`](crate::health)): the node label `zonemesh.io/network-health` and, with
+    /// `--taint-faulty-nodes`, the taint `zonemesh.io/network-fault`.
+    Health,
 }
 
 impl Scheduler {
@@ -76,10 +80,11 @@ impl Scheduler {
             Scheduler::Volcano => "volcano",
             Scheduler::Kueue => "kueue",
             Scheduler::Diktyo => "diktyo",
+            Scheduler::Health => "health",
         }
     }
 
-    /// Parses a `--publish` list (`volcano,kueue,diktyo`); the error names the bad entry.
+    /// Parses a `--publish` list (`volcano,kueue,diktyo,health`); the error names the bad entry.
     pub fn parse_list(value: &str) -> Result<Vec<Scheduler>, SettingsError> {
         let mut out = Vec::new();
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -87,6 +92,7 @@ impl Scheduler {
                 "volcano" => Scheduler::Volcano,
                 "kueue" => Scheduler::Kueue,
                 "diktyo" => Scheduler::Diktyo,
+                "health" => Scheduler::Health,
                 other => return Err(SettingsError::UnknownScheduler(other.to_owned())),
             };
             if !out.contains(&s) {
@@ -102,7 +108,7 @@ impl Scheduler {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
     /// An entry of a `--publish` list that names no scheduler zonemesh publishes for.
-    #[error("{0:?} is none of volcano, kueue, diktyo")]
+    #[error("{0:?} is none of volcano, kueue, diktyo, health")]
     UnknownScheduler(String),
     /// A name that is not a DNS-1123 subdomain.
     #[error(
@@ -115,6 +121,9 @@ pub enum SettingsError {
     /// A weights entry name that is empty or too long.
     #[error("--publish-weights-name: {0:?} must be 1 to 253 characters")]
     WeightsName(String),
+    /// Taints asked for without the node health they come with.
+    #[error("--taint-faulty-nodes: needs health among --publish (the taint comes with its label)")]
+    TaintWithoutHealth,
     /// Tier names that are not three distinct DNS-1123 subdomains.
     #[error(
         "--publish-tier-names: {0:?} must be three distinct DNS-1123 subdomains (zone, group, cluster), comma-separated"
@@ -175,7 +184,7 @@ impl KueueVersion {
 }
 
 /// What to publish and under which names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// The schedulers to publish for.
     pub schedulers: Vec<Scheduler>,
@@ -194,6 +203,9 @@ pub struct Settings {
     /// whose ConfigMap does not exist, and once it exists, rewrites `spec.weights` from netperf
     /// keys the map does not hold (costs 0); NetworkOverhead never reads the map.
     pub diktyo_configmap: bool,
+    /// With `health`: taint the nodes at fault (`--taint-faulty-nodes` and its flags); `None`:
+    /// no taints.
+    pub taint: Option<crate::health::TaintSettings>,
 }
 
 impl Default for Settings {
@@ -206,6 +218,7 @@ impl Default for Settings {
             kueue_version: KueueVersion::default(),
             tier_names: TIER_NAMES.map(String::from),
             diktyo_configmap: false,
+            taint: None,
         }
     }
 }
@@ -230,6 +243,9 @@ impl Settings {
             || t[0] == t[2]
         {
             return Err(SettingsError::TierNames(t.join(",")));
+        }
+        if self.taint.is_some() && !self.schedulers.contains(&Scheduler::Health) {
+            return Err(SettingsError::TaintWithoutHealth);
         }
         Ok(self)
     }
@@ -290,6 +306,7 @@ impl Kind {
             Scheduler::Volcano => &[Kind::HyperNode],
             Scheduler::Kueue => &[Kind::KueueTopology],
             Scheduler::Diktyo => &[Kind::NetworkTopology, Kind::ConfigMap],
+            Scheduler::Health => &[],
         }
     }
 }
@@ -309,17 +326,23 @@ pub struct Object {
     pub manifest: Value,
 }
 
-/// Everything zonemesh would write for some tiers.
+/// Everything zonemesh would write for some tiers (and, for `health`, the open faults).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Desired {
     /// Objects, in writing order (by kind, then name).
     pub objects: Vec<Object>,
-    /// The `zonemesh.io/` labels of each node (Kueue).
+    /// The `zonemesh.io/` labels of each node (Kueue; `health` adds
+    /// [`HEALTH_LABEL`](crate::health::HEALTH_LABEL) with [`health::apply`](crate::health::apply)).
     pub node_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// The kinds this configuration manages (objects of them that are not desired are deleted).
     pub kinds: Vec<Kind>,
     /// Whether node labels are managed.
     pub labels_nodes: bool,
+    /// The nodes to carry zonemesh's taint; every other node's is removed. `None`: taints are
+    /// left as they are (not asked for, or not to be changed now).
+    pub taints: Option<BTreeMap<String, crate::health::Taint>>,
+    /// The taint's effect.
+    pub taint_effect: crate::health::TaintEffect,
 }
 
 /// The NetworkOverhead cost of an RTT: `2 + 97 · ln(rtt / 50 µs) / ln(2000)`, rounded and held
@@ -680,6 +703,8 @@ pub fn desired(tiers: &Tiers, settings: &Settings) -> Desired {
                 out.labels_nodes = true;
             }
             Scheduler::Diktyo => out.objects.extend(diktyo(tiers, settings)),
+            // The labels need the faults: `health::apply`.
+            Scheduler::Health => out.labels_nodes = true,
         }
     }
     out.kinds.sort();
@@ -728,8 +753,21 @@ mod tests {
         );
         assert_eq!(
             Scheduler::parse_list("slurm").unwrap_err().to_string(),
-            "\"slurm\" is none of volcano, kueue, diktyo"
+            "\"slurm\" is none of volcano, kueue, diktyo, health"
+        );
+        assert_eq!(
+            Scheduler::parse_list("health,kueue").unwrap(),
+            [Scheduler::Kueue, Scheduler::Health]
         );
         assert!(Scheduler::parse_list("").unwrap().is_empty());
+        let taint_alone = Settings {
+            schedulers: vec![Scheduler::Kueue],
+            taint: Some(crate::health::TaintSettings::default()),
+            ..Settings::default()
+        };
+        assert_eq!(
+            taint_alone.checked().unwrap_err().to_string(),
+            "--taint-faulty-nodes: needs health among --publish (the taint comes with its label)"
+        );
     }
 }

@@ -1,12 +1,14 @@
-//! The publisher as one task: fed by tier snapshots, writing at most once per interval, backing
-//! off on API errors.
+//! The publisher as one task: fed by tier snapshots (and, for `health`, the open faults),
+//! writing at most once per interval, backing off on API errors.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use zonemesh_domain::{Tiers, UnixMs};
+use zonemesh_domain::{Faults, Tiers, UnixMs};
 
+use crate::health::{self, Held};
 use crate::objects::{Desired, Settings, desired};
 use crate::writer::Writer;
 
@@ -26,28 +28,68 @@ pub fn backoff(interval: Duration, failures: u32) -> Duration {
         .min(MAX_BACKOFF.max(interval))
 }
 
-/// Runs until `tiers` closes: a round when the tiers' objects changed (or every
+/// What the publisher reads.
+#[derive(Debug)]
+pub struct Inputs {
+    /// The tiers, as derived.
+    pub tiers: watch::Receiver<Option<Arc<Tiers>>>,
+    /// The open faults (for `health`).
+    pub faults: watch::Receiver<Arc<Faults>>,
+}
+
+/// Runs until the tiers close: a round when what it would write changed (or every
 /// [`RESYNC_INTERVALS`] intervals), never two within `interval`, and only while `may_publish`
 /// says so (a replica publishes only while it holds the lease; once it may again, it publishes
-/// afresh).
+/// afresh). Taints change only once `--taint-warm-up` has passed since it started, the faults
+/// have been looked at, and `healthy` (the store is written) says so; till then they stay as
+/// they are.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     mut writer: Writer,
     settings: Settings,
-    mut tiers: watch::Receiver<Option<Arc<Tiers>>>,
+    mut inputs: Inputs,
     interval: Duration,
     clock: impl Fn() -> UnixMs,
     may_publish: impl Fn() -> bool,
+    healthy: impl Fn() -> bool,
     metrics: Arc<crate::PublishMetrics>,
 ) {
+    let started = Instant::now();
     let mut last: Option<Desired> = None;
     let mut rounds_since_check = 0u32;
     let mut failures = 0u32;
+    // The nodes that carry zonemesh's taint, as of the last round that looked.
+    let mut carrying: BTreeSet<String> = BTreeSet::new();
+    let mut held: BTreeMap<String, Held> = BTreeMap::new();
     loop {
-        let current = tiers.borrow_and_update().clone();
+        let current = inputs.tiers.borrow_and_update().clone();
         if !may_publish() {
             last = None;
         } else if let Some(t) = current {
-            let want = desired(&t, &settings);
+            let mut want = desired(&t, &settings);
+            let faults = inputs.faults.borrow().clone();
+            let may_taint = settings
+                .taint
+                .is_some_and(|ts| started.elapsed() >= ts.warm_up)
+                && faults.evaluated_at.is_some()
+                && healthy();
+            let plan = health::apply(
+                &mut want,
+                &t,
+                &faults,
+                &settings,
+                may_taint.then_some(&carrying),
+            );
+            if let Some(plan) = plan
+                && plan.held != held
+            {
+                for (node, why) in &plan.held {
+                    if held.get(node) != Some(why) {
+                        tracing::info!(%node, why = why.as_str(), "a fault of the node's own, not tainted");
+                    }
+                }
+                held = plan.held;
+            }
             let unchanged = last.as_ref() == Some(&want);
             if unchanged && rounds_since_check + 1 < RESYNC_INTERVALS {
                 rounds_since_check += 1;
@@ -57,6 +99,9 @@ pub async fn run(
                     Ok(round) => {
                         failures = 0;
                         rounds_since_check = 0;
+                        if want.taints.is_some() {
+                            carrying = round.carrying.iter().cloned().collect();
+                        }
                         tracing::debug!(?round, "published");
                         last = Some(want);
                     }
@@ -77,7 +122,7 @@ pub async fn run(
             }
         }
         tokio::time::sleep(interval).await;
-        if tiers.has_changed().is_err() {
+        if inputs.tiers.has_changed().is_err() {
             return;
         }
     }

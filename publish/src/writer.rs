@@ -13,10 +13,17 @@
 //!    controller: that is logged, counted and reported, and the object is written again.
 //! 4. An owned object no longer desired is DELETEd with its `uid` as precondition, so that a
 //!    same-named successor is never deleted.
-//! 5. Nodes (Kueue): LIST nodes (metadata only); a node whose `zonemesh.io/` labels differ gets a
-//!    server-side apply of exactly those labels (field manager `zonemesh`), which removes the ones
-//!    zonemesh set before and no longer wants and never touches other labels. Only listed nodes
-//!    are patched (an apply would create a missing one).
+//! 5. Nodes (Kueue, health): LIST nodes (metadata only, unless taints are managed); a node whose
+//!    `zonemesh.io/` labels differ gets a server-side apply of exactly those labels (field
+//!    manager `zonemesh`), which removes the ones zonemesh set before and no longer wants and
+//!    never touches other labels. Only listed nodes are patched (an apply would create a missing
+//!    one).
+//! 6. Taints (`--taint-faulty-nodes`), in the same pass and before the node's labels: a node
+//!    whose taint `zonemesh.io/network-fault` is not what [`Desired::taints`] says gets its whole
+//!    `spec.taints` written back by a merge patch that carries the listed `resourceVersion`
+//!    (read-modify-write: a node changed since the list answers 409 Conflict, retried next
+//!    round), with zonemesh's taint added, changed or removed and every other taint as it was.
+//!    Each taint and untaint is an Event on the Node.
 //!
 //! Nothing unchanged is written. HyperNodes labelled `volcano.sh/network-topology-source` are
 //! never touched; tier-1 ones that split or mix a zonemesh zone's nodes are warned about. Any
@@ -36,6 +43,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use zonemesh_domain::UnixMs;
 
+use crate::health::{FAULT_TAINT, Taint, TaintEffect};
 use crate::metrics::{PublishMetrics, Verb};
 use crate::objects::{
     Desired, Kind, MANAGED_BY, NODE_LABEL_PREFIX, Object, Settings, VOLCANO_SOURCE_LABEL,
@@ -122,6 +130,12 @@ pub struct Round {
     pub deleted: Vec<String>,
     /// Nodes whose labels were applied.
     pub labelled: Vec<String>,
+    /// Nodes that got zonemesh's taint (or a new value or effect of it).
+    pub tainted: Vec<String>,
+    /// Nodes whose zonemesh taint was removed.
+    pub untainted: Vec<String>,
+    /// Nodes that carry zonemesh's taint after the round (when taints are managed).
+    pub carrying: Vec<String>,
     /// Names held by objects zonemesh does not own.
     pub foreign: Vec<String>,
     /// Writes refused with 409 Conflict.
@@ -343,70 +357,216 @@ impl Writer {
                 self.check_volcano_discovery(desired, now).await?;
             }
         }
-        if desired.labels_nodes {
-            self.label_nodes(&desired.node_labels, &mut round).await?;
+        if desired.labels_nodes || desired.taints.is_some() {
+            self.nodes(desired, now, &mut round).await?;
         }
         self.metrics.rounds.inc();
         Ok(round)
     }
 
-    /// Deletes everything zonemesh owns of `kinds` and, with `nodes`, removes its node labels.
-    pub async fn delete_all(&mut self, kinds: &[Kind], nodes: bool) -> Result<Round, PublishError> {
+    /// Deletes everything zonemesh owns of `kinds`; with `nodes`, removes its node labels, and
+    /// with `taints` its taint.
+    pub async fn delete_all(
+        &mut self,
+        kinds: &[Kind],
+        nodes: bool,
+        taints: bool,
+        now: UnixMs,
+    ) -> Result<Round, PublishError> {
         let desired = Desired {
-            objects: Vec::new(),
-            node_labels: BTreeMap::new(),
             kinds: kinds.to_vec(),
             labels_nodes: nodes,
+            taints: taints.then(BTreeMap::new),
+            ..Desired::default()
         };
-        self.publish(&desired, UnixMs(0)).await
+        self.publish(&desired, now).await
     }
 
-    async fn label_nodes(
+    /// Steps 5 and 6: every node's taint, then its labels.
+    async fn nodes(
         &mut self,
-        wanted: &BTreeMap<String, BTreeMap<String, String>>,
+        desired: &Desired,
+        now: UnixMs,
         round: &mut Round,
     ) -> Result<(), PublishError> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodes_resource());
-        let nodes = api
-            .list_metadata(&ListParams::default())
-            .await
-            .map_err(|e| PublishError::new("list", "nodes", e))?;
-        let empty = BTreeMap::new();
-        for node in nodes.items {
-            let Some(name) = node.metadata.name.clone() else {
+        let list = |e| PublishError::new("list", "nodes", e);
+        // Taints are in the spec: the whole nodes then; labels alone need their metadata only.
+        let nodes: Vec<(ObjectMeta, Option<Vec<Value>>)> = if desired.taints.is_some() {
+            api.list(&ListParams::default())
+                .await
+                .map_err(list)?
+                .items
+                .into_iter()
+                .map(|n| {
+                    let taints = n.data["spec"]["taints"].as_array().cloned();
+                    (n.metadata, Some(taints.unwrap_or_default()))
+                })
+                .collect()
+        } else {
+            api.list_metadata(&ListParams::default())
+                .await
+                .map_err(list)?
+                .items
+                .into_iter()
+                .map(|n| (n.metadata, None))
+                .collect()
+        };
+        for (meta, taints) in nodes {
+            let Some(name) = meta.name.clone() else {
                 continue;
             };
-            let have: BTreeMap<String, String> = node
-                .metadata
-                .labels
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(k, _)| k.starts_with(NODE_LABEL_PREFIX))
-                .collect();
-            let want = wanted.get(&name).unwrap_or(&empty);
-            if &have == want {
-                continue;
+            if let (Some(want), Some(taints)) = (&desired.taints, taints) {
+                let taint = want.get(&name);
+                self.taint_node(
+                    &api,
+                    &meta,
+                    &taints,
+                    taint,
+                    desired.taint_effect,
+                    now,
+                    round,
+                )
+                .await?;
             }
-            let patch = json!({
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name, "labels": want},
-            });
-            let pp = PatchParams::apply(FIELD_MANAGER);
-            match api.patch(&name, &pp, &Patch::Apply(&patch)).await {
-                Ok(_) => {
-                    self.metrics.wrote(Verb::Label);
-                    round.labelled.push(name);
-                }
-                Err(e) if code(&e) == Some(409) => {
-                    // Another field manager owns one of these labels with another value.
-                    self.metrics.conflicts.inc();
-                    tracing::warn!(node = %name, error = %e, "a zonemesh.io/ label of this node is another manager's; left as it is");
-                    round.conflicts.push(name);
-                }
-                Err(e) if code(&e) == Some(404) => {}
-                Err(e) => return Err(PublishError::new("label", &name, e)),
+            if desired.labels_nodes {
+                let labels = meta.labels.unwrap_or_default();
+                self.label_node(&api, name, labels, &desired.node_labels, round)
+                    .await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Makes zonemesh's taint on one node `want` (none: removed), every other taint as it was.
+    #[allow(clippy::too_many_arguments)]
+    async fn taint_node(
+        &mut self,
+        api: &Api<DynamicObject>,
+        meta: &ObjectMeta,
+        taints: &[Value],
+        want: Option<&Taint>,
+        effect: TaintEffect,
+        now: UnixMs,
+        round: &mut Round,
+    ) -> Result<(), PublishError> {
+        let name = meta.name.clone().unwrap_or_default();
+        let ours = taints.iter().find(|t| t["key"] == FAULT_TAINT);
+        let wanted =
+            want.map(|t| json!({"key": FAULT_TAINT, "value": t.value, "effect": effect.as_str()}));
+        let same = match (ours, &wanted) {
+            (None, None) => true,
+            (Some(o), Some(w)) => o["value"] == w["value"] && o["effect"] == w["effect"],
+            _ => false,
+        };
+        if same {
+            if ours.is_some() {
+                round.carrying.push(name);
+            }
+            return Ok(());
+        }
+        let mut new: Vec<Value> = taints
+            .iter()
+            .filter(|t| t["key"] != FAULT_TAINT)
+            .cloned()
+            .collect();
+        new.extend(wanted.clone());
+        // The listed resourceVersion makes the write conditional: a node changed since (another
+        // controller's taint) answers 409, and its taints are read again next round.
+        let patch = json!({
+            "metadata": {"resourceVersion": meta.resource_version},
+            "spec": {"taints": new},
+        });
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if code(&e) == Some(409) => {
+                self.metrics.conflicts.inc();
+                tracing::info!(node = %name, "changed underneath; its taint is written next round");
+                if ours.is_some() {
+                    round.carrying.push(name.clone());
+                }
+                round.conflicts.push(name);
+                return Ok(());
+            }
+            Err(e) if code(&e) == Some(404) => return Ok(()),
+            Err(e) => return Err(PublishError::new("taint", &name, e)),
+        }
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.clone()),
+            uid: meta.uid.clone(),
+            ..ObjectReference::default()
+        };
+        let (type_, action, reason, note) = match want {
+            Some(t) => {
+                self.metrics.wrote(Verb::Taint);
+                tracing::warn!(node = %name, value = t.value, effect = effect.as_str(), kinds = ?t.kinds, "tainted: a network fault of the node's own");
+                round.tainted.push(name.clone());
+                round.carrying.push(name.clone());
+                let note = format!(
+                    "zonemesh tainted the node {FAULT_TAINT}={}:{}: its own network fault ({}); `zonemesh faults` names the evidence",
+                    t.value,
+                    effect.as_str(),
+                    t.kinds.join(", ")
+                );
+                ("Warning", "Taint", "NetworkFault", note)
+            }
+            None => {
+                self.metrics.wrote(Verb::Untaint);
+                tracing::info!(node = %name, "untainted: no fault of the node's own to act on");
+                round.untainted.push(name.clone());
+                let note = format!(
+                    "zonemesh removed its taint {FAULT_TAINT}: no open fault of the node's own to act on, or told to remove its taints"
+                );
+                ("Normal", "Untaint", "NetworkFaultCleared", note)
+            }
+        };
+        self.event(regarding, "default", type_, action, reason, &note, now)
+            .await;
+        Ok(())
+    }
+
+    /// Applies the `zonemesh.io/` labels `wanted` gives one node (`labels`: all it has now).
+    async fn label_node(
+        &mut self,
+        api: &Api<DynamicObject>,
+        name: String,
+        labels: BTreeMap<String, String>,
+        wanted: &BTreeMap<String, BTreeMap<String, String>>,
+        round: &mut Round,
+    ) -> Result<(), PublishError> {
+        let empty = BTreeMap::new();
+        let have: BTreeMap<String, String> = labels
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(NODE_LABEL_PREFIX))
+            .collect();
+        let want = wanted.get(&name).unwrap_or(&empty);
+        if &have == want {
+            return Ok(());
+        }
+        let patch = json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": want},
+        });
+        let pp = PatchParams::apply(FIELD_MANAGER);
+        match api.patch(&name, &pp, &Patch::Apply(&patch)).await {
+            Ok(_) => {
+                self.metrics.wrote(Verb::Label);
+                round.labelled.push(name);
+            }
+            Err(e) if code(&e) == Some(409) => {
+                // Another field manager owns one of these labels with another value.
+                self.metrics.conflicts.inc();
+                tracing::warn!(node = %name, error = %e, "a zonemesh.io/ label of this node is another manager's; left as it is");
+                round.conflicts.push(name);
+            }
+            Err(e) if code(&e) == Some(404) => {}
+            Err(e) => return Err(PublishError::new("label", &name, e)),
         }
         Ok(())
     }
@@ -438,7 +598,7 @@ impl Writer {
             object.name
         );
         let uid = current.and_then(|c| c.metadata.uid);
-        self.event(kind, object, uid, "ForeignObject", &note, now)
+        self.warn(kind, object, uid, "ForeignObject", &note, now)
             .await;
     }
 
@@ -471,7 +631,7 @@ impl Writer {
             self.settings.weights_name
         );
         if self.reported.insert(key) {
-            self.event(
+            self.warn(
                 Kind::NetworkTopology,
                 &object,
                 current.metadata.uid.clone(),
@@ -534,7 +694,7 @@ impl Writer {
                     "tier-1 HyperNode {name} (Volcano label discovery) holds {shared} nodes of zonemesh's {} with a different node set",
                     object.name
                 );
-                self.event(
+                self.warn(
                     Kind::HyperNode,
                     object,
                     None,
@@ -550,7 +710,7 @@ impl Writer {
 
     /// Reports a Warning Event about `object` (events.k8s.io/v1; a cluster-scoped object's
     /// Events go to namespace `default`). A failure is logged, never fatal.
-    async fn event(
+    async fn warn(
         &self,
         kind: Kind,
         object: &Object,
@@ -559,35 +719,59 @@ impl Writer {
         note: &str,
         now: UnixMs,
     ) {
-        let namespace = object.namespace.clone().unwrap_or_else(|| "default".into());
+        let regarding = ObjectReference {
+            api_version: Some(object.api_version.clone()),
+            kind: Some(kind.kind().into()),
+            name: Some(object.name.clone()),
+            namespace: object.namespace.clone(),
+            uid,
+            ..ObjectReference::default()
+        };
+        let namespace = object.namespace.as_deref().unwrap_or("default");
+        self.event(
+            regarding, namespace, "Warning", "Publish", reason, note, now,
+        )
+        .await;
+    }
+
+    /// Reports an Event of `type_` about `regarding` in `namespace`. A failure is logged, never
+    /// fatal.
+    #[allow(clippy::too_many_arguments)]
+    async fn event(
+        &self,
+        regarding: ObjectReference,
+        namespace: &str,
+        type_: &str,
+        action: &str,
+        reason: &str,
+        note: &str,
+        now: UnixMs,
+    ) {
         let time = k8s_openapi::jiff::Timestamp::from_millisecond(now.0).unwrap_or_default();
         let event = Event {
             metadata: ObjectMeta {
-                name: Some(format!("{}.{:x}", object.name, now.0.max(0))),
-                namespace: Some(namespace.clone()),
+                name: Some(format!(
+                    "{}.{:x}",
+                    regarding.name.as_deref().unwrap_or("zonemesh"),
+                    now.0.max(0)
+                )),
+                namespace: Some(namespace.to_owned()),
                 labels: Some(BTreeMap::from([(MANAGED_BY.0.into(), MANAGED_BY.1.into())])),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(time)),
-            action: Some("Publish".into()),
+            action: Some(action.into()),
             reason: Some(reason.into()),
             note: Some(note.chars().take(1000).collect()),
-            type_: Some("Warning".into()),
+            type_: Some(type_.into()),
             reporting_controller: Some(CONTROLLER.into()),
             reporting_instance: Some(
                 std::env::var("POD_NAME").unwrap_or_else(|_| "zonemesh".into()),
             ),
-            regarding: Some(ObjectReference {
-                api_version: Some(object.api_version.clone()),
-                kind: Some(kind.kind().into()),
-                name: Some(object.name.clone()),
-                namespace: object.namespace.clone(),
-                uid,
-                ..ObjectReference::default()
-            }),
+            regarding: Some(regarding),
             ..Event::default()
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
         if let Err(e) = api.create(&PostParams::default(), &event).await {
             tracing::warn!(error = %e, reason, "could not report an Event");
         }

@@ -625,7 +625,7 @@ async fn delete_removes_only_what_zonemesh_owns() {
         .checking(|_, _, body| assert_eq!(body["preconditions"]["uid"], "uid-1")),
     ];
     let (round, _) = converse(steps, settings, async |w| {
-        w.delete_all(&[Kind::HyperNode], false).await
+        w.delete_all(&[Kind::HyperNode], false, false, NOW).await
     })
     .await;
     assert_eq!(round.unwrap().deleted, ["zonemesh-zone-a"]);
@@ -681,13 +681,18 @@ async fn only_the_leader_publishes_before_and_after_a_failover() {
             metrics.clone(),
         );
         let leads = leader.clone();
+        let inputs = zonemesh_publish::run::Inputs {
+            tiers: tiers_tx.subscribe(),
+            faults: tokio::sync::watch::channel(Arc::default()).1,
+        };
         tokio::spawn(zonemesh_publish::run::run(
             writer,
             settings,
-            tiers_tx.subscribe(),
+            inputs,
             Duration::from_millis(20),
             || NOW,
             move || leads.load(Ordering::SeqCst) == replica,
+            || true,
             metrics,
         ));
     }
@@ -712,5 +717,323 @@ async fn only_the_leader_publishes_before_and_after_a_failover() {
         calls[1].load(Ordering::SeqCst) > 0,
         "the new leader published nothing"
     );
+    drop(tiers_tx);
+}
+
+/// The tiers with a zone of three nodes (a node's fault can be told from its zone's only there):
+/// zone-a (a1, a2, a3) and zone-b (b1).
+fn three_node_zone() -> Tiers {
+    let mut t = tiers();
+    t.zones[0]
+        .nodes
+        .push(NodeName::parse("node", "a3").unwrap());
+    t
+}
+
+#[tokio::test]
+async fn taints_follow_the_faults_by_conditional_writes_that_keep_every_other_taint() {
+    use std::collections::BTreeSet;
+    use zonemesh_domain::{Element, Fault, FaultKind, Faults, Severity};
+    use zonemesh_publish::health::{self, MaxTainted, TaintSettings};
+
+    let settings = Settings {
+        schedulers: vec![Scheduler::Health],
+        taint: Some(TaintSettings {
+            max: MaxTainted::Nodes(1),
+            ..TaintSettings::default()
+        }),
+        ..Settings::default()
+    };
+    let t = three_node_zone();
+    let faults = Faults {
+        faults: vec![Fault {
+            element: Element::Node(NodeName::parse("node", "a2").unwrap()),
+            kind: FaultKind::Loss,
+            severity: Severity::Degraded,
+            figure: 0.05,
+            interval: Some((0.04, 0.06)),
+            probes: 1_200,
+            reference: None,
+            evidence: vec![],
+            evidence_paths: 4,
+            since: NOW,
+            clean_since: None,
+        }],
+        evaluated_at: Some(NOW),
+    };
+    let mut d = desired(&t, &settings);
+    let plan = health::apply(&mut d, &t, &faults, &settings, Some(&BTreeSet::new())).unwrap();
+    assert_eq!(plan.taint.keys().collect::<Vec<_>>(), ["a2"]);
+
+    let ours = |value: &str| json!({"key": "zonemesh.io/network-fault", "value": value, "effect": "NoSchedule"});
+    let gpu = json!({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"});
+    let cordon = json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
+    let node = |name: &str, rv: &str, labels: Value, taints: Value| {
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": rv, "labels": labels},
+               "spec": {"taints": taints}})
+    };
+    let ok = json!({"zonemesh.io/network-health": "ok"});
+    let nodes = list(
+        "Node",
+        vec![
+            // a1 carries a taint of zonemesh's from before, beside someone else's.
+            node(
+                "a1",
+                "5",
+                ok.clone(),
+                json!([ours("degraded"), gpu.clone()]),
+            ),
+            // a2 is cordoned and not yet tainted by zonemesh.
+            node("a2", "7", ok.clone(), json!([cordon.clone()])),
+            node("a3", "8", ok.clone(), json!([])),
+            // b1's taint is to go, but b1 changed since the list: 409.
+            node("b1", "9", ok.clone(), json!([ours("down")])),
+        ],
+    );
+    let taint_patch = |node: &'static str, rv: &'static str, taints: Value| {
+        step(
+            Method::PATCH,
+            &format!("/api/v1/nodes/{node}"),
+            200,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}),
+        )
+        .checking(move |_, ct, body| {
+            assert_eq!(ct, "application/merge-patch+json");
+            assert_eq!(
+                body["metadata"]["resourceVersion"], rv,
+                "conditional on what was read"
+            );
+            assert_eq!(body["spec"]["taints"], taints, "every other taint kept");
+        })
+    };
+    let event = |node: &'static str, type_: &'static str, reason: &'static str| {
+        step(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            201,
+            json!({}),
+        )
+        .checking(move |_, _, body| {
+            assert_eq!(body["regarding"]["kind"], "Node");
+            assert_eq!(body["regarding"]["name"], node);
+            assert_eq!(body["regarding"]["uid"], format!("uid-{node}"));
+            assert_eq!(body["type"], type_);
+            assert_eq!(body["reason"], reason);
+            assert_eq!(body["reportingController"], "zonemesh.io/publisher");
+        })
+    };
+    let mut conflict = step(
+        Method::PATCH,
+        "/api/v1/nodes/b1",
+        409,
+        status(409, "Conflict"),
+    );
+    conflict = conflict.checking(|_, _, body| assert_eq!(body["spec"]["taints"], json!([])));
+    let steps = vec![
+        step(Method::GET, "/api/v1/nodes", 200, nodes),
+        taint_patch("a1", "5", json!([gpu])),
+        event("a1", "Normal", "NetworkFaultCleared"),
+        taint_patch("a2", "7", json!([cordon, ours("degraded")])),
+        event("a2", "Warning", "NetworkFault"),
+        // Its label after its taint (the label's apply needs no resourceVersion).
+        step(
+            Method::PATCH,
+            "/api/v1/nodes/a2",
+            200,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a2"}}),
+        )
+        .checking(|_, ct, body| {
+            assert_eq!(ct, "application/apply-patch+yaml");
+            assert_eq!(
+                body["metadata"]["labels"],
+                json!({"zonemesh.io/network-health": "degraded"})
+            );
+        }),
+        conflict,
+    ];
+    let (round, metrics) = converse(steps, settings, async |w| w.publish(&d, NOW).await).await;
+    let round = round.unwrap();
+    assert_eq!(round.tainted, ["a2"]);
+    assert_eq!(round.untainted, ["a1"]);
+    assert_eq!(round.conflicts, ["b1"]);
+    assert_eq!(
+        round.carrying,
+        ["a2", "b1"],
+        "b1 keeps its taint till next round"
+    );
+    assert_eq!(metrics.writes(Verb::Taint), 1);
+    assert_eq!(metrics.writes(Verb::Untaint), 1);
+    assert_eq!(metrics.writes(Verb::Label), 1);
+    assert_eq!(metrics.conflicts.get(), 1);
+}
+
+#[tokio::test]
+async fn delete_removes_zonemeshs_taint_and_labels_and_nothing_else() {
+    let settings = only(Scheduler::Health);
+    let nodes = list(
+        "Node",
+        vec![json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "a1", "uid": "uid-a1", "resourceVersion": "3",
+                         "labels": {"zonemesh.io/network-health": "down", "team": "ml"}},
+            "spec": {"taints": [{"key": "zonemesh.io/network-fault", "value": "down", "effect": "NoExecute"},
+                                {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}})],
+    );
+    let steps = vec![
+        step(Method::GET, "/api/v1/nodes", 200, nodes),
+        step(
+            Method::PATCH,
+            "/api/v1/nodes/a1",
+            200,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a1"}}),
+        )
+        .checking(|_, _, body| {
+            assert_eq!(
+                body["spec"]["taints"],
+                json!([{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}])
+            );
+        }),
+        step(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            201,
+            json!({}),
+        ),
+        step(
+            Method::PATCH,
+            "/api/v1/nodes/a1",
+            200,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a1"}}),
+        )
+        .checking(|_, ct, body| {
+            assert_eq!(ct, "application/apply-patch+yaml");
+            assert_eq!(body["metadata"]["labels"], json!({}));
+        }),
+    ];
+    let (round, _) = converse(steps, settings, async |w| {
+        w.delete_all(&[], true, true, NOW).await
+    })
+    .await;
+    let round = round.unwrap();
+    assert_eq!(
+        (round.untainted, round.labelled),
+        (vec!["a1".to_owned()], vec!["a1".to_owned()])
+    );
+}
+
+/// The run task changes taints only once its warm-up is over and while the store is healthy;
+/// its labels go out from the first round.
+#[tokio::test]
+async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use zonemesh_domain::{Element, Fault, FaultKind, Faults, Severity};
+    use zonemesh_publish::health::TaintSettings;
+
+    let (service, mut handle): (_, Handle) = tower_test::mock::pair();
+    // Every node list answers a1..a3 and b1 untainted; every patch is echoed. Counted: the
+    // label applies and the taint writes.
+    let (labels, taints) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (l, t) = (labels.clone(), taints.clone());
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let ct = request
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            let reply = if request.method() == Method::GET {
+                let node = |n: &str| {
+                    json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": n, "uid": format!("uid-{n}"), "resourceVersion": "1"}, "spec": {}})
+                };
+                list("Node", ["a1", "a2", "a3", "b1"].map(node).to_vec())
+            } else {
+                if ct == "application/apply-patch+yaml" {
+                    l.fetch_add(1, Ordering::SeqCst);
+                } else if ct == "application/merge-patch+json" {
+                    t.fetch_add(1, Ordering::SeqCst);
+                }
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}})
+            };
+            send.send_response(
+                Response::builder()
+                    .status(200)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+        }
+    });
+    let settings = Settings {
+        schedulers: vec![Scheduler::Health],
+        taint: Some(TaintSettings {
+            warm_up: Duration::from_millis(400),
+            ..TaintSettings::default()
+        }),
+        ..Settings::default()
+    };
+    let metrics = Arc::new(PublishMetrics::default());
+    let writer = Writer::new(
+        Client::new(service, "default"),
+        settings.clone(),
+        metrics.clone(),
+    );
+    let (tiers_tx, tiers_rx) = tokio::sync::watch::channel(Some(Arc::new(three_node_zone())));
+    let faults = Faults {
+        faults: vec![Fault {
+            element: Element::Node(NodeName::parse("node", "a2").unwrap()),
+            kind: FaultKind::Loss,
+            severity: Severity::Down,
+            figure: 0.3,
+            interval: Some((0.25, 0.35)),
+            probes: 600,
+            reference: None,
+            evidence: vec![],
+            evidence_paths: 4,
+            since: NOW,
+            clean_since: None,
+        }],
+        evaluated_at: Some(NOW),
+    };
+    let (_faults_tx, faults_rx) = tokio::sync::watch::channel(Arc::new(faults));
+    let healthy = Arc::new(AtomicBool::new(true));
+    let h = healthy.clone();
+    tokio::spawn(zonemesh_publish::run::run(
+        writer,
+        settings,
+        zonemesh_publish::run::Inputs {
+            tiers: tiers_rx,
+            faults: faults_rx,
+        },
+        Duration::from_millis(20),
+        || NOW,
+        || true,
+        move || h.load(Ordering::SeqCst),
+        metrics.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        labels.load(Ordering::SeqCst) > 0,
+        "the labels wait for nothing"
+    );
+    assert_eq!(
+        taints.load(Ordering::SeqCst),
+        0,
+        "a taint during the warm-up"
+    );
+    // Past the warm-up, but the store fails: still none.
+    healthy.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        taints.load(Ordering::SeqCst),
+        0,
+        "a taint while the store fails"
+    );
+    healthy.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        taints.load(Ordering::SeqCst) > 0,
+        "no taint once warmed up and healthy"
+    );
+    assert!(metrics.writes(Verb::Taint) > 0);
     drop(tiers_tx);
 }

@@ -286,7 +286,12 @@ fn the_tls_component_wires_certificates_to_the_paths_the_binaries_read() -> Resu
 }
 
 /// The publish components: `deploy/publish/<scheduler>/`.
-const PUBLISH: [&str; 3] = ["volcano", "kueue", "diktyo"];
+const PUBLISH: [&str; 4] = ["volcano", "kueue", "diktyo", "health"];
+/// The components whose admission policy limits what the aggregator changes on a Node.
+const ADMISSION: [(&str, &str); 2] = [
+    ("kueue", "zonemesh-node-labels-only"),
+    ("health", "zonemesh-node-health-only"),
+];
 
 #[test]
 fn the_publish_components_validate_against_the_kubernetes_schema() -> Result<()> {
@@ -297,7 +302,9 @@ fn the_publish_components_validate_against_the_kubernetes_schema() -> Result<()>
     for c in PUBLISH {
         files.push(deploy().join("publish").join(c).join("rbac.yaml"));
     }
-    files.push(deploy().join("publish/kueue/admission.yaml"));
+    for (c, _) in ADMISSION {
+        files.push(deploy().join("publish").join(c).join("admission.yaml"));
+    }
     let out = Command::new("kubernetes-validate")
         .args(["--strict", "-k", KUBERNETES])
         .args(&files)
@@ -305,10 +312,56 @@ fn the_publish_components_validate_against_the_kubernetes_schema() -> Result<()>
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     ensure!(out.status.success(), "kubernetes-validate:\n{text}");
+    for (_, policy) in ADMISSION {
+        ensure!(
+            text.contains(&format!("validatingadmissionpolicy/{policy}"))
+                && text.contains(&format!("validatingadmissionpolicybinding/{policy}")),
+            "{text}"
+        );
+    }
+    Ok(())
+}
+
+/// The admission policies, evaluated by cel-python (a CEL implementation of its own) on the
+/// Node updates the publisher makes (its labels, its taint: allowed) and on others (another
+/// taint, a cordon, another label, an annotation: denied); the two policies hold the same rules.
+#[test]
+fn the_admission_policies_let_zonemesh_change_only_its_labels_and_its_taint() -> Result<()> {
+    if !zonemesh_tests::tool_available(
+        "python3",
+        &["-c", "import celpy, yaml"],
+        "pip install cel-python pyyaml",
+    ) {
+        return Ok(());
+    }
+    let script = deploy().join("../tests/data/admission-cel.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(
+            ADMISSION
+                .iter()
+                .map(|(c, _)| deploy().join("publish").join(c).join("admission.yaml")),
+        )
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    ensure!(out.status.success(), "admission-cel.py:\n{text}");
     ensure!(
-        text.contains("validatingadmissionpolicy/zonemesh-node-labels-only")
-            && text.contains("validatingadmissionpolicybinding/zonemesh-node-labels-only"),
+        text.lines().filter(|l| l.starts_with("ok")).count() >= 2 * 13,
         "{text}"
+    );
+    let rules = |c: &str| -> Result<String> {
+        let text =
+            std::fs::read_to_string(deploy().join("publish").join(c).join("admission.yaml"))?;
+        let start = text.find("  validations:").context("validations")?;
+        let end = text[start..]
+            .find("\n---")
+            .context("one policy, then its binding")?;
+        Ok(text[start..start + end].to_owned())
+    };
+    ensure!(
+        rules("kueue")? == rules("health")?,
+        "the policies' rules differ"
     );
     Ok(())
 }
@@ -346,7 +399,7 @@ fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_us
     let objects = vec!["get", "list", "create", "update", "delete"];
     // Per component: each resource and its verbs.
     type Rules<'a> = Vec<(&'a str, Vec<&'a str>)>;
-    let expected: [(&str, Rules); 3] = [
+    let expected: [(&str, Rules); 4] = [
         (
             "volcano",
             vec![("hypernodes", objects.clone()), ("events", vec!["create"])],
@@ -366,6 +419,10 @@ fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_us
                 ("configmaps", objects.clone()),
                 ("events", vec!["create"]),
             ],
+        ),
+        (
+            "health",
+            vec![("nodes", vec!["list", "patch"]), ("events", vec!["create"])],
         ),
     ];
     for (component, rules) in expected {
@@ -404,10 +461,13 @@ fn each_publish_component_turns_its_scheduler_on_and_grants_exactly_the_verbs_us
             "{component}: bound to the aggregator's ServiceAccount"
         );
     }
-    // The admission policy names the account the components bind.
-    let policy = std::fs::read_to_string(deploy().join("publish/kueue/admission.yaml"))?;
-    ensure!(policy.contains("system:serviceaccount:zonemesh:zonemesh-aggregator"));
-    ensure!(policy.matches("startsWith('zonemesh.io/')").count() == 2);
+    // The admission policies name the account the components bind.
+    for (c, _) in ADMISSION {
+        let policy =
+            std::fs::read_to_string(deploy().join("publish").join(c).join("admission.yaml"))?;
+        ensure!(policy.contains("system:serviceaccount:zonemesh:zonemesh-aggregator"));
+        ensure!(policy.matches("startsWith('zonemesh.io/')").count() == 2);
+    }
     Ok(())
 }
 

@@ -310,6 +310,29 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         groups[0] != groups[6],
         "zone-c shares a group with a and b: {groups:?}"
     );
+    // The health labels (`health` among the dry run's targets): a2 and b3 are not ok, and no
+    // one else pays for their faults.
+    let health: Vec<(&str, &str)> = ["a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2", "c3"]
+        .iter()
+        .map(|n| {
+            let label = items
+                .iter()
+                .find(|o| o["kind"] == "Node" && o["metadata"]["name"] == *n)
+                .and_then(|o| o["metadata"]["labels"]["zonemesh.io/network-health"].as_str());
+            (*n, label.unwrap_or("none"))
+        })
+        .collect();
+    println!("health labels: {health:?}");
+    ensure!(
+        health
+            .iter()
+            .all(|(n, h)| if [LOSSY_NODE, SLOW_NODE].contains(n) {
+                ["degraded", "down"].contains(h)
+            } else {
+                *h == "ok"
+            }),
+        "{health:?}"
+    );
     let tiers = topology
         .get_tiers(v1::GetTiersRequest {})
         .await?

@@ -771,6 +771,31 @@ fn unusable_security_limit_and_fault_flags_exit_64_naming_the_flag() -> Result<(
         (vec!["--fault-baseline", "0"], "--fault-baseline"),
         (vec!["--fault-loss", "150%"], "--fault-loss"),
         (vec!["--fault-loss", "lots"], "--fault-loss"),
+        (vec!["--taint-faulty-nodes"], "--taint-faulty-nodes"),
+        (
+            vec!["--publish", "kueue", "--taint-faulty-nodes"],
+            "--taint-faulty-nodes",
+        ),
+        (
+            vec![
+                "--publish",
+                "health",
+                "--taint-faulty-nodes",
+                "--max-tainted-nodes",
+                "0",
+            ],
+            "--max-tainted-nodes",
+        ),
+        (
+            vec![
+                "--publish",
+                "health",
+                "--taint-faulty-nodes",
+                "--taint-effect",
+                "PreferNoSchedule",
+            ],
+            "--taint-effect",
+        ),
     ];
     for (args, flag) in cases {
         let out = Command::new(zonemesh_tests::binary("zonemesh-aggregator"))

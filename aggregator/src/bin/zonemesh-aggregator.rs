@@ -95,6 +95,10 @@ mod env {
     pub const PUBLISH_KUEUE_VERSION: &str = "ZONEMESH_PUBLISH_KUEUE_VERSION";
     pub const PUBLISH_TIER_NAMES: &str = "ZONEMESH_PUBLISH_TIER_NAMES";
     pub const PUBLISH_DIKTYO_CONFIGMAP: &str = "ZONEMESH_PUBLISH_DIKTYO_CONFIGMAP";
+    pub const TAINT_FAULTY_NODES: &str = "ZONEMESH_TAINT_FAULTY_NODES";
+    pub const TAINT_EFFECT: &str = "ZONEMESH_TAINT_EFFECT";
+    pub const MAX_TAINTED_NODES: &str = "ZONEMESH_MAX_TAINTED_NODES";
+    pub const TAINT_WARM_UP: &str = "ZONEMESH_TAINT_WARM_UP";
     pub const CLUSTER: &str = "ZONEMESH_CLUSTER";
     pub const CLUSTER_TLS_CA: &str = "ZONEMESH_CLUSTER_TLS_CA";
     pub const CLUSTER_CREDS: &str = "ZONEMESH_CLUSTER_CREDS";
@@ -291,7 +295,8 @@ struct Cli {
     fault_baseline: Duration,
     /// Publish the tiers to Kubernetes for these schedulers (comma-separated, may repeat):
     /// volcano (HyperNodes), kueue (Topology and node labels), diktyo (scheduler-plugins'
-    /// NetworkTopology). Needs the deploy/publish component of each.
+    /// NetworkTopology); and health (every node's label zonemesh.io/network-health: ok,
+    /// degraded or down, from the open faults). Needs the deploy/publish component of each.
     #[arg(long, env = env::PUBLISH, action = clap::ArgAction::Append)]
     publish: Vec<String>,
     /// At most one publishing round per interval.
@@ -323,6 +328,24 @@ struct Cli {
     /// never reads it).
     #[arg(long, env = env::PUBLISH_DIKTYO_CONFIGMAP)]
     publish_diktyo_configmap: bool,
+    /// With --publish health: taint the nodes with an open fault of their own
+    /// (zonemesh.io/network-fault), within the guard rails of docs/faults.md (measured evidence,
+    /// told apart from its zone link, at most --max-tainted-nodes, not while warming up or while
+    /// the store fails); the taint goes when the fault closes.
+    #[arg(long, env = env::TAINT_FAULTY_NODES)]
+    taint_faulty_nodes: bool,
+    /// The taint's effect: NoSchedule (new pods stay off) or NoExecute (running pods without a
+    /// toleration are evicted too).
+    #[arg(long, env = env::TAINT_EFFECT, default_value = "NoSchedule")]
+    taint_effect: String,
+    /// The most nodes tainted at once: a count ("3") or a share of the nodes ("5%", rounded
+    /// down, at least one).
+    #[arg(long, env = env::MAX_TAINTED_NODES, default_value = "5%")]
+    max_tainted_nodes: String,
+    /// No taint is added or removed this long after the aggregator starts (the faults need
+    /// their baselines and hold-offs first).
+    #[arg(long, env = env::TAINT_WARM_UP, default_value = "10m", value_parser = parse_duration)]
+    taint_warm_up: Duration,
     /// Run as a replica on a replicated log: the NATS JetStream servers, comma-separated
     /// (`nats://host:4222,...`; `tls://` for TLS). Without it, one aggregator on its own store.
     #[arg(long, env = env::CLUSTER, value_delimiter = ',')]
@@ -638,6 +661,22 @@ impl Cli {
         })
     }
 
+    /// The taint's settings (`--taint-*`, `--max-tainted-nodes`); `None` without
+    /// `--taint-faulty-nodes`.
+    fn taint_settings(&self) -> Result<Option<zonemesh_publish::health::TaintSettings>, String> {
+        use zonemesh_publish::health::{MaxTainted, TaintEffect, TaintSettings};
+        if !self.taint_faulty_nodes {
+            return Ok(None);
+        }
+        Ok(Some(TaintSettings {
+            effect: TaintEffect::parse(&self.taint_effect)
+                .map_err(|e| format!("--taint-effect: {e}"))?,
+            max: MaxTainted::parse(&self.max_tainted_nodes)
+                .map_err(|e| format!("--max-tainted-nodes: {e}"))?,
+            warm_up: self.taint_warm_up,
+        }))
+    }
+
     /// The publisher's settings (`--publish*`); `None` when nothing is published.
     fn publish_config(&self) -> Result<Option<server::PublishConfig>, String> {
         let mut schedulers = Vec::new();
@@ -651,6 +690,9 @@ impl Cli {
             }
         }
         schedulers.sort();
+        if schedulers.is_empty() && self.taint_faulty_nodes {
+            return Err(zonemesh_publish::SettingsError::TaintWithoutHealth.to_string());
+        }
         Ok(if schedulers.is_empty() {
             None
         } else {
@@ -672,6 +714,7 @@ impl Cli {
                     kueue_version,
                     tier_names,
                     diktyo_configmap: self.publish_diktyo_configmap,
+                    taint: self.taint_settings()?,
                 }
                 .checked()
                 .map_err(|e| e.to_string())?,

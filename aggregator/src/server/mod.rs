@@ -192,7 +192,10 @@ pub async fn serve(
         start_publisher(
             &config,
             client,
-            tiers_watch.clone(),
+            zonemesh_publish::run::Inputs {
+                tiers: tiers_watch.clone(),
+                faults: faults_watch.clone(),
+            },
             gate.clone(),
             metrics.clone(),
         )
@@ -434,7 +437,7 @@ async fn bind(config: &Config) -> Result<(TcpListener, TcpListener, Bound), Erro
 fn start_publisher(
     config: &Config,
     client: kube::Client,
-    tiers: tiers::TiersWatch,
+    inputs: zonemesh_publish::run::Inputs,
     lease: Option<Arc<crate::cluster::Progress>>,
     metrics: Arc<Metrics>,
 ) -> Option<tokio::task::JoinHandle<()>> {
@@ -446,13 +449,15 @@ fn start_publisher(
     );
     let writer = zonemesh_publish::Writer::new(client, p.settings.clone(), metrics.publish.clone());
     let clock = config.owner.clock.clone();
+    let store = metrics.store_health.clone();
     Some(tokio::spawn(zonemesh_publish::run::run(
         writer,
         p.settings.clone(),
-        tiers,
+        inputs,
         p.interval,
         move || clock.now(),
         move || lease.as_ref().is_none_or(|p| p.leading().is_some()),
+        move || store.problem().is_none(),
         metrics.publish.clone(),
     )))
 }
