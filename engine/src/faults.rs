@@ -365,11 +365,14 @@ pub fn suspects(
         .collect();
 
     // Each node's loss inside its zone, where the full mesh measures every path: the lower
-    // median of its paths' loss there beyond the zone's own, once it has paths to two zone-mates.
-    // That is the node's own loss, apart from any zone link (which its paths inside do not
-    // cross) and from a lossy zone-mate or path (a minority of them); the model's terms, which
-    // the few paths between zones can push either way while a loss comes or goes, speak only
-    // for a node without it.
+    // median of its paths' loss there beyond what the zone's paths that do not touch it lose,
+    // once it has paths to two zone-mates. That is the node's own loss, apart from any zone link
+    // (which its paths inside do not cross), from the zone's own loss (which the other paths
+    // show as well) and from a lossy zone-mate or path (a minority of its paths). The reference
+    // is those paths, not the model's zone term: in a zone of three, a lossy node's paths are
+    // most of the zone's, and the term (their median) took its loss for the zone's. The model's
+    // node terms, which the few paths between zones can push either way while a loss comes or
+    // goes, speak only for a node without two zone-mates.
     let config = &snapshot.config().path;
     let fresh_loss = |path: &crate::PathState| {
         (!path.is_stale(now, config))
@@ -377,25 +380,44 @@ pub fn suspects(
             .flatten()
     };
     let mut inside: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut node_pools: Vec<Pool> = vec![Pool::default(); n];
+    let mut zone_pools: Vec<Pool> = vec![Pool::default(); snapshot.zones().len()];
     for ((src, dst), path) in snapshot.paths() {
         let (s, d) = (src.0 as usize, dst.0 as usize);
         if src == dst || s >= n || d >= n || snapshot.zone_of(src) != snapshot.zone_of(dst) {
             continue;
         }
         if let Some(loss) = fresh_loss(path) {
-            let z = snapshot.zone_of(src);
-            let own = model.zone_pair(z, z).map_or(0.0, |t| t.loss);
-            let beyond = (loss - own).max(0.0);
-            inside[s].push(beyond);
-            inside[d].push(beyond);
+            let (sent, received) = (path.merged.sent, path.merged.received);
+            for end in [s, d] {
+                inside[end].push(loss);
+                node_pools[end].add(sent, received);
+            }
+            if let Some(z) = zone_pools.get_mut(snapshot.zone_of(src).0 as usize) {
+                z.add(sent, received);
+            }
         }
     }
     let inside_loss: Vec<Option<f64>> = inside
         .iter_mut()
-        .map(|v| {
+        .enumerate()
+        .map(|(i, v)| {
             (v.len() >= 4).then(|| {
                 v.sort_by(f64::total_cmp);
-                v[(v.len() - 1) / 2]
+                let zone = zone_pools
+                    .get(snapshot.zone_of(NodeId(i as u32)).0 as usize)
+                    .copied()
+                    .unwrap_or_default();
+                let others = Pool {
+                    sent: zone.sent.saturating_sub(node_pools[i].sent),
+                    lost: zone.lost.saturating_sub(node_pools[i].lost),
+                };
+                let reference = if others.sent > 0 {
+                    others.lost as f64 / others.sent as f64
+                } else {
+                    0.0
+                };
+                (v[(v.len() - 1) / 2] - reference).max(0.0)
             })
         })
         .collect();

@@ -76,6 +76,10 @@ async fn the_page_shows_what_the_agents_reported() -> Result<()> {
             "5m",
             "--loss-window",
             "5m",
+            "--fault-interval",
+            "200ms",
+            "--fault-open-after",
+            "1s",
         ],
         dir.path(),
     )?;
@@ -98,6 +102,13 @@ async fn the_page_shows_what_the_agents_reported() -> Result<()> {
             .iter()
             .any(|n| n["name"] == "b3" && n["state"] == "DOWN");
         down.then_some(())
+    })
+    .await?;
+    // a2's loss is open (its 20 % inside zone-a), and b3, whose agent went, is no fault.
+    wait_for("a2's loss fault in /api/faults", WAIT, || async {
+        let faults: Value = serde_json::from_str(&http_get(http, "/api/faults").ok()?).ok()?;
+        let open = faults["faults"].as_array()?;
+        (open.len() == 1 && open[0]["a"] == "a2" && open[0]["kind"] == "LOSS").then_some(())
     })
     .await?;
 
@@ -159,6 +170,38 @@ async fn check_page(b: &Browser, http: SocketAddr) -> Result<()> {
     for part in ["2 zones", "6 nodes", "5 READY", "0 STALE", "1 DOWN"] {
         ensure!(summary.contains(part), "summary {summary:?} lacks {part:?}");
     }
+
+    // What is at fault: a2's loss, 80 of the 400 probes of its paths inside zone-a (down at the
+    // default 20 %), with the paths that show it; nothing else.
+    let faults = b
+        .until(
+            "the faults panel",
+            "const rows = document.querySelectorAll('#faults-table tbody tr');
+             // A fault's row, then its evidence's.
+             return rows.length ? Array.from(rows, (r) => Array.from(r.cells, (c) => c.textContent)) : null;",
+            json!([]),
+        )
+        .await?;
+    let rows = faults.as_array().context("rows")?;
+    ensure!(rows.len() == 2, "{faults}");
+    let cells: Vec<&str> = rows[0]
+        .as_array()
+        .context("cells")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    ensure!(
+        cells[..3] == ["a2", "loss", "down"]
+            && cells[3].starts_with("20.0 % (")
+            && cells[3].ends_with(" of 400 probes)")
+            && cells[4].ends_with(" ago"),
+        "{cells:?}"
+    );
+    let evidence = rows[1][0].as_str().context("the evidence row")?;
+    ensure!(
+        evidence.starts_with("shown by ") && evidence.contains("a1\u{2192}a2"),
+        "{evidence}"
+    );
 
     // The zone heatmap (RTT p50 first): 2 ms from zone-a to zone-b over 3 × 3 measured paths,
     // 100 µs inside zone-a.

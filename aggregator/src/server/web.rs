@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `GET /api/zones` | `ListZones`: zones and zone-to-zone figures |
 //! | `GET /api/nodes?zone=` | `ListNodes` |
+//! | `GET /api/faults` | `ListFaults`: the open faults |
 //! | `GET /api/matrix?metric=rtt\|rtt_p99\|loss\|throughput&zone=&nodes=a,b` | `GetMatrix` |
 //! | `GET /api/path?src=&dst=` | `GetPath` |
 //! | `GET /api/rank?zone=&limit=&candidates=a,b&peers=c` | `RankNodes` |
@@ -43,6 +44,7 @@ pub fn router(queries: Queries, guard: Arc<Guard>) -> Router {
     let api = Router::new()
         .route("/api/zones", get(zones))
         .route("/api/nodes", get(nodes))
+        .route("/api/faults", get(faults))
         .route("/api/matrix", get(matrix))
         .route("/api/path", get(path))
         .route("/api/rank", get(rank))
@@ -140,6 +142,10 @@ async fn all_zones(q: &Queries) -> Result<Zones, Error> {
 
 async fn zones(State(q): State<Queries>) -> Response {
     answer::<_, v1::ListZonesResponse>(all_zones(&q).await)
+}
+
+async fn faults(State(q): State<Queries>) -> Response {
+    answer::<_, v1::ListFaultsResponse>(q.faults().map(|f| (*f).clone()))
 }
 
 async fn all_nodes(q: &Queries, zone: String) -> Result<Nodes, Error> {

@@ -42,6 +42,24 @@ fn a_clean_network_has_no_suspect() {
 }
 
 #[test]
+fn in_a_zone_of_three_a_lossy_node_is_told_from_its_zone() {
+    // z0-n1 loses 20 % on its paths inside zone-0: four of the zone's six paths, so the model's
+    // zone term (their median) says 20 % too. The paths between its two zone-mates lose
+    // nothing: the zone is clean, the node is at fault (before, "inside zone-0" was named).
+    let loss = |s: &str, d: &str| {
+        let lossy = (s == "z0-n1" || d == "z0-n1") && same_zone(s, d);
+        if lossy { 20 } else { 0 }
+    };
+    let found = look(&mesh(2, 3, rtt, loss, T0), T0);
+    assert_eq!(
+        elements(&found),
+        vec![(Element::Node(node("z0-n1")), FaultKind::Loss)]
+    );
+    assert_eq!(found[0].probes, 400, "its four paths inside its zone");
+    assert!((found[0].figure - 0.2).abs() < 1e-9, "{}", found[0].figure);
+}
+
+#[test]
 fn a_lossy_nodes_figure_is_the_lost_share_of_the_probes_its_interval_counts() {
     // z0-n1 loses 3 % on two of its zone-mates' paths and 12 % on the third's: the lower median
     // (3 %) picks it out, and its figure is what its six paths inside the zone lost, 6 %, inside

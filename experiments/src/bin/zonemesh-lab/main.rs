@@ -119,9 +119,10 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         iterations: u32,
     },
-    /// Evaluation v2 (issue 18): real Open MPI all-reduce placed by seven strategies on the labs
-    /// of scenarios (a)–(e) (and (f), issue 27's gray failure, when asked); one results file per
-    /// scenario and seed in --results, then the report written from every results file there.
+    /// The evaluation (docs/EVALUATION.md): real Open MPI all-reduce placed by every strategy
+    /// (zonemesh's among labels only, random and the others) on the labs of scenarios (a)–(i),
+    /// each confirmed against the measured best; one results file per scenario and seed in
+    /// --results, then the report written from every results file there.
     EvaluateMpi {
         /// Scenarios (the issues' letters: a to i).
         #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e,f,g,h,i")]
