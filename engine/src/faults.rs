@@ -12,8 +12,9 @@
 //! What is judged, each time [`Tracker::update`] looks at a snapshot:
 //!
 //! - **A node's loss**: the lower median of its paths' loss inside its zone, where the full mesh
-//!   measures every one and no zone link is crossed (with fewer than two zone-mates, the larger
-//!   of its model terms: what it sends, what it is sent). ICMP probes are round trips, so a loss
+//!   measures every one and no zone link is crossed, less what the zone's paths that do not
+//!   touch it lose (with fewer than two zone-mates, the larger of its model terms: what it sends,
+//!   what it is sent). ICMP probes are round trips, so a loss
 //!   belongs to the node, never to a direction. A fault needs the 95 % Wilson interval over the
 //!   probes of those paths to lie above the threshold, so a lost probe or two never opens one;
 //!   its paths to other lossy nodes are left out of that pool (they speak for those). The

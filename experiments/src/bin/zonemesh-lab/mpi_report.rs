@@ -314,6 +314,12 @@ fn report(data: &Data, svg: &str, results: &str) -> String {
     } else {
         String::new()
     };
+    // The labs' TCP ring and parameter server ran only where a lab recorded them.
+    let no_tcp = if data.labs.values().all(|l| l.tcp.is_empty()) {
+        " --no-tcp"
+    } else {
+        ""
+    };
     let _ = write!(
         md,
         "# Evaluation v2: real Open MPI collectives, placed by zonemesh and seven other strategies\n\n\
@@ -323,7 +329,7 @@ path). The labs ran from {} to {} on a machine with {machine} cores (release bui
 Open MPI 4.1.4 from Debian):\n\n```\n\
 apt-get install openmpi-bin libopenmpi-dev\n\
 cargo build --release --locked -p zonemesh-experiments -p zonemesh-agent -p zonemesh-aggregator\n\
-sudo target/release/zonemesh-lab evaluate-mpi --scenarios {scenarios} --seeds {seeds}{strategies} --out docs/EVALUATION.md\n\
+sudo target/release/zonemesh-lab evaluate-mpi --scenarios {scenarios} --seeds {seeds}{strategies}{no_tcp} --out docs/EVALUATION.md\n\
 ```\n\n",
         dates.first().copied().unwrap_or("?"),
         dates.last().copied().unwrap_or("?"),
