@@ -235,7 +235,7 @@ pub fn dry_run_objects(
     settings: &Settings,
 ) -> Vec<Value> {
     let mut d = zonemesh_publish::desired(tiers, settings);
-    zonemesh_publish::health::apply(&mut d, tiers, faults, settings, None);
+    zonemesh_publish::objects::apply_health(&mut d, tiers, faults, settings, None);
     let mut out: Vec<Value> = d.objects.iter().map(|o| o.manifest.clone()).collect();
     for (node, labels) in &d.node_labels {
         out.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}}));

@@ -21,13 +21,14 @@
 //! - never in the first `--taint-warm-up` after the aggregator starts, nor while its store is
 //!   failing: then the publisher leaves every taint as it is (the caller's part, in
 //!   [`run`](crate::run)).
+//!
+//! [`objects::apply_health`](crate::objects::apply_health) adds both to what the publisher
+//! writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use zonemesh_domain::{Element, FaultKind, Faults, Severity, Tiers, UnixMs, ZoneName};
-
-use crate::objects::{Desired, Scheduler, Settings};
 
 /// The node label that says how a node's network is.
 pub const HEALTH_LABEL: &str = "zonemesh.io/network-health";
@@ -77,33 +78,6 @@ pub fn node_health(tiers: &Tiers, faults: &Faults) -> BTreeMap<String, Health> {
         }
     }
     health
-}
-
-/// Adds what `health` publishes to `d` (nothing without it among the settings' targets): every
-/// node's label and, when taints are asked for and `tainted` (the nodes that carry zonemesh's
-/// taint now) is given, the taints of [`plan`], which it returns. Without `tainted` the taints
-/// are left as they are (warming up, or the store failing).
-pub fn apply(
-    d: &mut Desired,
-    tiers: &Tiers,
-    faults: &Faults,
-    settings: &Settings,
-    tainted: Option<&BTreeSet<String>>,
-) -> Option<TaintPlan> {
-    if !settings.schedulers.contains(&Scheduler::Health) {
-        return None;
-    }
-    for (node, health) in node_health(tiers, faults) {
-        d.node_labels
-            .entry(node)
-            .or_default()
-            .insert(HEALTH_LABEL.to_owned(), health.as_str().to_owned());
-    }
-    let taint = settings.taint?;
-    d.taint_effect = taint.effect;
-    let plan = plan(tiers, faults, taint.max, tainted?);
-    d.taints = Some(plan.taint.clone());
-    Some(plan)
 }
 
 /// The taint's effect (`--taint-effect`).
@@ -354,11 +328,11 @@ pub fn plan(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use zonemesh_domain::{Fault, NodeName, TierZone};
 
-    fn zone(name: &str, nodes: &[&str]) -> TierZone {
+    pub(crate) fn zone(name: &str, nodes: &[&str]) -> TierZone {
         TierZone {
             name: ZoneName::parse("zone", name).unwrap(),
             group: ZoneName::parse("group", "group-1").unwrap(),
@@ -373,7 +347,7 @@ mod tests {
         }
     }
 
-    fn tiers() -> Tiers {
+    pub(crate) fn tiers() -> Tiers {
         Tiers {
             zones: vec![
                 zone("zone-a", &["a1", "a2", "a3"]),
@@ -384,11 +358,16 @@ mod tests {
         }
     }
 
-    fn node(n: &str) -> NodeName {
+    pub(crate) fn node(n: &str) -> NodeName {
         NodeName::parse("node", n).unwrap()
     }
 
-    fn fault(element: Element, kind: FaultKind, severity: Severity, since: i64) -> Fault {
+    pub(crate) fn fault(
+        element: Element,
+        kind: FaultKind,
+        severity: Severity,
+        since: i64,
+    ) -> Fault {
         Fault {
             element,
             kind,
@@ -404,7 +383,7 @@ mod tests {
         }
     }
 
-    fn faults(faults: Vec<Fault>) -> Faults {
+    pub(crate) fn faults(faults: Vec<Fault>) -> Faults {
         Faults {
             faults,
             evaluated_at: Some(UnixMs(1)),
@@ -582,35 +561,6 @@ mod tests {
             &BTreeSet::from(["a1".to_owned()]),
         );
         assert_eq!(p.taint.keys().collect::<Vec<_>>(), ["a1"]);
-    }
-
-    #[test]
-    fn apply_labels_every_node_and_leaves_taints_alone_until_it_may_change_them() {
-        let f = faults(vec![fault(
-            Element::Node(node("a2")),
-            FaultKind::Loss,
-            Severity::Down,
-            1,
-        )]);
-        let mut settings = Settings {
-            schedulers: vec![Scheduler::Kueue],
-            ..Settings::default()
-        };
-        let mut d = Desired::default();
-        assert_eq!(apply(&mut d, &tiers(), &f, &settings, None), None);
-        assert!(d.node_labels.is_empty(), "no health among the targets");
-        settings.schedulers.push(Scheduler::Health);
-        apply(&mut d, &tiers(), &f, &settings, Some(&BTreeSet::new()));
-        assert_eq!(d.node_labels.len(), 8);
-        assert_eq!(d.node_labels["a2"][HEALTH_LABEL], "down");
-        assert_eq!(d.taints, None, "taints not asked for");
-        settings.taint = Some(TaintSettings::default());
-        let mut d = Desired::default();
-        assert_eq!(apply(&mut d, &tiers(), &f, &settings, None), None);
-        assert_eq!(d.taints, None, "warming up: taints stay as they are");
-        let p = apply(&mut d, &tiers(), &f, &settings, Some(&BTreeSet::new())).unwrap();
-        assert_eq!(d.taints, Some(p.taint));
-        assert_eq!(d.taints.unwrap().keys().collect::<Vec<_>>(), ["a2"]);
     }
 
     #[test]

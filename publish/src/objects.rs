@@ -18,10 +18,10 @@
 //!
 //! Every object carries `app.kubernetes.io/managed-by: zonemesh`: the writer touches nothing else.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
-use zonemesh_domain::{Tiers, UnixMs, ZoneName};
+use zonemesh_domain::{Faults, Tiers, UnixMs, ZoneName};
 
 use crate::names::object_name;
 
@@ -332,7 +332,7 @@ pub struct Desired {
     /// Objects, in writing order (by kind, then name).
     pub objects: Vec<Object>,
     /// The `zonemesh.io/` labels of each node (Kueue; `health` adds
-    /// [`HEALTH_LABEL`](crate::health::HEALTH_LABEL) with [`health::apply`](crate::health::apply)).
+    /// [`HEALTH_LABEL`](crate::health::HEALTH_LABEL) with [`apply_health`]).
     pub node_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// The kinds this configuration manages (objects of them that are not desired are deleted).
     pub kinds: Vec<Kind>,
@@ -703,7 +703,7 @@ pub fn desired(tiers: &Tiers, settings: &Settings) -> Desired {
                 out.labels_nodes = true;
             }
             Scheduler::Diktyo => out.objects.extend(diktyo(tiers, settings)),
-            // The labels need the faults: `health::apply`.
+            // The labels need the faults: `apply_health`.
             Scheduler::Health => out.labels_nodes = true,
         }
     }
@@ -711,6 +711,33 @@ pub fn desired(tiers: &Tiers, settings: &Settings) -> Desired {
     out.objects
         .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     out
+}
+
+/// Adds what `health` publishes to `d` (nothing without it among the settings' targets): every
+/// node's label and, when taints are asked for and `tainted` (the nodes that carry zonemesh's
+/// taint now) is given, the taints of [`plan`](crate::health::plan), which it returns. Without `tainted` the taints
+/// are left as they are (warming up, or the store failing).
+pub fn apply_health(
+    d: &mut Desired,
+    tiers: &Tiers,
+    faults: &Faults,
+    settings: &Settings,
+    tainted: Option<&BTreeSet<String>>,
+) -> Option<crate::health::TaintPlan> {
+    if !settings.schedulers.contains(&Scheduler::Health) {
+        return None;
+    }
+    for (node, health) in crate::health::node_health(tiers, faults) {
+        d.node_labels.entry(node).or_default().insert(
+            crate::health::HEALTH_LABEL.to_owned(),
+            health.as_str().to_owned(),
+        );
+    }
+    let taint = settings.taint?;
+    d.taint_effect = taint.effect;
+    let plan = crate::health::plan(tiers, faults, taint.max, tainted?);
+    d.taints = Some(plan.taint.clone());
+    Some(plan)
 }
 
 #[cfg(test)]
@@ -769,5 +796,44 @@ mod tests {
             taint_alone.checked().unwrap_err().to_string(),
             "--taint-faulty-nodes: needs health among --publish (the taint comes with its label)"
         );
+    }
+
+    /// `apply_health` on the tiers and faults of `health`'s own tests.
+    mod health {
+        use std::collections::BTreeSet;
+
+        use zonemesh_domain::{Element, FaultKind, Severity};
+
+        use super::super::*;
+        use crate::health::tests::{fault, faults, node, tiers};
+
+        #[test]
+        fn apply_labels_every_node_and_leaves_taints_alone_until_it_may_change_them() {
+            let f = faults(vec![fault(
+                Element::Node(node("a2")),
+                FaultKind::Loss,
+                Severity::Down,
+                1,
+            )]);
+            let mut settings = Settings {
+                schedulers: vec![Scheduler::Kueue],
+                ..Settings::default()
+            };
+            let mut d = Desired::default();
+            assert_eq!(apply_health(&mut d, &tiers(), &f, &settings, None), None);
+            assert!(d.node_labels.is_empty(), "no health among the targets");
+            settings.schedulers.push(Scheduler::Health);
+            apply_health(&mut d, &tiers(), &f, &settings, Some(&BTreeSet::new()));
+            assert_eq!(d.node_labels.len(), 8);
+            assert_eq!(d.node_labels["a2"][crate::health::HEALTH_LABEL], "down");
+            assert_eq!(d.taints, None, "taints not asked for");
+            settings.taint = Some(crate::health::TaintSettings::default());
+            let mut d = Desired::default();
+            assert_eq!(apply_health(&mut d, &tiers(), &f, &settings, None), None);
+            assert_eq!(d.taints, None, "warming up: taints stay as they are");
+            let p = apply_health(&mut d, &tiers(), &f, &settings, Some(&BTreeSet::new())).unwrap();
+            assert_eq!(d.taints, Some(p.taint));
+            assert_eq!(d.taints.unwrap().keys().collect::<Vec<_>>(), ["a2"]);
+        }
     }
 }

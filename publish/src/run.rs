@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use zonemesh_domain::{Faults, Tiers, UnixMs};
 
-use crate::health::{self, Held};
-use crate::objects::{Desired, Settings, desired};
+use crate::health::Held;
+use crate::objects::{Desired, Settings, apply_health, desired};
 use crate::writer::Writer;
 
 /// Longest wait after API errors.
@@ -73,7 +73,7 @@ pub async fn run(
                 .is_some_and(|ts| started.elapsed() >= ts.warm_up)
                 && faults.evaluated_at.is_some()
                 && healthy();
-            let plan = health::apply(
+            let plan = apply_health(
                 &mut want,
                 &t,
                 &faults,

@@ -734,7 +734,7 @@ fn three_node_zone() -> Tiers {
 async fn taints_follow_the_faults_by_conditional_writes_that_keep_every_other_taint() {
     use std::collections::BTreeSet;
     use zonemesh_domain::{Element, Fault, FaultKind, Faults, Severity};
-    use zonemesh_publish::health::{self, MaxTainted, TaintSettings};
+    use zonemesh_publish::health::{MaxTainted, TaintSettings};
 
     let settings = Settings {
         schedulers: vec![Scheduler::Health],
@@ -762,7 +762,14 @@ async fn taints_follow_the_faults_by_conditional_writes_that_keep_every_other_ta
         evaluated_at: Some(NOW),
     };
     let mut d = desired(&t, &settings);
-    let plan = health::apply(&mut d, &t, &faults, &settings, Some(&BTreeSet::new())).unwrap();
+    let plan = zonemesh_publish::objects::apply_health(
+        &mut d,
+        &t,
+        &faults,
+        &settings,
+        Some(&BTreeSet::new()),
+    )
+    .unwrap();
     assert_eq!(plan.taint.keys().collect::<Vec<_>>(), ["a2"]);
 
     let ours = |value: &str| json!({"key": "zonemesh.io/network-fault", "value": value, "effect": "NoSchedule"});
