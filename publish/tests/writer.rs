@@ -720,6 +720,27 @@ async fn only_the_leader_publishes_before_and_after_a_failover() {
     drop(tiers_tx);
 }
 
+/// The faults as ListFaults answers them when a2 loses `figure` (measured on four paths).
+fn a2_loses(severity: zonemesh_domain::Severity, figure: f64) -> zonemesh_domain::Faults {
+    use zonemesh_domain::{Element, Fault, FaultKind, Faults};
+    Faults {
+        faults: vec![Fault {
+            element: Element::Node(NodeName::parse("node", "a2").unwrap()),
+            kind: FaultKind::Loss,
+            severity,
+            figure,
+            interval: Some((figure * 0.8, figure * 1.2)),
+            probes: 1_200,
+            reference: None,
+            evidence: vec![],
+            evidence_paths: 4,
+            since: NOW,
+            clean_since: None,
+        }],
+        evaluated_at: Some(NOW),
+    }
+}
+
 /// The tiers with a zone of three nodes (a node's fault can be told from its zone's only there):
 /// zone-a (a1, a2, a3) and zone-b (b1).
 fn three_node_zone() -> Tiers {
@@ -733,7 +754,7 @@ fn three_node_zone() -> Tiers {
 #[tokio::test]
 async fn taints_follow_the_faults_by_conditional_writes_that_keep_every_other_taint() {
     use std::collections::BTreeSet;
-    use zonemesh_domain::{Element, Fault, FaultKind, Faults, Severity};
+    use zonemesh_domain::Severity;
     use zonemesh_publish::health::{MaxTainted, TaintSettings};
 
     let settings = Settings {
@@ -745,22 +766,7 @@ async fn taints_follow_the_faults_by_conditional_writes_that_keep_every_other_ta
         ..Settings::default()
     };
     let t = three_node_zone();
-    let faults = Faults {
-        faults: vec![Fault {
-            element: Element::Node(NodeName::parse("node", "a2").unwrap()),
-            kind: FaultKind::Loss,
-            severity: Severity::Degraded,
-            figure: 0.05,
-            interval: Some((0.04, 0.06)),
-            probes: 1_200,
-            reference: None,
-            evidence: vec![],
-            evidence_paths: 4,
-            since: NOW,
-            clean_since: None,
-        }],
-        evaluated_at: Some(NOW),
-    };
+    let faults = a2_loses(Severity::Degraded, 0.05);
     let mut d = desired(&t, &settings);
     let plan = zonemesh_publish::objects::apply_health(
         &mut d,
@@ -933,7 +939,7 @@ async fn delete_removes_zonemeshs_taint_and_labels_and_nothing_else() {
 #[tokio::test]
 async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use zonemesh_domain::{Element, Fault, FaultKind, Faults, Severity};
+    use zonemesh_domain::Severity;
     use zonemesh_publish::health::TaintSettings;
 
     let (service, mut handle): (_, Handle) = tower_test::mock::pair();
@@ -985,22 +991,7 @@ async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
         metrics.clone(),
     );
     let (tiers_tx, tiers_rx) = tokio::sync::watch::channel(Some(Arc::new(three_node_zone())));
-    let faults = Faults {
-        faults: vec![Fault {
-            element: Element::Node(NodeName::parse("node", "a2").unwrap()),
-            kind: FaultKind::Loss,
-            severity: Severity::Down,
-            figure: 0.3,
-            interval: Some((0.25, 0.35)),
-            probes: 600,
-            reference: None,
-            evidence: vec![],
-            evidence_paths: 4,
-            since: NOW,
-            clean_since: None,
-        }],
-        evaluated_at: Some(NOW),
-    };
+    let faults = a2_loses(Severity::Down, 0.3);
     let (_faults_tx, faults_rx) = tokio::sync::watch::channel(Arc::new(faults));
     let healthy = Arc::new(AtomicBool::new(true));
     let h = healthy.clone();
