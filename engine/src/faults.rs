@@ -422,16 +422,18 @@ pub fn suspects(
             })
         })
         .collect();
+    // Each node's loss: inside its zone, else the larger of its model terms.
+    let node_loss: Vec<f64> = (0..n)
+        .map(|i| {
+            let own = terms(NodeId(i as u32));
+            inside_loss[i].unwrap_or(own.loss_out.max(own.loss_in))
+        })
+        .collect();
     // Nodes that may be losing (half the threshold): a zone link's figures leave their paths
     // out, so that a node's loss on its way up is never taken for its zone link's.
-    let suspect_nodes: HashSet<NodeId> = snapshot
-        .nodes()
-        .map(|(id, _)| id)
-        .filter(|id| {
-            let own = terms(*id);
-            let loss = inside_loss[id.0 as usize].unwrap_or(own.loss_out.max(own.loss_in));
-            loss >= t.loss_degraded / 2.0 || states[id.0 as usize] == NodeState::Unreachable
-        })
+    let suspect_nodes: HashSet<NodeId> = (0..n)
+        .filter(|&i| node_loss[i] >= t.loss_degraded / 2.0 || states[i] == NodeState::Unreachable)
+        .map(|i| NodeId(i as u32))
         .collect();
 
     // Nodes.
@@ -456,8 +458,7 @@ pub fn suspects(
             ));
             continue;
         }
-        let inside = inside_loss[id.0 as usize];
-        let loss = inside.unwrap_or(own.loss_out.max(own.loss_in));
+        let loss = node_loss[id.0 as usize];
         if own.paths > 0 && loss >= t.loss_degraded {
             candidates.push(candidate(
                 Element::Node(node()),
@@ -468,7 +469,7 @@ pub fn suspects(
                 Test::NodeLoss {
                     node: id,
                     at_least: t.loss_degraded,
-                    inside_only: inside.is_some(),
+                    inside_only: inside_loss[id.0 as usize].is_some(),
                 },
             ));
         }

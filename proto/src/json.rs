@@ -664,6 +664,24 @@ mod golden {
         }
     }
 
+    /// zone-a–zone-b's loss, as the zone link's and a path's answer name it.
+    fn link_loss() -> v1::Fault {
+        v1::Fault {
+            element: v1::FaultElement::ZoneLink as i32,
+            a: "zone-a".into(),
+            b: "zone-b".into(),
+            kind: v1::FaultKind::Loss as i32,
+            severity: v1::FaultSeverity::Degraded as i32,
+            figure: 0.012_5,
+            figure_low: 0.008,
+            figure_high: 0.019,
+            probes: 1_800,
+            evidence_paths: 6,
+            since_unix_ms: 1_733_300_000_000,
+            ..Default::default()
+        }
+    }
+
     fn measured() -> v1::PathFigures {
         v1::PathFigures {
             latency_provenance: v1::Provenance::Measured as i32,
@@ -762,20 +780,7 @@ mod golden {
                     figures: Some(measured()),
                     measured_paths: 6,
                     nodes_left_out: vec!["a2".into()],
-                    faults: vec![v1::Fault {
-                        element: v1::FaultElement::ZoneLink as i32,
-                        a: "zone-a".into(),
-                        b: "zone-b".into(),
-                        kind: v1::FaultKind::Loss as i32,
-                        severity: v1::FaultSeverity::Degraded as i32,
-                        figure: 0.012_5,
-                        figure_low: 0.008,
-                        figure_high: 0.019,
-                        probes: 1_800,
-                        evidence_paths: 6,
-                        since_unix_ms: 1_733_300_000_000,
-                        ..Default::default()
-                    }],
+                    faults: vec![link_loss()],
                 },
                 v1::ZoneLink {
                     src_zone: "zone-b".into(),
@@ -900,20 +905,7 @@ mod golden {
                     src: "a1".into(),
                     dst: "b1".into(),
                     figures: Some(measured()),
-                    faults: vec![v1::Fault {
-                        element: v1::FaultElement::ZoneLink as i32,
-                        a: "zone-a".into(),
-                        b: "zone-b".into(),
-                        kind: v1::FaultKind::Loss as i32,
-                        severity: v1::FaultSeverity::Degraded as i32,
-                        figure: 0.012_5,
-                        figure_low: 0.008,
-                        figure_high: 0.019,
-                        probes: 1_800,
-                        evidence_paths: 6,
-                        since_unix_ms: 1_733_300_000_000,
-                        ..Default::default()
-                    }],
+                    faults: vec![link_loss()],
                 })),
             ),
             (

@@ -81,6 +81,25 @@ fn figures() -> v1::PathFigures {
     }
 }
 
+/// A node's rate fault on the wire.
+fn rate_fault() -> v1::Fault {
+    v1::Fault {
+        element: v1::FaultElement::Node as i32,
+        a: "a".into(),
+        kind: v1::FaultKind::Rate as i32,
+        severity: v1::FaultSeverity::Down as i32,
+        figure: 9.5e6,
+        reference: 9.5e8,
+        evidence: vec![v1::FaultPath {
+            src: "a".into(),
+            dst: "b".into(),
+        }],
+        evidence_paths: 3,
+        since_unix_ms: 1,
+        ..Default::default()
+    }
+}
+
 fn round_trip<M: Message + Default + PartialEq + std::fmt::Debug>(message: M) {
     let bytes = message.encode_to_vec();
     let back = M::decode(bytes.as_slice()).expect("decodes");
@@ -194,38 +213,10 @@ fn every_topology_message_round_trips() {
         src: "a".into(),
         dst: "b".into(),
         figures: Some(figures()),
-        faults: vec![v1::Fault {
-            element: v1::FaultElement::Node as i32,
-            a: "a".into(),
-            kind: v1::FaultKind::Rate as i32,
-            severity: v1::FaultSeverity::Down as i32,
-            figure: 9.5e6,
-            reference: 9.5e8,
-            evidence: vec![v1::FaultPath {
-                src: "a".into(),
-                dst: "b".into(),
-            }],
-            evidence_paths: 3,
-            since_unix_ms: 1,
-            ..Default::default()
-        }],
+        faults: vec![rate_fault()],
     });
     round_trip(v1::ListFaultsResponse {
-        faults: vec![v1::Fault {
-            element: v1::FaultElement::Node as i32,
-            a: "a".into(),
-            kind: v1::FaultKind::Rate as i32,
-            severity: v1::FaultSeverity::Down as i32,
-            figure: 9.5e6,
-            reference: 9.5e8,
-            evidence: vec![v1::FaultPath {
-                src: "a".into(),
-                dst: "b".into(),
-            }],
-            evidence_paths: 3,
-            since_unix_ms: 1,
-            ..Default::default()
-        }],
+        faults: vec![rate_fault()],
         evaluated_unix_ms: 2,
     });
     round_trip(v1::GetMatrixRequest {
