@@ -22,7 +22,10 @@
 //!   which nodes are looked at, and so the figure lies inside its interval. A node whose agent is connected but that every probe
 //!   misses (UNREACHABLE) is a `down` loss fault. A node whose agent is gone (DOWN: a rollout, a
 //!   drained node) is no network fault: nothing about it, nor its paths, is judged.
-//! - **A node's delay**: its RTT offset against its own baseline.
+//! - **A node's delay**: inside its zone, as for its loss: the median RTT of its paths there less
+//!   the lower median of its zone-mates' own medians, against its own baseline (with fewer than
+//!   three nodes to the zone, its model RTT offset). The model's offsets are fitted on the paths
+//!   between zones too, which a zone link's delay coming and going was seen to move for good.
 //! - **A node's rate, by direction**: its egress and ingress caps (throughput tests have a
 //!   direction) against the median cap of its zone.
 //! - **A zone link** (or a zone's own network): its loss (with the same interval rule over the
@@ -243,12 +246,15 @@ enum Test {
         at_least: f64,
         inside_only: bool,
     },
-    /// A path touching `node` whose RTT is at least `excess` µs above what the zone pair's base
-    /// and the other end's offset give with the node at its baseline `offset`.
+    /// A path touching `node` whose RTT is at least `excess` µs above what it would be with the
+    /// node at its baseline `offset`: inside the zone, the zone-mates' RTT `inside` (when the
+    /// node was judged on them) plus `offset`; elsewhere, the zone pair's base, the other end's
+    /// offset and `offset`.
     NodeDelay {
         node: NodeId,
         offset: f64,
         excess: f64,
+        inside: Option<f64>,
     },
     /// A test from (`egress`) or to the node below `below` bit/s.
     NodeRate {
@@ -381,12 +387,18 @@ pub fn suspects(
             .flatten()
     };
     let mut inside: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut inside_rtts: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut node_pools: Vec<Pool> = vec![Pool::default(); n];
     let mut zone_pools: Vec<Pool> = vec![Pool::default(); snapshot.zones().len()];
     for ((src, dst), path) in snapshot.paths() {
         let (s, d) = (src.0 as usize, dst.0 as usize);
         if src == dst || s >= n || d >= n || snapshot.zone_of(src) != snapshot.zone_of(dst) {
             continue;
+        }
+        if let Some(rtt) = path.merged.rtt.filter(|_| !path.is_stale(now, config)) {
+            for end in [s, d] {
+                inside_rtts[end].push(f64::from(rtt.p50));
+            }
         }
         if let Some(loss) = fresh_loss(path) {
             let (sent, received) = (path.merged.sent, path.merged.received);
@@ -429,6 +441,58 @@ pub fn suspects(
             inside_loss[i].unwrap_or(own.loss_out.max(own.loss_in))
         })
         .collect();
+    // Each node's delay inside its zone, in the same spirit: the median RTT of its paths there
+    // less the lower median of its zone-mates' own medians. A slow node's paths are all slow,
+    // while each zone-mate has only its paths to that node slow, a minority, so the zone-mates'
+    // medians (and theirs alone) stay at the zone's RTT. The model's offsets are fitted on the
+    // paths between zones too: in a lab with four nodes to a zone, those few paths moved two
+    // nodes' offsets by 130 µs for good when a zone link's delay came and went, and both were
+    // named slow. Nodes of zones with fewer than three (that can be judged so) are judged on
+    // their offsets.
+    let node_rtt: Vec<Option<f64>> = inside_rtts
+        .iter_mut()
+        .map(|v| if v.len() >= 2 { median(v) } else { None })
+        .collect();
+    let mut zone_rtts: Vec<Vec<f64>> = vec![Vec::new(); zone_count];
+    let mut zone_sizes: Vec<usize> = vec![0; zone_count];
+    for (id, info) in snapshot.nodes() {
+        if gone(id) || !info.registered {
+            continue;
+        }
+        let z = info.zone.0 as usize;
+        zone_sizes[z] += 1;
+        zone_rtts[z].extend(node_rtt[id.0 as usize]);
+    }
+    for v in &mut zone_rtts {
+        v.sort_by(f64::total_cmp);
+    }
+    // A node's delay figure and the RTT its paths are judged against at a figure of 0: inside its
+    // zone when it has three nodes or more (`None` while its paths there are not fresh), else its
+    // offset against the model's RTT inside the zone.
+    let node_delay = |id: NodeId, zone: ZoneId, offset: f64| -> Option<(f64, f64)> {
+        let z = zone.0 as usize;
+        if zone_sizes[z] < 3 {
+            let inside = model
+                .zone_pair(zone, zone)
+                .and_then(|z| z.rtt_us)
+                .unwrap_or(0.0);
+            return Some((offset, inside));
+        }
+        let own = node_rtt[id.0 as usize]?;
+        let sorted = &zone_rtts[z];
+        if sorted.len() < 3 {
+            return None;
+        }
+        // The lower median of the others: `sorted` without one copy of `own`.
+        let at = sorted.partition_point(|&v| v < own);
+        let middle = (sorted.len() - 2) / 2;
+        let reference = if middle < at {
+            sorted[middle]
+        } else {
+            sorted[middle + 1]
+        };
+        Some((own - reference, reference))
+    };
     // Nodes that may be losing (half the threshold): a zone link's figures leave their paths
     // out, so that a node's loss on its way up is never taken for its zone link's.
     let suspect_nodes: HashSet<NodeId> = (0..n)
@@ -473,31 +537,29 @@ pub fn suspects(
                 },
             ));
         }
-        if own.paths > 0 {
-            let offset = own.rtt_offset_us;
-            let inside = model
-                .zone_pair(info.zone, info.zone)
-                .and_then(|z| z.rtt_us)
-                .unwrap_or(0.0);
+        if let Some((figure, reference)) =
+            node_delay(id, info.zone, own.rtt_offset_us).filter(|_| own.paths > 0)
+        {
             let judged = baselines.judge(
                 (Element::Node(node()), FaultKind::Delay),
-                offset,
+                figure,
                 now,
                 t.baseline_ms,
-                |base| offset - base >= delay_threshold(t, inside + base),
+                |base| figure - base >= delay_threshold(t, reference + base),
             );
             if let Some((base, true)) = judged {
-                let excess = offset - base;
+                let excess = figure - base;
                 candidates.push(candidate(
                     Element::Node(node()),
                     FaultKind::Delay,
                     delay_severity(t, excess),
                     excess,
-                    Some(inside + base),
+                    Some(reference + base),
                     Test::NodeDelay {
                         node: id,
                         offset: base,
-                        excess: delay_threshold(t, inside + base),
+                        excess: delay_threshold(t, reference + base),
+                        inside: (zone_sizes[info.zone.0 as usize] >= 3).then_some(reference),
                     },
                 ));
             }
@@ -658,11 +720,19 @@ pub fn suspects(
                             false
                         }
                     }
-                    Test::NodeDelay { offset, excess, .. } => {
-                        rtt.zip(zone_base).is_some_and(|(rtt, base)| {
+                    Test::NodeDelay {
+                        offset,
+                        excess,
+                        inside,
+                        ..
+                    } => match inside.filter(|_| zs == zd) {
+                        Some(reference) => {
+                            rtt.is_some_and(|rtt| rtt - reference - offset >= excess)
+                        }
+                        None => rtt.zip(zone_base).is_some_and(|(rtt, base)| {
                             rtt - base - terms(other).rtt_offset_us - offset >= excess
-                        })
-                    }
+                        }),
+                    },
                     Test::NodeRate { egress, below, .. } => {
                         (egress == (end == src)) && tput.is_some_and(|bps| bps < below)
                     }
@@ -754,7 +824,7 @@ pub fn suspects(
         // that all touch one node are that node's (a slow node's first tests after it slowed,
         // while its cap still counts the faster ones, looked like its zone's capacity). A loss
         // or delay needs no such rule: a lossy node's paths are left out of a zone link's, and a
-        // node's delay is its offset.
+        // node's delay is judged on its paths inside its zone.
         if matches!(c.test, Test::ZoneRate { .. })
             && (c.evidence.count < 2 || c.evidence.one_node())
         {

@@ -283,6 +283,35 @@ fn a_delay_is_judged_against_the_elements_own_baseline() {
 }
 
 #[test]
+fn a_nodes_delay_is_judged_inside_its_zone_where_no_zone_link_reaches() {
+    // As in the lab's plan, z0-n3 carries zone-0's paths to zone-1 the moment they slow by
+    // 3 ms (their zone link, measured through it): the model's offset of z0-n3 takes most of
+    // it (eight of its fourteen paths), and on offsets z0-n3 was named slow. Its paths inside
+    // zone-0 did not change: no node is slow.
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let mut tracker = Tracker::new(quick(), Baselines::default());
+    for s in [0, 30, 61, 90] {
+        let t = mesh(2, 4, rtt, |_, _| 0, at(s));
+        assert_eq!(tracker.update(t.view(), at(s)).faults, vec![], "at {s} s");
+    }
+    let through = |s: &str, d: &str| {
+        let carried = !same_zone(s, d) && (s == "z0-n3" || d == "z0-n3");
+        rtt(s, d) + if carried { 3_000.0 } else { 0.0 }
+    };
+    let t = mesh(2, 4, through, |_, _| 0, at(120));
+    let id = t.id(&node("z0-n3")).unwrap();
+    let offset = t.view().model().node(id).unwrap().rtt_offset_us;
+    assert!(offset > 1_000.0, "the model's offset moved: {offset}");
+    let faults = tracker.update(t.view(), at(120)).faults;
+    assert!(
+        faults
+            .iter()
+            .all(|f| f.kind != FaultKind::Delay || !matches!(f.element, Element::Node(_))),
+        "{faults:?}"
+    );
+}
+
+#[test]
 fn a_zone_links_rate_is_judged_against_its_baseline() {
     let at = |s: i64| UnixMs(T0.0 + s * 1_000);
     // A link built at 100 Mbit/s between 1 Gbit/s nodes: its baseline, no fault.
