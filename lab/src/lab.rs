@@ -56,8 +56,8 @@ pub struct LabNode {
     router_if: String,
 }
 
-/// Prefixes of the labs alive in this process (removed on SIGINT/SIGTERM, see
-/// [`cleanup_on_signals`]).
+/// Prefixes of the labs alive in this process (removed on SIGINT/SIGTERM, with the child
+/// processes, see [`cleanup_on_signals`]).
 static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// A lab: namespaces, links, impairments, the emulator thread and the proxies. Everything it
@@ -716,7 +716,8 @@ impl Proxy {
     }
 }
 
-/// Removes every lab of this process when it gets SIGINT or SIGTERM, then exits (130 or 143).
+/// Removes every lab of this process, and kills the processes it started (the aggregator runs
+/// outside the labs' namespaces), when it gets SIGINT or SIGTERM, then exits (130 or 143).
 /// Call once; later calls do nothing. Processes that handle these signals themselves (the demo)
 /// drop their labs instead.
 pub fn cleanup_on_signals() {
@@ -728,6 +729,7 @@ pub fn cleanup_on_signals() {
         };
         std::thread::spawn(move || {
             if let Some(signal) = signals.forever().next() {
+                crate::process::kill_all();
                 let prefixes = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
                 for prefix in prefixes {
                     for ns in netns::list(&prefix) {

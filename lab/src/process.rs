@@ -6,11 +6,27 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use tonic::transport::Channel;
+
+/// Process ids of the children alive (killed by [`kill_all`] on SIGINT/SIGTERM, when no drop runs:
+/// the aggregator lives outside the lab's namespaces, so removing those leaves it running).
+static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Kills every child process still alive (see [`crate::cleanup_on_signals`]).
+pub fn kill_all() {
+    for pid in LIVE.lock().map(|l| l.clone()).unwrap_or_default() {
+        if let Ok(pid) = i32::try_from(pid) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
 
 /// A child process whose stdout lines arrive on a channel and whose stderr goes to a file; killed
 /// when dropped.
@@ -31,6 +47,9 @@ impl Process {
             .stderr(std::fs::File::create(&stderr)?)
             .spawn()
             .with_context(|| format!("spawn {label} ({command:?})"))?;
+        if let Ok(mut live) = LIVE.lock() {
+            live.push(child.id());
+        }
         let stdout = child.stdout.take().expect("piped");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -100,6 +119,10 @@ impl Process {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Ok(mut live) = LIVE.lock() {
+            let id = self.child.id();
+            live.retain(|&p| p != id);
+        }
     }
 }
 
