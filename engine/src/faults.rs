@@ -444,11 +444,10 @@ pub fn suspects(
     // Each node's delay inside its zone, in the same spirit: the median RTT of its paths there
     // less the lower median of its zone-mates' own medians. A slow node's paths are all slow,
     // while each zone-mate has only its paths to that node slow, a minority, so the zone-mates'
-    // medians (and theirs alone) stay at the zone's RTT. The model's offsets are fitted on the
-    // paths between zones too: in a lab with four nodes to a zone, those few paths moved two
-    // nodes' offsets by 130 µs for good when a zone link's delay came and went, and both were
-    // named slow. Nodes of zones with fewer than three (that can be judged so) are judged on
-    // their offsets.
+    // medians stay at the zone's RTT. The model's offsets are fitted on the paths between zones
+    // too: in a lab with four nodes to a zone, those few paths moved two nodes' offsets by
+    // 130 µs for good when a zone link's delay came and went, and both were named slow. A node
+    // of a zone with fewer than three nodes is judged on its model offset.
     let node_rtt: Vec<Option<f64>> = inside_rtts
         .iter_mut()
         .map(|v| if v.len() >= 2 { median(v) } else { None })
