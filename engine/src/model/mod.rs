@@ -23,7 +23,8 @@
 //!   tested elsewhere): a node tested only against a slow node is not slow. Only its tests of the
 //!   last pair interval before its newest count, so a link that got slower shows within a cycle. A zone pair's capacity
 //!   is the most a test between the zones achieved that neither end's cap explains; unknown when
-//!   every test is explained by its nodes (the zones' link did not limit anything seen).
+//!   every test is explained by its nodes (the zones' link did not limit anything seen). It too
+//!   counts only the pair's tests of the last pair interval before its newest.
 //! - **Loss penalty** on the rate: Mathis's limit `MSS / RTT · √(3/2) / √ℓ` scaled by a factor
 //!   calibrated on the measured lossy paths whose throughput test loss held back (the median of
 //!   measured rate over Mathis's, over the tests their ends' caps do not explain; a lossy path's
@@ -898,11 +899,19 @@ fn fit_caps(tests: &[Test], recent_ms: i64, nodes: &mut [NodeTerms], zones: &mut
             *i = Some(i.map_or(t.bps, |v| v.max(t.bps)));
         }
     }
-    // A lossy path's test speaks for its loss (`loss_limited`), not for its zones' link.
-    for t in tests
-        .iter()
-        .filter(|t| !t.lossy() && !explained_by_caps(t, nodes))
-    {
+    // A lossy path's test speaks for its loss (`loss_limited`), not for its zones' link. And as
+    // for a node's cap, a zone pair counts only its tests of the last `recent_ms` before its
+    // newest: a pair the plan no longer tests keeps its last figure for the throughput's
+    // maximum age, and a slow node's test from before its cap was lifted, no longer explained by
+    // that node's cap, held the zone link's capacity at the node's old rate (in the lab, for
+    // half an hour, after a rate cap came and went).
+    let mut newest_pair = vec![UnixMs(i64::MIN); zones.len()];
+    for t in tests {
+        newest_pair[t.pair] = newest_pair[t.pair].max(t.at);
+    }
+    for t in tests.iter().filter(|t| {
+        !t.lossy() && newest_pair[t.pair].since(t.at) <= recent_ms && !explained_by_caps(t, nodes)
+    }) {
         let c = &mut zones[t.pair].capacity_bps;
         *c = Some(c.map_or(t.bps, |v| v.max(t.bps)));
     }

@@ -323,6 +323,71 @@ fn a_nodes_cap_follows_its_tests_of_the_last_interval() {
 }
 
 #[test]
+fn a_zone_links_capacity_leaves_out_tests_older_than_an_interval_before_its_newest() {
+    use crate::{EngineConfig, Topology};
+    use zonemesh_domain::Report;
+    let t0 = UnixMs(10_000_000);
+    let mut config = EngineConfig::default();
+    config.throughput.pair_interval_ms = 60_000;
+    let mut t = Topology::new(config);
+    let nodes = [
+        "z0-n0", "z0-n1", "z0-n2", "z0-n3", "z1-n0", "z1-n1", "z1-n2", "z1-n3",
+    ];
+    for n in nodes {
+        t.register(&hello(n, &format!("zone-{}", &n[1..2])), t0);
+    }
+    let mut seq = 0;
+    let mut report = |t: &mut Topology, src: &str, peers: &[(&str, f64)], at: UnixMs| {
+        seq += 1;
+        let paths = peers
+            .iter()
+            .map(|(d, bps)| sample(src, d, 50.0, 0, Some(*bps)))
+            .collect();
+        let id = t.id(&name(src)).unwrap();
+        t.apply_report(
+            id,
+            &Report {
+                sequence: seq,
+                paths,
+            },
+            at,
+        )
+        .unwrap();
+    };
+    // z0-n2 is capped at 100 Mbit/s: every test it sends runs at that.
+    for src in nodes {
+        let bps = if src == "z0-n2" { 100e6 } else { 1e9 };
+        let peers: Vec<(&str, f64)> = nodes
+            .iter()
+            .filter(|d| **d != src)
+            .map(|d| (*d, bps))
+            .collect();
+        report(&mut t, src, &peers, t0);
+    }
+    // Ten minutes later its cap is gone; every pair is tested again but z0-n2 → z1-n3, which
+    // keeps its old figure.
+    let later = UnixMs(t0.0 + 600_000);
+    for src in nodes {
+        let peers: Vec<(&str, f64)> = nodes
+            .iter()
+            .filter(|d| **d != src && !(src == "z0-n2" && **d == "z1-n3"))
+            .map(|d| (*d, 1e9))
+            .collect();
+        report(&mut t, src, &peers, later);
+    }
+    t.fit_model(later);
+    let snap = t.view();
+    let id = |n: &str| t.id(&name(n)).unwrap();
+    assert_eq!(snap.egress_cap_bps(id("z0-n2")), Some(1e9));
+    let (z0, z1) = (snap.zone_of(id("z0-n0")), snap.zone_of(id("z1-n0")));
+    assert_eq!(
+        snap.zone_capacity_bps(z0, z1),
+        None,
+        "the nodes explain every current test"
+    );
+}
+
+#[test]
 fn a_model_fitted_elsewhere_is_installed_unless_a_later_fit_is_in_place() {
     let now = UnixMs(1_000_000);
     let mut t = mesh(2, 3, |_, _| 100.0, |_, _| 0, now);
