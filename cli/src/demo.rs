@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tonic::transport::Channel;
 use zonemesh_lab::demo_cluster::{self, FAST_AGGREGATOR_FLAGS};
 use zonemesh_lab::fill::Fill;
-use zonemesh_lab::stack::{Stack, StackOptions, wait_full};
+use zonemesh_lab::stack::{Stack, StackOptions, wait_full, wait_quiet};
 use zonemesh_lab::{Lab, LabSpec};
 use zonemesh_proto::v1;
 
@@ -19,6 +19,13 @@ type Topology = v1::topology_client::TopologyClient<Channel>;
 
 /// How long the demo waits for the matrix to fill before it shows what it has.
 const FILL_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How long no throughput test may have been granted before the demo shows the results: a
+/// latency window (the demo's `--window`) and its report after the last test.
+const QUIET_FOR: Duration = Duration::from_secs(10);
+
+/// How long the demo waits for the tests to be over.
+const QUIET_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What `zonemesh demo` was asked to do.
 #[derive(Debug)]
@@ -174,7 +181,7 @@ pub async fn run(options: Options) -> Result<()> {
     );
 
     let mut topology = stack.topology().await?;
-    if !measure(&mut topology, &spec).await {
+    if !measure(&mut topology, &stack, &spec).await {
         println!("Interrupted; removing the lab.");
         return Ok(());
     }
@@ -210,8 +217,11 @@ fn stack_options(options: &Options, dir: &Path, data: &Path) -> Result<StackOpti
 }
 
 /// Waits, showing the progress, until the matrix is full (or [`FILL_TIMEOUT`] has passed: then
-/// the results show what there is). False when Ctrl-C came first.
-async fn measure(topology: &mut Topology, spec: &LabSpec) -> bool {
+/// the results show what there is), and then until the throughput tests that filled it are over
+/// (at most [`QUIET_TIMEOUT`]): while a node is under a test its latency windows are left out, so
+/// right after the fill a node's own figures could still be missing and a loss still unjudged.
+/// False when Ctrl-C came first.
+async fn measure(topology: &mut Topology, stack: &Stack, spec: &LabSpec) -> bool {
     println!("Measuring until the matrix is full (throughput tests run two at a time)…");
     let started = std::time::Instant::now();
     let mut progress = FillProgress::new();
@@ -223,6 +233,16 @@ async fn measure(topology: &mut Topology, spec: &LabSpec) -> bool {
     match filled {
         None => return false,
         Some(Ok(_)) => println!("Full after {:.0} s.", started.elapsed().as_secs_f64()),
+        Some(Err(e)) => println!("{e:#}; showing what there is."),
+    }
+    println!("Waiting until the throughput tests that filled it are over…");
+    let quiet = tokio::select! {
+        q = wait_quiet(&stack.aggregator, QUIET_FOR, QUIET_TIMEOUT) => Some(q),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    match quiet {
+        None => return false,
+        Some(Ok(())) => println!("No test for {} s.", QUIET_FOR.as_secs()),
         Some(Err(e)) => println!("{e:#}; showing what there is."),
     }
     true
