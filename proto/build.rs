@@ -22,6 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The Ingest RPC is called `Connect`, which would clash with the generated
         // `IngestClient::connect` constructor; clients are built with `new(channel)` instead.
         .build_transport(false)
+        // Buffers sized for zonemesh's streams (src/codec.rs), not tonic's 8 KiB each.
+        .codec_path("crate::codec::LeanCodec")
         .file_descriptor_set_path(out_dir.join("zonemesh_descriptor.bin"))
         .compile_protos(&protos, &["."])?;
     Ok(())

@@ -23,6 +23,7 @@
 //! assert_eq!(err.field(), "probes_received");
 //! ```
 
+pub mod codec;
 pub mod convert;
 #[cfg(feature = "json")]
 pub mod json;
