@@ -511,9 +511,9 @@ pub fn look(
     // A node's delay figure and the RTT its paths are judged against at a figure of 0: inside its
     // zone when it has three nodes or more (`None` while its paths there are not fresh), else its
     // offset against the model's RTT inside the zone.
-    let node_delay = |id: NodeId, zone: ZoneId, offset: f64| -> Option<(f64, f64)> {
-        let z = zone.0 as usize;
-        if zone_sizes[z] < 3 {
+    let node_delay = |id: NodeId, offset: f64| -> Option<(f64, f64)> {
+        let zone = snapshot.zone_of(id);
+        if !judged_inside(id) {
             let inside = model
                 .zone_pair(zone, zone)
                 .and_then(|z| z.rtt_us)
@@ -521,7 +521,7 @@ pub fn look(
             return Some((offset, inside));
         }
         let own = node_rtt[id.0 as usize]?;
-        let sorted = &zone_rtts[z];
+        let sorted = &zone_rtts[zone.0 as usize];
         if sorted.len() < 3 {
             return None;
         }
@@ -586,7 +586,7 @@ pub fn look(
                 },
             ));
         }
-        let delay = node_delay(id, info.zone, own.rtt_offset_us);
+        let delay = node_delay(id, own.rtt_offset_us);
         if delay.is_none() {
             unjudged.push((Element::Node(node()), FaultKind::Delay));
         }
@@ -610,7 +610,7 @@ pub fn look(
                         node: id,
                         offset: base,
                         excess: delay_threshold(t, reference + base),
-                        inside: (zone_sizes[info.zone.0 as usize] >= 3).then_some(reference),
+                        inside: judged_inside(id).then_some(reference),
                     },
                 ));
             }
