@@ -270,48 +270,63 @@ fn held_out_rates_come_from_the_nodes_caps_and_the_zone_pairs_capacity() {
     assert!(worst < 1e-9, "{}", error.summary());
 }
 
-#[test]
-fn a_nodes_cap_follows_its_tests_of_the_last_interval() {
-    use crate::{EngineConfig, Topology};
-    use zonemesh_domain::Report;
-    let t0 = UnixMs(10_000_000);
-    let mut config = EngineConfig::default();
-    config.throughput.pair_interval_ms = 60_000;
-    let mut t = Topology::new(config);
-    let nodes = ["z0-n0", "z0-n1", "z0-n2", "z0-n3"];
-    for n in nodes {
-        t.register(&hello(n, "zone-0"), t0);
+/// A topology whose pairs are tested every minute, with `nodes` registered (zone-0 for z0-…,
+/// zone-1 for z1-…), fed throughput tests.
+struct Tested {
+    t: crate::Topology,
+    sequence: u64,
+}
+
+impl Tested {
+    fn new(nodes: &[&str], at: UnixMs) -> Self {
+        let mut config = crate::EngineConfig::default();
+        config.throughput.pair_interval_ms = 60_000;
+        let mut t = crate::Topology::new(config);
+        for n in nodes {
+            t.register(&hello(n, &format!("zone-{}", &n[1..2])), at);
+        }
+        Self { t, sequence: 0 }
     }
-    let mut seq = 0;
-    let mut report = |t: &mut Topology, src: &str, peers: &[&str], bps: f64, at: UnixMs| {
-        seq += 1;
+
+    /// One report of `src`'s tests to each `(peer, bit/s)`, applied at `at`.
+    fn report(&mut self, src: &str, peers: &[(&str, f64)], at: UnixMs) {
+        self.sequence += 1;
         let paths = peers
             .iter()
-            .map(|d| sample(src, d, 50.0, 0, Some(bps)))
+            .map(|(d, bps)| sample(src, d, 50.0, 0, Some(*bps)))
             .collect();
-        let id = t.id(&name(src)).unwrap();
-        t.apply_report(
-            id,
-            &Report {
-                sequence: seq,
-                paths,
-            },
-            at,
-        )
-        .unwrap();
-    };
+        let id = self.t.id(&name(src)).unwrap();
+        let report = zonemesh_domain::Report {
+            sequence: self.sequence,
+            paths,
+        };
+        self.t.apply_report(id, &report, at).unwrap();
+    }
+}
+
+#[test]
+fn a_nodes_cap_follows_its_tests_of_the_last_interval() {
+    let t0 = UnixMs(10_000_000);
+    let nodes = ["z0-n0", "z0-n1", "z0-n2", "z0-n3"];
+    let mut tested = Tested::new(&nodes, t0);
     // Every pair tested at 1 Gbit/s.
     for src in nodes {
-        let peers: Vec<&str> = nodes.iter().copied().filter(|d| *d != src).collect();
-        report(&mut t, src, &peers, 1e9, t0);
+        let peers: Vec<(&str, f64)> = nodes
+            .iter()
+            .filter(|d| **d != src)
+            .map(|d| (*d, 1e9))
+            .collect();
+        tested.report(src, &peers, t0);
     }
+    let t = &mut tested.t;
     t.fit_model(t0);
     let n1 = t.id(&name("z0-n1")).unwrap();
     assert_eq!(t.view().model().node(n1).unwrap().egress_bps, Some(1e9));
     // Two minutes later z0-n1's link has slowed: its tests to two peers run at 100 Mbit/s; its
     // test to the third is the old one, a full interval before its newest.
     let later = UnixMs(t0.0 + 120_000);
-    report(&mut t, "z0-n1", &["z0-n0", "z0-n2"], 100e6, later);
+    tested.report("z0-n1", &[("z0-n0", 100e6), ("z0-n2", 100e6)], later);
+    let t = &mut tested.t;
     t.fit_model(later);
     let terms = *t.view().model().node(n1).unwrap();
     assert_eq!(terms.egress_bps, Some(100e6), "{terms:?}");
@@ -324,36 +339,11 @@ fn a_nodes_cap_follows_its_tests_of_the_last_interval() {
 
 #[test]
 fn a_zone_links_capacity_leaves_out_tests_older_than_an_interval_before_its_newest() {
-    use crate::{EngineConfig, Topology};
-    use zonemesh_domain::Report;
     let t0 = UnixMs(10_000_000);
-    let mut config = EngineConfig::default();
-    config.throughput.pair_interval_ms = 60_000;
-    let mut t = Topology::new(config);
     let nodes = [
         "z0-n0", "z0-n1", "z0-n2", "z0-n3", "z1-n0", "z1-n1", "z1-n2", "z1-n3",
     ];
-    for n in nodes {
-        t.register(&hello(n, &format!("zone-{}", &n[1..2])), t0);
-    }
-    let mut seq = 0;
-    let mut report = |t: &mut Topology, src: &str, peers: &[(&str, f64)], at: UnixMs| {
-        seq += 1;
-        let paths = peers
-            .iter()
-            .map(|(d, bps)| sample(src, d, 50.0, 0, Some(*bps)))
-            .collect();
-        let id = t.id(&name(src)).unwrap();
-        t.apply_report(
-            id,
-            &Report {
-                sequence: seq,
-                paths,
-            },
-            at,
-        )
-        .unwrap();
-    };
+    let mut tested = Tested::new(&nodes, t0);
     // z0-n2 is capped at 100 Mbit/s: every test it sends runs at that.
     for src in nodes {
         let bps = if src == "z0-n2" { 100e6 } else { 1e9 };
@@ -362,7 +352,7 @@ fn a_zone_links_capacity_leaves_out_tests_older_than_an_interval_before_its_newe
             .filter(|d| **d != src)
             .map(|d| (*d, bps))
             .collect();
-        report(&mut t, src, &peers, t0);
+        tested.report(src, &peers, t0);
     }
     // Ten minutes later its cap is gone; every pair is tested again but z0-n2 → z1-n3, which
     // keeps its old figure.
@@ -373,8 +363,9 @@ fn a_zone_links_capacity_leaves_out_tests_older_than_an_interval_before_its_newe
             .filter(|d| **d != src && !(src == "z0-n2" && **d == "z1-n3"))
             .map(|d| (*d, 1e9))
             .collect();
-        report(&mut t, src, &peers, later);
+        tested.report(src, &peers, later);
     }
+    let t = &mut tested.t;
     t.fit_model(later);
     let snap = t.view();
     let id = |n: &str| t.id(&name(n)).unwrap();
