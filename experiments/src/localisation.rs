@@ -212,6 +212,10 @@ pub struct Trial {
     pub injected: Vec<Injected>,
     /// Every other fault open at some time while the trial watched.
     pub others: Vec<Named>,
+    /// Those of `others` first seen after the clearing, while the trial waited for every fault
+    /// to close (empty in results files written before this was recorded).
+    #[serde(default)]
+    pub others_after_clearing: Vec<Named>,
     /// Seconds from the clearing until no fault was open; `None` if some was still open past
     /// [`Timing::close_limit`].
     pub closed_after_s: Option<f64>,
@@ -625,8 +629,11 @@ pub async fn run(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         lab.clear()?;
+        let before_clearing = others.clone();
         let closed_after_s = until_closed(&mut topology, longest(&trial), &mut others).await?;
         others.retain(|f| !injected.iter().any(|i| &i.expected == f));
+        let others_after_clearing: Vec<Named> =
+            others.difference(&before_clearing).cloned().collect();
         let summary = if injected.is_empty() {
             "clean".to_owned()
         } else {
@@ -644,14 +651,16 @@ pub async fn run(
                 .join("; ")
         };
         progress(&format!(
-            "trial {}: {summary}; others {:?}; closed after {}",
+            "trial {}: {summary}; others {:?} (after the clearing: {:?}); closed after {}",
             i + 1,
             others,
+            others_after_clearing,
             closed_after_s.map_or("—".into(), |s| format!("{s:.0} s"))
         ));
         results.push(Trial {
             injected,
             others: others.into_iter().collect(),
+            others_after_clearing,
             closed_after_s,
         });
     }
@@ -774,7 +783,7 @@ pub fn section(runs: &[Results]) -> String {
                     (!t.others.is_empty() && t.injected.iter().all(|i| i.named_after_s.is_some()))
                         .then(|| {
                             format!(
-                                "- named beside {}: {:?}",
+                                "- named beside {}: {:?}{}",
                                 if t.injected.is_empty() {
                                     "a clean spell".to_owned()
                                 } else {
@@ -784,7 +793,15 @@ pub fn section(runs: &[Results]) -> String {
                                         .collect::<Vec<_>>()
                                         .join(" and ")
                                 },
-                                t.others
+                                t.others,
+                                if t.others_after_clearing.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(
+                                        " (first after the clearing: {:?})",
+                                        t.others_after_clearing
+                                    )
+                                }
                             )
                         }),
                 )
