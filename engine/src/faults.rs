@@ -51,7 +51,9 @@
 //! **Hysteresis.** A fault opens once its element has been bad for `open_after_ms` without a
 //! break, and says since when; it closes once the element has been clean for `hold_ms`. So an
 //! element opens a fault of one kind at most once per `hold_ms`, and one that flaps faster stays
-//! one open fault.
+//! one open fault. A look that cannot judge an element leaves its fault as it is, for one hold at
+//! most: after that the element counts as clean, so no fault outlives its evidence by more than
+//! two holds.
 //!
 //! The cost is one pass over the fresh paths per look (every few seconds, on the query pool).
 
@@ -934,6 +936,8 @@ struct Track {
     clean_since: Option<UnixMs>,
     /// The open fault: what was last seen of it, and since when it has been at fault.
     open: Option<(Suspect, UnixMs)>,
+    /// Since when the looks could not judge it, without a break.
+    unjudged_since: Option<UnixMs>,
 }
 
 /// Faults through their hysteresis, with the baselines they are judged against. Time comes from
@@ -990,7 +994,9 @@ impl Tracker {
 
     /// [`apply`](Self::apply), leaving the faults of `unjudged` elements as they are: a look
     /// that could not judge an element neither opens nor closes its fault, nor breaks its
-    /// time bad.
+    /// time bad. For a hold at most: an element unjudged for `hold_ms` without a break counts as
+    /// clean from then on, so that its fault closes at most two holds after its last judged
+    /// look.
     pub fn apply_look(
         &mut self,
         found: Vec<Suspect>,
@@ -1006,9 +1012,11 @@ impl Tracker {
                 bad_since: None,
                 clean_since: None,
                 open: None,
+                unjudged_since: None,
             });
             let bad_since = *track.bad_since.get_or_insert(now);
             track.clean_since = None;
+            track.unjudged_since = None;
             match &mut track.open {
                 Some((last, _)) => *last = s,
                 None if now.since(bad_since) >= t.open_after_ms => {
@@ -1019,8 +1027,18 @@ impl Tracker {
         }
         let unjudged: HashSet<&(Element, FaultKind)> = unjudged.iter().collect();
         self.tracks.retain(|key, track| {
-            if seen.contains(key) || unjudged.contains(key) {
+            if seen.contains(key) {
                 return true;
+            }
+            if unjudged.contains(key) {
+                let since = *track.unjudged_since.get_or_insert(now);
+                if now.since(since) < t.hold_ms {
+                    return true;
+                }
+                // Unjudged for a whole hold: what cannot be judged is no longer claimed, and
+                // the look counts as clean.
+            } else {
+                track.unjudged_since = None;
             }
             track.bad_since = None;
             if track.open.is_some() {

@@ -441,16 +441,51 @@ fn a_look_that_cannot_judge_an_element_leaves_its_fault_as_it_was() {
             .is_empty()
     );
     assert_eq!(tracker.apply(vec![suspect("a2")], at(11)).faults.len(), 1);
-    // Unjudged for longer than the hold: it stays open and is not called clean.
-    let held = tracker.apply_look(vec![], unjudged, at(200));
-    assert_eq!(held.faults.len(), 1);
-    assert_eq!(
-        held.faults[0].clean_since, None,
-        "an unjudged look is not clean"
-    );
+    // Unjudged for less than a hold: it stays open and is not called clean.
+    for s in [20, 130] {
+        let held = tracker.apply_look(vec![], unjudged, at(s));
+        assert_eq!(held.faults.len(), 1);
+        assert_eq!(
+            held.faults[0].clean_since, None,
+            "an unjudged look is not clean"
+        );
+    }
     // Clean for the hold: it closes.
-    assert_eq!(tracker.apply(vec![], at(201)).faults.len(), 1);
-    assert!(tracker.apply(vec![], at(321)).faults.is_empty());
+    assert_eq!(tracker.apply(vec![], at(131)).faults.len(), 1);
+    assert!(tracker.apply(vec![], at(251)).faults.is_empty());
+}
+
+#[test]
+fn a_fault_that_cannot_be_judged_for_a_hold_closes_after_another() {
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let thresholds = FaultThresholds {
+        open_after_ms: 0,
+        hold_ms: 60_000,
+        ..FaultThresholds::default()
+    };
+    let mut tracker = Tracker::new(thresholds, Baselines::default());
+    let key = (Element::Node(node("a2")), FaultKind::Loss);
+    let unjudged = std::slice::from_ref(&key);
+    assert_eq!(tracker.apply(vec![suspect("a2")], at(0)).faults.len(), 1);
+    // Unjudged from 10 s on: held as it was for a hold, then counted clean.
+    let mut closed_at = None;
+    for s in (10..400).step_by(5) {
+        let faults = tracker.apply_look(vec![], unjudged, at(s)).faults;
+        if s < 70 {
+            assert_eq!(faults[0].clean_since, None, "at {s} s");
+        }
+        if faults.is_empty() {
+            closed_at = Some(s);
+            break;
+        }
+    }
+    assert_eq!(closed_at, Some(130), "a hold unjudged, then a hold clean");
+    // A judged look in between starts the count again.
+    assert_eq!(tracker.apply(vec![suspect("a2")], at(400)).faults.len(), 1);
+    tracker.apply_look(vec![], unjudged, at(440));
+    tracker.apply(vec![suspect("a2")], at(450));
+    let faults = tracker.apply_look(vec![], unjudged, at(505)).faults;
+    assert_eq!(faults[0].clean_since, None, "unjudged for 55 s only");
 }
 
 #[test]
