@@ -687,3 +687,66 @@ async fn tier_names_and_groups_survive_a_restart_unchanged() {
     assert_eq!(groups_of(&later), expected);
     server.stop().await;
 }
+
+/// A node that may be losing (6 of 1,000 probes on each of its paths out, 0.3 % of its paths'
+/// probes inside its zone: too few to show a fault) is probed densely: every plan that targets it
+/// has four times the probes a train, and its own plan has them to every peer.
+#[tokio::test]
+async fn a_suspect_nodes_paths_are_probed_densely() {
+    let server = Server::start(None).await;
+    let channel = server.channel().await;
+    let names = ["node-a", "node-b", "node-c", "node-d"];
+    let mut agents = Vec::new();
+    for n in names {
+        let mut agent = Agent::connect(channel.clone(), n, "zone-1").await.unwrap();
+        assert_eq!(agent.ack().await, 0);
+        agents.push(agent);
+    }
+    for (agent, src) in agents.iter_mut().zip(names) {
+        let lost = if src == "node-a" { 6 } else { 0 };
+        let paths = names
+            .iter()
+            .filter(|d| **d != src)
+            .map(|dst| summary(src, dst, 100.0, 1_000, 1_000 - lost))
+            .collect();
+        agent.send(report(1, paths)).await;
+        assert_eq!(agent.ack().await, 1);
+    }
+    let trains = |plan: &v1::ProbePlan| -> Vec<(String, u32)> {
+        plan.targets
+            .iter()
+            .map(|t| (t.node.clone(), t.train_size))
+            .collect()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut b_plan = agents[1].plan().await;
+    while trains(&b_plan)
+        != [
+            ("node-a".into(), 20),
+            ("node-c".into(), 5),
+            ("node-d".into(), 5),
+        ]
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node-b's plan never probed node-a densely: {b_plan:?}"
+        );
+        b_plan = agents[1].plan().await;
+    }
+    let mut a_plan = agents[0].plan().await;
+    while a_plan.targets.len() != 3 || trains(&a_plan).iter().any(|(_, size)| *size != 20) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node-a's plan: {a_plan:?}"
+        );
+        a_plan = agents[0].plan().await;
+    }
+    // No fault: the suspicion alone changed the plans.
+    let faults = v1::topology_client::TopologyClient::new(channel)
+        .list_faults(v1::ListFaultsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(faults.faults.is_empty(), "{faults:?}");
+    server.stop().await;
+}

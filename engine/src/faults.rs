@@ -348,6 +348,11 @@ pub struct Look {
     /// too few of its paths inside its zone are fresh. Neither bad nor clean: the [`Tracker`]
     /// leaves their faults as they are.
     pub unjudged: Vec<(Element, FaultKind)>,
+    /// Nodes and zone links whose probes lost at least half the loss threshold (beyond what
+    /// their zone's other paths lose), with that share, the likeliest first: whether or not
+    /// their interval clears the threshold yet. The planner probes them densely (see
+    /// [`Tracker::suspected`]).
+    pub lossy: Vec<(Element, f64)>,
 }
 
 /// [`suspects`], with the elements it could not judge. The nodes of `losing` (those whose loss
@@ -442,26 +447,33 @@ pub fn look(
             }
         }
     }
+    // What the zone's paths that do not touch each node lose: the reference of its loss inside.
+    let share = |p: Pool| {
+        if p.sent > 0 {
+            p.lost as f64 / p.sent as f64
+        } else {
+            0.0
+        }
+    };
+    let reference: Vec<f64> = (0..n)
+        .map(|i| {
+            let zone = zone_pools
+                .get(snapshot.zone_of(NodeId(i as u32)).0 as usize)
+                .copied()
+                .unwrap_or_default();
+            share(Pool {
+                sent: zone.sent.saturating_sub(node_pools[i].sent),
+                lost: zone.lost.saturating_sub(node_pools[i].lost),
+            })
+        })
+        .collect();
     let inside_loss: Vec<Option<f64>> = inside
         .iter_mut()
         .enumerate()
         .map(|(i, v)| {
             (v.len() >= 4).then(|| {
                 v.sort_by(f64::total_cmp);
-                let zone = zone_pools
-                    .get(snapshot.zone_of(NodeId(i as u32)).0 as usize)
-                    .copied()
-                    .unwrap_or_default();
-                let others = Pool {
-                    sent: zone.sent.saturating_sub(node_pools[i].sent),
-                    lost: zone.lost.saturating_sub(node_pools[i].lost),
-                };
-                let reference = if others.sent > 0 {
-                    others.lost as f64 / others.sent as f64
-                } else {
-                    0.0
-                };
-                (v[(v.len() - 1) / 2] - reference).max(0.0)
+                (v[(v.len() - 1) / 2] - reference[i]).max(0.0)
             })
         })
         .collect();
@@ -547,6 +559,31 @@ pub fn look(
         .map(|i| NodeId(i as u32))
         .chain(losing.iter().filter_map(|name| snapshot.id(name)))
         .collect();
+
+    // Nodes and zone links that may be losing, for denser probes: a node's figure, or the lost
+    // share of all its probes inside its zone beyond the reference (a loss near the threshold
+    // leaves most of a node's paths without a lost probe, and their median at 0), over two lost
+    // probes at least.
+    let half = t.loss_degraded / 2.0;
+    let mut lossy: Vec<(Element, f64)> = Vec::new();
+    let mut lossy_nodes: HashSet<NodeId> = HashSet::new();
+    for (id, info) in snapshot.nodes() {
+        let i = id.0 as usize;
+        if gone(id) || !info.registered || states[i] == NodeState::Unreachable {
+            continue;
+        }
+        let pooled = node_pools[i];
+        let excess = if pooled.lost >= 2 {
+            share(pooled) - reference[i]
+        } else {
+            0.0
+        };
+        let figure = node_loss[i].unwrap_or(0.0).max(excess);
+        if figure >= half {
+            lossy.push((Element::Node(info.name.clone()), figure));
+            lossy_nodes.insert(id);
+        }
+    }
 
     // Nodes.
     for (id, info) in snapshot.nodes() {
@@ -735,6 +772,9 @@ pub fn look(
     // Probes of each zone pair's paths that touch no lossy node: what a single path's loss is
     // set against.
     let mut pair_pools: HashMap<(ZoneId, ZoneId), Pool> = HashMap::new();
+    // Probes of each zone link's paths that touch no node that may be losing: whether the link
+    // may be losing.
+    let mut link_pools: HashMap<(ZoneId, ZoneId), Pool> = HashMap::new();
     for ((src, dst), path) in snapshot.paths() {
         if src == dst || gone(src) || gone(dst) || src.0 as usize >= n || dst.0 as usize >= n {
             continue;
@@ -750,6 +790,13 @@ pub fn look(
         let touches_lossy = suspect_nodes.contains(&src) || suspect_nodes.contains(&dst);
         if loss.is_some() && !touches_lossy {
             pair_pools
+                .entry(pair)
+                .or_default()
+                .add(merged.sent, merged.received);
+        }
+        if loss.is_some() && zs != zd && !lossy_nodes.contains(&src) && !lossy_nodes.contains(&dst)
+        {
+            link_pools
                 .entry(pair)
                 .or_default()
                 .add(merged.sent, merged.received);
@@ -857,6 +904,26 @@ pub fn look(
         }
         c.evidence.push(src, dst);
     }
+    // Zone links that may be losing: their model term, or the lost share of their paths that
+    // touch no node that may be losing (two lost probes at least).
+    for ((a, b), z) in model.zone_pairs() {
+        if a == b {
+            continue;
+        }
+        let pooled = link_pools
+            .get(&unordered(a, b))
+            .copied()
+            .unwrap_or_default();
+        let pooled = if pooled.lost >= 2 { share(pooled) } else { 0.0 };
+        let figure = z.loss.max(pooled);
+        if z.measured_paths > 0 && figure >= half {
+            let link =
+                Element::zone_link(snapshot.zone(a).name.clone(), snapshot.zone(b).name.clone());
+            lossy.push((link, figure));
+        }
+    }
+    lossy.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+
     // A path is at fault alone only when it loses clearly more than the other paths of its zone
     // pair (its lower bound above their upper bound by the threshold): a loss they share (a zone
     // link's, while its term is still catching up) is not one path's.
@@ -924,6 +991,7 @@ pub fn look(
     Look {
         found: out,
         unjudged,
+        lossy,
     }
 }
 
@@ -948,6 +1016,7 @@ pub struct Tracker {
     baselines: Baselines,
     tracks: HashMap<(Element, FaultKind), Track>,
     evaluated_at: Option<UnixMs>,
+    suspected: Vec<Element>,
 }
 
 impl Tracker {
@@ -958,7 +1027,16 @@ impl Tracker {
             baselines,
             tracks: HashMap::new(),
             evaluated_at: None,
+            suspected: Vec::new(),
         }
+    }
+
+    /// The nodes and zone links that the latest look found losing at least half the loss
+    /// threshold, the likeliest first, less those with an open loss fault: a loss that may be
+    /// on its way to a fault, for the planner to probe densely (see
+    /// [`Suspected`](crate::planner::Suspected)).
+    pub fn suspected(&self) -> &[Element] {
+        &self.suspected
     }
 
     /// The baselines learnt so far.
@@ -977,14 +1055,28 @@ impl Tracker {
                 _ => None,
             })
             .collect();
-        let Look { found, unjudged } = look(
+        let Look {
+            found,
+            unjudged,
+            lossy,
+        } = look(
             snapshot,
             &self.thresholds,
             &mut self.baselines,
             &losing,
             now,
         );
-        self.apply_look(found, &unjudged, now)
+        let faults = self.apply_look(found, &unjudged, now);
+        self.suspected = lossy
+            .into_iter()
+            .map(|(element, _)| element)
+            .filter(|e| {
+                self.tracks
+                    .get(&(e.clone(), FaultKind::Loss))
+                    .is_none_or(|t| t.open.is_none())
+            })
+            .collect();
+        faults
     }
 
     /// Moves every fault through its hysteresis given what is bad at `now`.

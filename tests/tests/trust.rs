@@ -768,6 +768,10 @@ fn unusable_security_limit_and_fault_flags_exit_64_naming_the_flag() -> Result<(
             "--fault-rate-down-share",
         ),
         (vec!["--fault-hold", "0s"], "--fault-hold"),
+        (
+            vec!["--suspect-probe-factor", "0"],
+            "--suspect-probe-factor",
+        ),
         (vec!["--fault-baseline", "0"], "--fault-baseline"),
         (vec!["--fault-loss", "150%"], "--fault-loss"),
         (vec!["--fault-loss", "lots"], "--fault-loss"),

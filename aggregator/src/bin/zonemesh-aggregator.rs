@@ -13,6 +13,7 @@ use zonemesh_aggregator::server::{self, Config};
 use zonemesh_common::flags::{
     LogFormat, init_logging, parse_bps, parse_duration, parse_or_exit, parse_share,
 };
+use zonemesh_engine::planner::MAX_TRAIN_SIZE;
 use zonemesh_engine::{EngineConfig, PathConfig, PlanConfig, ThroughputConfig};
 
 #[cfg(not(target_env = "msvc"))]
@@ -45,6 +46,8 @@ mod env {
     pub const PROBE_TIMEOUT: &str = "ZONEMESH_PROBE_TIMEOUT";
     pub const INTER_ZONE_PAIRS: &str = "ZONEMESH_INTER_ZONE_PAIRS";
     pub const ROTATE: &str = "ZONEMESH_ROTATE";
+    pub const SUSPECT_PROBE_FACTOR: &str = "ZONEMESH_SUSPECT_PROBE_FACTOR";
+    pub const MAX_SUSPECTS: &str = "ZONEMESH_MAX_SUSPECTS";
     pub const STALE_AFTER: &str = "ZONEMESH_STALE_AFTER";
     pub const DOWN_AFTER: &str = "ZONEMESH_DOWN_AFTER";
     pub const LOSS_WINDOW: &str = "ZONEMESH_LOSS_WINDOW";
@@ -163,6 +166,16 @@ struct Cli {
     /// How often the representative pairs between zones rotate.
     #[arg(long, env = env::ROTATE, default_value = "10m", value_parser = parse_duration)]
     rotate: Duration,
+    /// A node or zone link whose probes lose at least half --fault-loss, but not yet clearly
+    /// above it, is probed with this many times the probes a train (as many as still fit
+    /// --probe-interval, at most 100), until its fault opens or the suspicion goes; 1 turns this
+    /// off.
+    #[arg(long, env = env::SUSPECT_PROBE_FACTOR, default_value_t = 4)]
+    suspect_probe_factor: u32,
+    /// At most this many suspects (nodes and zone links) are probed densely at once, the
+    /// likeliest first.
+    #[arg(long, env = env::MAX_SUSPECTS, default_value_t = 8)]
+    max_suspects: usize,
     /// Sliding window over which loss and RTT are merged.
     #[arg(long, env = env::LOSS_WINDOW, default_value = "60s", value_parser = parse_duration)]
     loss_window: Duration,
@@ -508,10 +521,16 @@ impl Cli {
             self.throughput_duration,
             Duration::from_millis(100),
         )?;
-        if !(1..=100).contains(&self.train_size) {
+        if !(1..=MAX_TRAIN_SIZE).contains(&self.train_size) {
             return Err(format!(
-                "--train-size: {} is not between 1 and 100",
+                "--train-size: {} is not between 1 and {MAX_TRAIN_SIZE}",
                 self.train_size
+            ));
+        }
+        if !(1..=MAX_TRAIN_SIZE).contains(&self.suspect_probe_factor) {
+            return Err(format!(
+                "--suspect-probe-factor: {} is not between 1 (off) and {MAX_TRAIN_SIZE}",
+                self.suspect_probe_factor
             ));
         }
         let train = self.train_gap * (self.train_size - 1) + self.probe_timeout;
@@ -858,6 +877,8 @@ impl Cli {
                 timeout_ms: ms32("probe-timeout", self.probe_timeout)?,
                 inter_zone_pairs: self.inter_zone_pairs,
                 rotate_ms: ms(self.rotate),
+                suspect_factor: self.suspect_probe_factor,
+                max_suspects: self.max_suspects,
                 ..PlanConfig::default()
             },
             throughput: ThroughputConfig {

@@ -3,6 +3,9 @@
 //! moves each fault through its hysteresis, and publishes the open faults on a watch channel that
 //! `ListFaults`, the web view and the metrics read. It never runs on the owner task.
 //!
+//! Each look also hands the owner the nodes and zone links that may be losing
+//! ([`Tracker::suspected`]), whenever they change: the owner's plans probe their paths densely.
+//!
 //! Every replica runs its own (the faults are read from the same applied log, so they agree) and
 //! keeps its own baselines: every `save_every` (a minute) it hands them to the owner, which writes
 //! them with its next batch, so that a restart judges delays against what was learnt instead of learning
@@ -56,6 +59,7 @@ pub fn spawn(
         let mut tick = tokio::time::interval(config.every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut saved = zonemesh_common::time::Stopwatch::start();
+        let mut suspected: Vec<zonemesh_domain::Element> = Vec::new();
         loop {
             tick.tick().await;
             let mut t = tracker.take().expect("the tracker is home between looks");
@@ -68,6 +72,19 @@ pub fn spawn(
             else {
                 return; // shutting down
             };
+            if t.suspected() != suspected.as_slice() {
+                suspected = t.suspected().to_vec();
+                if !suspected.is_empty() {
+                    tracing::debug!(?suspected, "loss suspected: probed densely");
+                }
+                if owner
+                    .send(Command::Suspects(suspected.clone()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
             log_changes(&tx.borrow(), &faults);
             metrics.set_faults(&faults);
             tx.send_replace(Arc::new(faults));

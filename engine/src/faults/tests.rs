@@ -49,6 +49,7 @@ fn elements(found: &[Suspect]) -> Vec<(Element, FaultKind)> {
 fn a_clean_network_has_no_suspect() {
     let t = mesh_with_throughput(2, 4, rtt, |_, _| 0, |_, _| 1e9, T0);
     assert_eq!(look(&t, T0), vec![]);
+    assert_eq!(look_all(&t, T0).lossy, vec![], "nothing to probe densely");
 }
 
 #[test]
@@ -127,6 +128,31 @@ fn a_lost_probe_here_and_there_is_no_fault() {
     let id = t.id(&node("z0-n1")).unwrap();
     assert!(model.node(id).unwrap().loss_out >= 0.005);
     assert_eq!(look(&t, T0), vec![]);
+    // But it may be losing: 3 of the 600 probes of its paths inside its zone (0.5 %), at least
+    // half the threshold, where its zone-mates' other paths lose none. It alone is probed densely.
+    let lossy = look_all(&t, T0).lossy;
+    assert_eq!(
+        lossy.iter().map(|(e, _)| e.clone()).collect::<Vec<_>>(),
+        vec![Element::Node(node("z0-n1"))]
+    );
+    assert!((lossy[0].1 - 0.005).abs() < 1e-9, "{lossy:?}");
+}
+
+#[test]
+fn a_suspect_is_probed_densely_until_its_fault_opens() {
+    // z0-n1 loses 2 of 100 on its outgoing paths: 6 of its 600 probes inside its zone, 1 %, but
+    // the interval reaches below the threshold. A suspect, no fault.
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let mut tracker = Tracker::new(quick(), Baselines::default());
+    let t = mesh(2, 4, rtt, |s, _| 2 * u64::from(s == "z0-n1"), at(0));
+    assert_eq!(tracker.update(t.view(), at(0)).faults, vec![]);
+    assert_eq!(tracker.suspected(), [Element::Node(node("z0-n1"))]);
+    // Now it loses 5 of 100 both ways: its fault opens, and it is no longer probed densely.
+    let lossy = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
+    let t = mesh(2, 4, rtt, |s, d| 5 * u64::from(lossy(s, d)), at(1));
+    let faults = tracker.update(t.view(), at(1)).faults;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(tracker.suspected(), [] as [Element; 0]);
 }
 
 #[test]
@@ -219,6 +245,12 @@ fn a_lossy_zone_link_is_the_links_and_no_nodes() {
         )]
     );
     assert_eq!(found[0].evidence_paths, 32, "4 × 4 nodes, both ways");
+    let lossy = look_all(&t, T0).lossy;
+    assert_eq!(
+        lossy.iter().map(|(e, _)| e.clone()).collect::<Vec<_>>(),
+        vec![Element::zone_link(zone("zone-0"), zone("zone-1"))],
+        "the link may be losing, none of its nodes"
+    );
 }
 
 /// A tracker that learns for a minute, opens at once and holds for two.

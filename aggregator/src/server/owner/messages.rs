@@ -103,6 +103,9 @@ pub enum Command {
     Tiers(TierState),
     /// The faults task's baselines: store them with the next write (each replica keeps its own).
     Baselines(zonemesh_engine::faults::Baselines),
+    /// The faults task's suspects (nodes and zone links that may be losing, the likeliest
+    /// first): their paths are probed densely from the next plans on.
+    Suspects(Vec<zonemesh_domain::Element>),
     /// A stream ended.
     Goodbye {
         /// The node.

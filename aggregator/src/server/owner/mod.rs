@@ -33,7 +33,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use zonemesh_domain::{Hello, Report, ThroughputGrant, UnixMs};
 use zonemesh_engine::model::Model;
-use zonemesh_engine::planner::{Grant, Plans, ThroughputScheduler};
+use zonemesh_engine::planner::{Grant, Plans, Suspected, ThroughputScheduler};
 use zonemesh_engine::tiers::TierState;
 use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
 
@@ -120,6 +120,8 @@ struct State {
     next_session: u64,
     writes: Writes,
     plans: Plans,
+    /// What the faults task suspects: probed densely.
+    suspected: Suspected,
     plan_membership: Option<u64>,
     plan_epoch: i64,
     plan_version: u64,
@@ -179,6 +181,7 @@ pub fn spawn(
         next_session: 1,
         writes,
         plans: Plans::new(),
+        suspected: Suspected::default(),
         plan_membership: None,
         plan_epoch: -1,
         plan_version: 0,
@@ -347,6 +350,11 @@ impl State {
             Command::Stop => return false,
             Command::Tiers(state) => self.decide_tiers(state),
             Command::Baselines(baselines) => self.writes.store_baselines(baselines),
+            Command::Suspects(elements) => {
+                let view = self.topology.view();
+                self.suspected = Suspected::new(view, &elements, view.config().plan.max_suspects);
+                self.push_plans();
+            }
             Command::Hello {
                 hello,
                 outbound,
@@ -643,8 +651,13 @@ impl State {
 
     /// Sends every connected agent whose plan changed its new plan.
     fn push_plans(&mut self) {
+        let view = self.topology.view();
         for (node, session) in &mut self.sessions {
-            let targets = self.plans.get(node).cloned().unwrap_or_default();
+            let targets: Vec<(NodeId, bool)> = self.plans.get(node).map_or_else(Vec::new, |t| {
+                t.iter()
+                    .map(|&t| (t, self.suspected.dense(view, *node, t)))
+                    .collect()
+            });
             if session.plan.as_ref() == Some(&targets) {
                 continue;
             }
@@ -656,7 +669,7 @@ impl State {
                 .as_ref()
                 .map_or(0, |c| (c.clock().0.max(0) as u64).saturating_mul(1000));
             self.plan_version = (self.plan_version + 1).max(floor);
-            let plan = self.topology.view().probe_plan(&targets, self.plan_version);
+            let plan = view.probe_plan(&targets, self.plan_version);
             // On a full channel the plan is tried again at the next tick.
             if session.outbound.try_send(Outbound::Plan(plan)).is_ok() {
                 session.plan = Some(targets);

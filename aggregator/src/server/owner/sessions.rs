@@ -13,8 +13,9 @@ pub(super) struct Session {
     pub id: u64,
     /// Where what the aggregator says to the agent goes.
     pub outbound: OutboundTx,
-    /// Targets of the last plan sent, to send only changes.
-    pub plan: Option<Vec<NodeId>>,
+    /// Targets of the last plan sent, each with whether it is probed densely, to send only
+    /// changes.
+    pub plan: Option<Vec<(NodeId, bool)>>,
 }
 
 /// The streams on this aggregator, by node.
