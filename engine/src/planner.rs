@@ -13,8 +13,13 @@
 //! at once, at most `max_concurrent` tests run in the whole cluster (a cap on the bandwidth spent
 //! on testing), each node spends at most `share` of its time in tests, and a pair is tested again
 //! only after `pair_interval_ms`.
+//!
+//! A test's load is left out of the latency windows of every path of its two nodes, so a test
+//! blinds the faults to those paths for a window or two. While the faults suspect a loss
+//! ([`Suspected`]), the paths that would show it get denser trains, and the tests of their nodes
+//! wait ([`ThroughputScheduler::keep_quiet`]), for one more `pair_interval_ms` at most.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use zonemesh_domain::{Element, NodeState, ProbePlan, ProbeTarget, ThroughputGrant, UnixMs};
 
@@ -245,8 +250,8 @@ pub const MAX_TRAIN_SIZE: u32 = 100;
 /// in the localisation lab a node's paths inside its zone held about 400 in a 30 s window.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Suspected {
-    nodes: std::collections::HashSet<NodeId>,
-    links: std::collections::HashSet<(crate::ZoneId, crate::ZoneId)>,
+    nodes: HashSet<NodeId>,
+    links: HashSet<(crate::ZoneId, crate::ZoneId)>,
 }
 
 impl Suspected {
@@ -278,6 +283,29 @@ impl Suspected {
     /// Whether none is suspected.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty() && self.links.is_empty()
+    }
+
+    /// The nodes whose throughput tests would withhold the windows that show the suspects' loss:
+    /// each suspect node and its peers in `plans`, and the nodes of each planned pair across a
+    /// suspect zone link.
+    pub fn quiet(&self, snapshot: &Snapshot, plans: &Plans) -> HashSet<NodeId> {
+        let mut quiet = HashSet::new();
+        if self.is_empty() {
+            return quiet;
+        }
+        for (&node, targets) in plans {
+            for &target in targets {
+                let across = {
+                    let (za, zb) = (snapshot.zone_of(node), snapshot.zone_of(target));
+                    za != zb && self.links.contains(&(za.min(zb), za.max(zb)))
+                };
+                if across || self.nodes.contains(&node) || self.nodes.contains(&target) {
+                    quiet.insert(node);
+                    quiet.insert(target);
+                }
+            }
+        }
+        quiet
     }
 
     /// Whether the path from `a` to `b` is probed densely: it touches a suspect node, or it
@@ -315,6 +343,7 @@ pub struct ThroughputScheduler {
     granted: PairMap<(NodeId, NodeId), UnixMs>,
     next_id: u64,
     cursor: usize,
+    quiet: HashSet<NodeId>,
 }
 
 /// How long a test takes (warm-up and measured part), and how long its nodes rest after it so
@@ -335,6 +364,13 @@ const GRANT_LEAD_MS: i64 = 200;
 const GRANT_SLACK_MS: i64 = 2_000;
 
 impl ThroughputScheduler {
+    /// From now on, pairs touching `nodes` (see [`Suspected::quiet`]) are not tested, unless a
+    /// pair was never tested or is a whole `pair_interval_ms` overdue: a suspect's loss shows in
+    /// the windows a test would withhold, and no pair waits for more than one extra interval.
+    pub fn keep_quiet(&mut self, nodes: HashSet<NodeId>) {
+        self.quiet = nodes;
+    }
+
     /// Grants that may start now. `connected` says whose agents can be told.
     pub fn schedule(
         &mut self,
@@ -374,14 +410,20 @@ impl ThroughputScheduler {
                     .map(|t| t.at);
                 s.granted.get(&(src, dst)).copied().max(stored)
             };
+            let waits = |s: &Self, d: NodeId| s.quiet.contains(&src) || s.quiet.contains(&d);
             let due = plans[&src]
                 .iter()
                 .copied()
                 .filter(|d| {
+                    let interval = if waits(self, *d) {
+                        2 * c.pair_interval_ms
+                    } else {
+                        c.pair_interval_ms
+                    };
                     connected(*d)
                         && !busy(self, *d)
                         && topology.state(*d, now).0 == NodeState::Ready
-                        && last(self, *d).is_none_or(|t| now.since(t) >= c.pair_interval_ms)
+                        && last(self, *d).is_none_or(|t| now.since(t) >= interval)
                 })
                 .min_by_key(|d| (last(self, *d), *d));
             let Some(dst) = due else { continue };
@@ -450,7 +492,6 @@ mod tests {
     use super::*;
     use crate::testing::*;
     use crate::{EngineConfig, Topology};
-    use std::collections::HashSet;
     use zonemesh_domain::ZoneName;
 
     fn cluster(zones: usize, per_zone: usize, now: UnixMs) -> Topology {
@@ -562,6 +603,51 @@ mod tests {
         let sizes: Vec<u32> = plan.targets.iter().map(|t| t.train_size).collect();
         assert_eq!(sizes, [5, 20]);
         assert!(plan.targets.iter().all(|t| t.interval_ms == 5_000));
+    }
+
+    #[test]
+    fn a_suspects_tests_wait_for_one_more_interval_at_most() {
+        let t0 = UnixMs(10_000_000);
+        let t = cluster(2, 4, t0);
+        let view = t.view();
+        let plans = view.plan(t0);
+        let interval = t.config().throughput.pair_interval_ms;
+        let suspect = t.id(&name("z0-n1")).unwrap();
+        let quiet = Suspected::new(view, &[Element::Node(name("z0-n1"))], 8).quiet(view, &plans);
+        assert!(quiet.contains(&suspect));
+        assert!(
+            plans[&suspect].iter().all(|p| quiet.contains(p)),
+            "its peers"
+        );
+        assert!(
+            quiet.len() < 8,
+            "zone-1's nodes off its planned pairs test on: {quiet:?}"
+        );
+        let is_quiet = |g: &Grant| quiet.contains(&g.src) || quiet.contains(&g.dst);
+        let mut s = ThroughputScheduler::default();
+        s.keep_quiet(quiet.clone());
+        let mut tests = |from: i64, to: i64| -> Vec<Grant> {
+            (t0.0 + from..t0.0 + to)
+                .step_by(1_000)
+                .flat_map(|ms| s.schedule(view, &plans, &|_| true, UnixMs(ms)))
+                .collect()
+        };
+        // Every pair is tested once, quiet or not: a pair never tested does not wait.
+        let all: usize = plans.values().map(Vec::len).sum();
+        assert_eq!(tests(0, interval / 2).len(), all);
+        // In the next interval the quiet pairs wait and the others are tested again.
+        let second = tests(interval / 2, interval * 3 / 2);
+        let loud = plans
+            .iter()
+            .flat_map(|(s, ts)| ts.iter().map(move |d| (*s, *d)))
+            .filter(|(s, d)| !quiet.contains(s) && !quiet.contains(d))
+            .count();
+        assert!(loud > 0);
+        assert_eq!(second.len(), loud, "{second:?}");
+        assert!(!second.iter().any(is_quiet), "{second:?}");
+        // One interval overdue, they are tested all the same.
+        let third = tests(interval * 3 / 2, interval * 5 / 2);
+        assert_eq!(third.iter().filter(|g| is_quiet(g)).count(), all - loud);
     }
 
     /// A node every probe misses is a network fault: its peers go on probing it (to see it come

@@ -353,6 +353,8 @@ impl State {
             Command::Suspects(elements) => {
                 let view = self.topology.view();
                 self.suspected = Suspected::new(view, &elements, view.config().plan.max_suspects);
+                self.scheduler
+                    .keep_quiet(self.suspected.quiet(view, &self.plans));
                 self.push_plans();
             }
             Command::Hello {
@@ -552,6 +554,8 @@ impl State {
             self.plans = self.topology.view().plan(now);
             self.plan_membership = Some(self.topology.view().membership_version());
             self.plan_epoch = epoch;
+            self.scheduler
+                .keep_quiet(self.suspected.quiet(self.topology.view(), &self.plans));
         }
         self.push_plans();
         self.grant_throughput_tests(now);
