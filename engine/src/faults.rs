@@ -35,12 +35,14 @@
 //!   its capacity, where a test shows one, against its baseline (a link built thin is not a
 //!   fault; one that became thin is; the tests below it must not all touch one node: those are
 //!   the node's). Its loss leaves out the paths of every node that may be losing (half the
-//!   threshold), so that a node's loss on its way up is never taken for its zone link's.
+//!   threshold), so that a node's loss on its way up is never taken for its zone link's, and
+//!   each lossy path whose nodes have not reported on their other paths since it began to lose.
 //! - **A single path**, inside a zone (the full mesh measures every one) or between zones (as
 //!   far as the plan's rotation measures them): a loss the model's node and zone-pair terms do not
 //!   explain, its lower 95 % bound above the expected loss, and above the other paths of its zone
 //!   pair's upper bound, by the threshold. Paths touching a node or a zone link with a loss fault
-//!   are left to that fault.
+//!   are left to that fault, and a path is named only once both its nodes' other paths have
+//!   reported since it began to lose (so that a node's own loss has had the chance to show).
 //!
 //! **Baselines.** A delay means nothing in absolute terms across clusters, so each element's RTT
 //! figure (and a zone link's capacity) is learnt for `baseline_ms` after it is first seen (the
@@ -769,6 +771,30 @@ pub fn look(
         }
     }
     let mut paths: HashMap<Element, (Candidate, (ZoneId, ZoneId), Pool)> = HashMap::new();
+    // Whether `end`'s paths to others than `other` have a window applied at or after `since`:
+    // two of them (or its only one), so that its own loss, if it has one, would show on them.
+    let spoke_since = |end: NodeId, other: NodeId, since: UnixMs| {
+        let (mut others, mut newer) = (0, 0);
+        for (peer, p) in snapshot.outgoing(end) {
+            if peer == other || peer == end || gone(peer) {
+                continue;
+            }
+            others += 1;
+            newer += usize::from(p.last_update.is_some_and(|at| at >= since));
+        }
+        newer >= others.min(2)
+    };
+    // Whether a path's loss may still turn out to be one of its nodes': it began to lose (its
+    // oldest window that lost a probe) after one of them last spoke on its other paths. A lossy
+    // node's loss shows first on whichever of its paths has a window while throughput tests hold
+    // the others back: in the lab, c3→c4 and a1→a3 were named alone 14–26 s before c3's and
+    // a3's own losses, and zone-b–zone-c on c4's path across it beside c4's.
+    let may_be_a_nodes = |src: NodeId, dst: NodeId, path: &crate::PathState| {
+        path.windows
+            .iter()
+            .find(|w| w.sent > w.received)
+            .is_some_and(|w| !(spoke_since(src, dst, w.at) && spoke_since(dst, src, w.at)))
+    };
     // Probes of each zone pair's paths that touch no lossy node: what a single path's loss is
     // set against.
     let mut pair_pools: HashMap<(ZoneId, ZoneId), Pool> = HashMap::new();
@@ -847,7 +873,7 @@ pub fn look(
             let c = &mut candidates[i];
             let shows = match c.test {
                 Test::ZoneLoss { at_least, .. } => match loss {
-                    Some(l) if !touches_lossy => {
+                    Some(l) if !touches_lossy && (l == 0.0 || !may_be_a_nodes(src, dst, path)) => {
                         c.pool.add(merged.sent, merged.received);
                         l >= at_least
                     }
@@ -874,6 +900,10 @@ pub fn look(
         pool.add(merged.sent, merged.received);
         let (low, _) = pool.interval();
         if low < expected + t.loss_degraded {
+            continue;
+        }
+        // Named alone only once both its nodes have spoken since it began to lose.
+        if may_be_a_nodes(src, dst, path) {
             continue;
         }
         let element = Element::path(

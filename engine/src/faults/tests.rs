@@ -225,6 +225,52 @@ fn a_lossy_path_is_named_alone() {
 }
 
 #[test]
+fn a_lossy_path_waits_until_its_nodes_other_paths_have_reported() {
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let mut t = mesh(2, 4, rtt, |_, _| 0, T0);
+    let names: Vec<String> = (0..2)
+        .flat_map(|z| (0..4).map(move |n| format!("z{z}-n{n}")))
+        .collect();
+    let report = |t: &mut crate::Topology,
+                  src: &str,
+                  to: &dyn Fn(&str) -> bool,
+                  lost: u64,
+                  seq: u64,
+                  now: UnixMs| {
+        let paths = names
+            .iter()
+            .filter(|d| *d != src && to(d))
+            .map(|d| sample(src, d, rtt(src, d), lost, None))
+            .collect();
+        let id = t.id(&name(src)).unwrap();
+        let report = zonemesh_domain::Report {
+            sequence: seq,
+            paths,
+        };
+        t.apply_report(id, &report, now).unwrap();
+    };
+    // At 5 s only the windows between z0-n0 and z0-n3 arrive, losing 6 of 100 each way: as a
+    // lossy node's first windows would while throughput tests hold its other paths' back.
+    report(&mut t, "z0-n0", &|d| d == "z0-n3", 6, 100, at(5));
+    report(&mut t, "z0-n3", &|d| d == "z0-n0", 6, 101, at(5));
+    let paths = |t: &crate::Topology, now| {
+        look(t, now)
+            .into_iter()
+            .filter(|s| matches!(s.element, Element::Path(..)))
+            .count()
+    };
+    assert_eq!(paths(&t, at(5)), 0, "its nodes have not spoken since");
+    // At 10 s their other paths report, clean: the path is at fault alone.
+    report(&mut t, "z0-n0", &|d| d != "z0-n3", 0, 102, at(10));
+    assert_eq!(paths(&t, at(10)), 0, "z0-n3 has not spoken since");
+    report(&mut t, "z0-n3", &|d| d != "z0-n0", 0, 103, at(10));
+    assert_eq!(
+        elements(&look(&t, at(10))),
+        vec![(Element::path(node("z0-n3"), node("z0-n0")), FaultKind::Loss)]
+    );
+}
+
+#[test]
 fn a_lossy_zone_link_is_the_links_and_no_nodes() {
     let t = mesh(
         3,
