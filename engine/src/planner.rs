@@ -295,11 +295,7 @@ impl Suspected {
         }
         for (&node, targets) in plans {
             for &target in targets {
-                let across = {
-                    let (za, zb) = (snapshot.zone_of(node), snapshot.zone_of(target));
-                    za != zb && self.links.contains(&(za.min(zb), za.max(zb)))
-                };
-                if across || self.nodes.contains(&node) || self.nodes.contains(&target) {
+                if self.dense(snapshot, node, target) {
                     quiet.insert(node);
                     quiet.insert(target);
                 }
