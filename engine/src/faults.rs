@@ -13,15 +13,17 @@
 //!
 //! - **A node's loss**: the lower median of its paths' loss inside its zone, where the full mesh
 //!   measures every one and no zone link is crossed, less what the zone's paths that do not
-//!   touch it lose (with fewer than two zone-mates, the larger of its model terms: what it sends,
-//!   what it is sent). ICMP probes are round trips, so a loss
+//!   touch it lose (in a zone of fewer than three registered nodes, the larger of its model
+//!   terms: what it sends, what it is sent; in a larger zone whose other agents are gone but
+//!   one, not judged). ICMP probes are round trips, so a loss
 //!   belongs to the node, never to a direction. A fault needs the 95 % Wilson interval over the
 //!   probes of those paths to lie above the threshold, so a lost probe or two never opens one;
 //!   its paths to other lossy nodes are left out of that pool (they speak for those). The
 //!   figure it reports is that pool's lost share, as for every loss: the median only decides
 //!   which nodes are looked at, and so the figure lies inside its interval. A node whose agent is connected but that every probe
-//!   misses (UNREACHABLE) is a `down` loss fault. A node whose agent is gone (DOWN: a rollout, a
-//!   drained node) is no network fault: nothing about it, nor its paths, is judged. A node with
+//!   misses (UNREACHABLE) is a `down` loss fault. A node whose agent has no session (DOWN: a
+//!   rollout, a drained node; or disconnected and not yet DOWN) is no network fault: nothing
+//!   about it, nor its paths, is judged, and its open faults close at once. A node with
 //!   zone-mates but too few fresh paths among them (throughput tests withhold windows) is not
 //!   judged at that look, and its fault stays as it was (see [`Look::unjudged`]).
 //! - **A node's delay**: inside its zone, as for its loss: the median RTT of its paths there less
@@ -355,6 +357,9 @@ pub struct Look {
     /// their interval clears the threshold yet. The planner probes them densely (see
     /// [`Tracker::suspected`]).
     pub lossy: Vec<(Element, f64)>,
+    /// Registered nodes whose agent has no session (DOWN, or disconnected within
+    /// `--down-after`): the [`Tracker`] closes their faults, and their paths', at once.
+    pub gone: Vec<NodeName>,
 }
 
 /// [`suspects`], with the elements it could not judge. The nodes of `losing` (those whose loss
@@ -379,7 +384,15 @@ pub fn look(
     let states: Vec<NodeState> = (0..n)
         .map(|i| snapshot.state(NodeId(i as u32), now).0)
         .collect();
-    let gone = |id: NodeId| states[id.0 as usize] == NodeState::Down;
+    // A node whose agent has no session (DOWN, or disconnected within --down-after) is no
+    // network fault, and its paths blame nobody: a rollout or a drained node is not a fault.
+    let gone_nodes: Vec<bool> = (0..n)
+        .map(|i| {
+            let id = NodeId(i as u32);
+            states[i] == NodeState::Down || !snapshot.node(id).connected
+        })
+        .collect();
+    let gone = |id: NodeId| gone_nodes[id.0 as usize];
     let terms = |id: NodeId| model.node(id).copied().unwrap_or_default();
     let mut candidates: Vec<Candidate> = Vec::new();
     let candidate = |element, kind, severity, figure, reference, test| Candidate {
@@ -430,7 +443,13 @@ pub fn look(
     let mut zone_pools: Vec<Pool> = vec![Pool::default(); snapshot.zones().len()];
     for ((src, dst), path) in snapshot.paths() {
         let (s, d) = (src.0 as usize, dst.0 as usize);
-        if src == dst || s >= n || d >= n || snapshot.zone_of(src) != snapshot.zone_of(dst) {
+        if src == dst
+            || s >= n
+            || d >= n
+            || gone(src)
+            || gone(dst)
+            || snapshot.zone_of(src) != snapshot.zone_of(dst)
+        {
             continue;
         }
         if let Some(rtt) = path.merged.rtt.filter(|_| !path.is_stale(now, config)) {
@@ -479,10 +498,15 @@ pub fn look(
             })
         })
         .collect();
-    // Registered nodes (not gone) per zone: a node with two zone-mates is judged inside its zone.
+    // Registered nodes per zone, their agents gone or not: a node with two zone-mates is judged
+    // inside its zone alone, on its paths to the zone-mates whose agents are there, and is not
+    // judged while it has paths to fewer than two. The model's terms, which took a zone link's
+    // loss for the nodes of the few paths across it, judge only a node of a smaller zone. The
+    // publisher's guard rail counts the same nodes (the tiers'), so a node judged on those terms
+    // is never tainted.
     let mut zone_sizes: Vec<usize> = vec![0; zone_count];
-    for (id, info) in snapshot.nodes() {
-        if !gone(id) && info.registered {
+    for (_, info) in snapshot.nodes() {
+        if info.registered {
             zone_sizes[info.zone.0 as usize] += 1;
         }
     }
@@ -1018,10 +1042,25 @@ pub fn look(
         });
     }
     out.sort_by(|a, b| (&a.element, a.kind).cmp(&(&b.element, b.kind)));
+    let sessionless = snapshot
+        .nodes()
+        .filter(|&(id, info)| info.registered && gone(id))
+        .map(|(_, info)| info.name.clone())
+        .collect();
     Look {
         found: out,
         unjudged,
         lossy,
+        gone: sessionless,
+    }
+}
+
+/// Whether `element` is one of `nodes`, a direction of one, or a path with one at an end.
+fn touches_any(element: &Element, nodes: &HashSet<NodeName>) -> bool {
+    match element {
+        Element::Node(n) | Element::Egress(n) | Element::Ingress(n) => nodes.contains(n),
+        Element::Path(a, b) => nodes.contains(a) || nodes.contains(b),
+        Element::ZoneLink(..) => false,
     }
 }
 
@@ -1089,6 +1128,7 @@ impl Tracker {
             found,
             unjudged,
             lossy,
+            gone,
         } = look(
             snapshot,
             &self.thresholds,
@@ -1096,6 +1136,11 @@ impl Tracker {
             &losing,
             now,
         );
+        // An agent that is gone is not a network fault: its node's faults close now, not a
+        // hold later (they would keep the node's label and taint for the hold).
+        let gone: HashSet<NodeName> = gone.into_iter().collect();
+        self.tracks
+            .retain(|(element, _), _| !touches_any(element, &gone));
         let faults = self.apply_look(found, &unjudged, now);
         self.suspected = lossy
             .into_iter()

@@ -186,7 +186,10 @@ impl Snapshot {
         if !node.connected && last_seen.is_none_or(|t| now.since(t) > self.config.down_after_ms) {
             return (NodeState::Down, "its agent is gone");
         }
-        if node.unreachable {
+        // A network fault only while the agent has a session: a node whose agent is gone (a
+        // rollout, a drained or rebooting node) is reported as READY until --down-after, then
+        // DOWN, whatever its probes meet meanwhile.
+        if node.unreachable && node.connected {
             return (NodeState::Unreachable, "every probe to it was lost");
         }
         match node.newest_sample {
@@ -234,6 +237,13 @@ mod tests {
         );
         let a = t.id(&name("z0-n0")).unwrap();
         assert_eq!(t.view().state(a, now).0, NodeState::Ready);
+        // Its agent's stream ends: no session, so no longer a network fault; DOWN once
+        // --down-after has passed.
+        let mut t = t;
+        t.disconnect(c, now);
+        assert_eq!(t.view().state(c, now).0, NodeState::Ready);
+        let after = UnixMs(now.0 + t.config().down_after_ms + 1);
+        assert_eq!(t.view().state(c, after).0, NodeState::Down);
     }
 
     #[test]

@@ -187,6 +187,47 @@ fn an_unreachable_node_is_down_and_a_gone_agent_is_no_fault() {
 }
 
 #[test]
+fn a_nodes_faults_close_at_once_when_its_agent_disconnects() {
+    // Every probe into z0-n1 is lost while its agent is connected: a `down` fault opens.
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let mut tracker = Tracker::new(quick(), Baselines::default());
+    let lost = |_: &str, d: &str| if d == "z0-n1" { 100 } else { 0 };
+    let opened = tracker.update(mesh(2, 4, rtt, lost, at(0)).view(), at(0));
+    assert_eq!(opened.faults.len(), 1, "{opened:?}");
+    assert_eq!(opened.faults[0].severity, Severity::Down);
+    // Its agent's stream closes (a reboot, a rollout), the probes still lost. Within
+    // --down-after the node is not DOWN yet, but it has no session, so it is no network fault:
+    // the fault closes at this look, not a hold later (it would keep the node's taint), and
+    // nothing is named in its place.
+    let mut t = mesh(2, 4, rtt, lost, at(1));
+    let id = t.id(&node("z0-n1")).unwrap();
+    t.disconnect(id, at(1));
+    assert_eq!(t.view().state(id, at(1)).0, NodeState::Ready);
+    assert_eq!(tracker.update(t.view(), at(1)).faults, vec![]);
+}
+
+#[test]
+fn a_node_whose_zone_mate_is_gone_is_not_judged_on_the_paths_between_zones() {
+    // Zones of three. z0-n2's agent is gone, and z0-n0 loses 5 % on every path, the few between
+    // zones included. With one zone-mate left, its loss cannot be told from a zone link's, and
+    // the publisher, which counts zone-0's three nodes, would taint it: it is left unjudged
+    // rather than judged on the model's terms.
+    let lossy = |s: &str, d: &str| 5 * u64::from(s == "z0-n0" || d == "z0-n0");
+    let mut t = mesh(2, 3, rtt, lossy, T0);
+    let gone = t.id(&node("z0-n2")).unwrap();
+    force_down(&mut t, gone);
+    let found = look_all(&t, T0);
+    let lossy_node = (Element::Node(node("z0-n0")), FaultKind::Loss);
+    assert!(
+        !elements(&found.found).contains(&lossy_node),
+        "{:?}",
+        found.found
+    );
+    assert!(found.unjudged.contains(&lossy_node), "{:?}", found.unjudged);
+    assert_eq!(found.gone, [node("z0-n2")]);
+}
+
+#[test]
 fn a_slow_node_is_named_by_direction() {
     // z1-n2 sends at 100 Mbit/s and receives at 1 Gbit/s.
     let t = mesh_with_throughput(
