@@ -87,6 +87,7 @@ pub fn spawn(
             }
             log_changes(&tx.borrow(), &faults);
             metrics.set_faults(&faults);
+            metrics.set_fault_suspects(suspected.len());
             tx.send_replace(Arc::new(faults));
             if saved.elapsed() >= config.save_every {
                 saved = zonemesh_common::time::Stopwatch::start();

@@ -407,6 +407,7 @@ pub struct Metrics {
     query_errors: Family<RpcLabels, Counter>,
     nodes_by_state: Family<StateLabels, Gauge>,
     faults: Family<FaultLabels, Gauge>,
+    fault_suspects: Gauge,
     job_model_refusals: Family<JobModelLabels, Counter>,
     zones: Gauge,
     paths: Gauge,
@@ -500,6 +501,11 @@ impl Default for Metrics {
                 drop(faults.get_or_create(&FaultLabels { kind, severity }));
             }
         }
+        let fault_suspects = gauge(
+            &mut registry,
+            "zonemesh_fault_suspects",
+            "Nodes and zone links that may be losing (half the loss threshold, no fault open yet): their paths are probed densely",
+        );
         let commit_seconds = Histogram::default();
         registry.register(
             "zonemesh_store_commit_seconds",
@@ -572,6 +578,7 @@ impl Default for Metrics {
             query_errors,
             nodes_by_state,
             faults,
+            fault_suspects,
             job_model_refusals,
             zones,
             paths,
@@ -625,6 +632,11 @@ impl Metrics {
                 self.faults.get_or_create(&labels).set(n as u64);
             }
         }
+    }
+
+    /// The nodes and zone links suspected of a loss (probed densely), counted.
+    pub fn set_fault_suspects(&self, suspects: usize) {
+        self.fault_suspects.set(suspects as u64);
     }
 
     /// A replica: its progress in the log is exported (`zonemesh_cluster_*`).
