@@ -278,6 +278,123 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
     Ok(())
 }
 
+/// `zonemesh faults`: a node that loses 10 % of the probes on every path of its is named, and
+/// nothing else, as a table and as JSON, with its figure, interval and evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_name_a_lossy_node_as_a_table_and_json() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let aggregator = start_aggregator(
+        &[
+            "--in-memory",
+            "--fault-interval",
+            "1s",
+            "--fault-open-after",
+            "0s",
+        ],
+        dir.path(),
+    )?;
+    let url = format!("http://{}", aggregator.grpc);
+    let nodes = [
+        ("a1", "zone-a"),
+        ("a2", "zone-a"),
+        ("a3", "zone-a"),
+        ("b1", "zone-b"),
+        ("b2", "zone-b"),
+        ("b3", "zone-b"),
+    ];
+    let mut agents = Vec::new();
+    for (node, zone) in nodes {
+        agents.push(FakeAgent::connect(&aggregator, node, zone).await?);
+    }
+    let report = |node: &str, zone: &str| -> Vec<(String, f64, u64, f64)> {
+        nodes
+            .iter()
+            .filter(|(peer, _)| *peer != node)
+            .map(|(peer, peer_zone)| {
+                let rtt = if *peer_zone == zone { 100.0 } else { 2_000.0 };
+                let lost = if node == "a2" || *peer == "a2" { 10 } else { 0 };
+                (peer.to_string(), rtt, lost, 9e8)
+            })
+            .collect()
+    };
+    for (agent, (node, zone)) in agents.iter_mut().zip(nodes) {
+        let paths = report(node, zone);
+        let paths: Vec<(&str, f64, u64, f64)> = paths
+            .iter()
+            .map(|(p, rtt, lost, bps)| (p.as_str(), *rtt, *lost, *bps))
+            .collect();
+        agent.report(&paths).await?;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let answer = loop {
+        let answer = json(&zonemesh(&url, &["faults", "--output", "json"])?)?;
+        if answer["faults"].as_array().is_some_and(|f| !f.is_empty()) {
+            break answer;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "no fault named in a minute: {answer}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    let faults = answer["faults"].as_array().context("faults")?;
+    ensure!(faults.len() == 1, "{answer}");
+    let fault = &faults[0];
+    ensure!(
+        (
+            fault["element"].as_str(),
+            fault["a"].as_str(),
+            fault["kind"].as_str()
+        ) == (Some("NODE"), Some("a2"), Some("LOSS")),
+        "{fault}"
+    );
+    ensure!(fault["severity"] == "DEGRADED", "{fault}");
+    // Judged on its four paths inside zone-a, 40 of 400 probes lost; every path of its shows it.
+    let figure = fault["figure"].as_f64().context("figure")?;
+    ensure!((figure - 0.1).abs() < 1e-9, "{fault}");
+    ensure!(fault["probes"] == 400, "{fault}");
+    let (low, high) = (
+        fault["figure_low"].as_f64().context("figure_low")?,
+        fault["figure_high"].as_f64().context("figure_high")?,
+    );
+    ensure!(low < figure && figure < high && low > 0.005, "{fault}");
+    ensure!(fault["evidence_paths"] == 10, "{fault}");
+    ensure!(answer["evaluated_unix_ms"].as_i64() > Some(0), "{answer}");
+    let table = ok(&zonemesh(&url, &["faults"])?)?;
+    for expected in ["a2", "loss", "degraded", "10.00 %", "of 400 probes"] {
+        ensure!(table.contains(expected), "{expected:?} missing: {table}");
+    }
+    // A path of a2's names the fault that explains it; a clean path names none.
+    let path = json(&zonemesh(&url, &["path", "a1", "a2", "-o", "json"])?)?;
+    let explained: Vec<(&str, &str)> = path["faults"]
+        .as_array()
+        .context("a1 → a2 names no fault")?
+        .iter()
+        .map(|f| {
+            (
+                f["a"].as_str().unwrap_or(""),
+                f["kind"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    ensure!(explained == [("a2", "LOSS")], "{path}");
+    let text = ok(&zonemesh(&url, &["path", "a1", "a2"])?)?;
+    ensure!(text.contains("at fault   a2: loss, degraded"), "{text}");
+    let clean = json(&zonemesh(&url, &["path", "b1", "b2", "-o", "json"])?)?;
+    ensure!(clean.get("faults").is_none(), "{clean}");
+    // The metric counts it by kind and severity, and nothing else.
+    let metrics = zonemesh_tests::http_get(aggregator.http, "/metrics")?;
+    let open: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("zonemesh_faults{") && !l.ends_with(" 0"))
+        .collect();
+    ensure!(
+        open == [r#"zonemesh_faults{kind="loss",severity="degraded"} 1"#],
+        "{open:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_statuses_tell_scripts_what_went_wrong() -> Result<()> {
     let dir = tempfile::tempdir()?;

@@ -11,7 +11,9 @@ use anyhow::{Context, Result, ensure};
 use zonemesh_domain::stats::wilson;
 use zonemesh_experiments::accuracy::{self, PooledLoss};
 use zonemesh_lab::cleanup_on_signals;
-use zonemesh_lab::demo_cluster::{self, BEST_ZONE, LOSSY_NODE, SLOW_NODE};
+use zonemesh_lab::demo_cluster::{
+    self, BEST_ZONE, LOSSY_LOSS, LOSSY_NODE, NODE_RATE_BPS, SLOW_NODE,
+};
 use zonemesh_proto::v1;
 use zonemesh_tests::{binary, lab_can_run, stack_binaries, wait_for};
 
@@ -217,6 +219,41 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
             "{zone}: {:?}",
             z.nodes
         );
+    }
+    // Each node's figures are its own: the lossy and the slow node's zone-mates show their own
+    // clean figures and say whose fault they left out (before, a1 and a3 showed a2's loss, and
+    // b1 and b2 the mean of their clean paths and their paths to b3: 525.6 Mbit/s).
+    let row = |n: &str| {
+        all.nodes
+            .iter()
+            .find(|r| r.node == n)
+            .with_context(|| format!("{n} is not ranked"))
+    };
+    for (neighbours, faulty) in [(["a1", "a3"], LOSSY_NODE), (["b1", "b2"], SLOW_NODE)] {
+        for n in neighbours {
+            let r = row(n)?;
+            println!(
+                "{n}: loss {:.2} %, {:.1} Mbit/s, leaves out {:?}",
+                100.0 * r.loss_ratio,
+                r.throughput_bps / 1e6,
+                r.nodes_left_out
+            );
+            ensure!(
+                r.loss_ratio < LOSSY_LOSS / 5.0,
+                "{n}: loss {:.2} %, its own should be clean",
+                100.0 * r.loss_ratio
+            );
+            ensure!(
+                r.throughput_bps > 0.8 * NODE_RATE_BPS as f64,
+                "{n}: {:.1} Mbit/s, its own should be its link's",
+                r.throughput_bps / 1e6
+            );
+            ensure!(
+                r.nodes_left_out == [faulty],
+                "{n} leaves out {:?}, not {faulty}",
+                r.nodes_left_out
+            );
+        }
     }
 
     // Faults: a2's loss and b3's rate (both directions: its link is limited both ways), and
