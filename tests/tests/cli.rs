@@ -52,22 +52,40 @@ async fn cluster(dir: &std::path::Path, extra: &[&str]) -> Result<(Aggregator, V
         ("b1", "zone-b"),
         ("b2", "zone-b"),
     ];
+    let agents = report_mesh(
+        &aggregator,
+        &nodes,
+        |src, dst| u64::from((src, dst) == ("a3", "a1")) * 20,
+        |src, dst| (src, dst) == ("a3", "b2"),
+    )
+    .await?;
+    Ok((aggregator, agents))
+}
+
+/// An agent for each of `nodes` (name, zone), each of which has reported one window to every
+/// other node but those `skip` leaves out: 100 µs inside a zone and 2 ms between, `lost(src,
+/// dst)` of its 100 probes lost, 9 Gbit/s.
+async fn report_mesh(
+    aggregator: &Aggregator,
+    nodes: &[(&str, &str)],
+    lost: impl Fn(&str, &str) -> u64,
+    skip: impl Fn(&str, &str) -> bool,
+) -> Result<Vec<FakeAgent>> {
     let mut agents = Vec::new();
-    for (node, zone) in nodes {
-        let mut agent = FakeAgent::connect(&aggregator, node, zone).await?;
+    for &(node, zone) in nodes {
+        let mut agent = FakeAgent::connect(aggregator, node, zone).await?;
         let paths: Vec<(&str, f64, u64, f64)> = nodes
             .iter()
-            .filter(|(peer, _)| *peer != node && (node, *peer) != ("a3", "b2"))
-            .map(|(peer, peer_zone)| {
-                let rtt = if *peer_zone == zone { 100.0 } else { 2_000.0 };
-                let lost = if node == "a3" && *peer == "a1" { 20 } else { 0 };
-                (*peer, rtt, lost, 9e9)
+            .filter(|(peer, _)| *peer != node && !skip(node, peer))
+            .map(|&(peer, peer_zone)| {
+                let rtt = if peer_zone == zone { 100.0 } else { 2_000.0 };
+                (peer, rtt, lost(node, peer), 9e9)
             })
             .collect();
         agent.report(&paths).await?;
         agents.push(agent);
     }
-    Ok((aggregator, agents))
+    Ok(agents)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,29 +320,14 @@ async fn faults_name_a_lossy_node_as_a_table_and_json() -> Result<()> {
         ("b2", "zone-b"),
         ("b3", "zone-b"),
     ];
-    let mut agents = Vec::new();
-    for (node, zone) in nodes {
-        agents.push(FakeAgent::connect(&aggregator, node, zone).await?);
-    }
-    let report = |node: &str, zone: &str| -> Vec<(String, f64, u64, f64)> {
-        nodes
-            .iter()
-            .filter(|(peer, _)| *peer != node)
-            .map(|(peer, peer_zone)| {
-                let rtt = if *peer_zone == zone { 100.0 } else { 2_000.0 };
-                let lost = if node == "a2" || *peer == "a2" { 10 } else { 0 };
-                (peer.to_string(), rtt, lost, 9e8)
-            })
-            .collect()
-    };
-    for (agent, (node, zone)) in agents.iter_mut().zip(nodes) {
-        let paths = report(node, zone);
-        let paths: Vec<(&str, f64, u64, f64)> = paths
-            .iter()
-            .map(|(p, rtt, lost, bps)| (p.as_str(), *rtt, *lost, *bps))
-            .collect();
-        agent.report(&paths).await?;
-    }
+    // a2 loses 10 of every 100 probes, on each of its paths both ways.
+    let _agents = report_mesh(
+        &aggregator,
+        &nodes,
+        |src, dst| u64::from(src == "a2" || dst == "a2") * 10,
+        |_, _| false,
+    )
+    .await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let answer = loop {
         let answer = json(&zonemesh(&url, &["faults", "--output", "json"])?)?;
