@@ -4,6 +4,7 @@
 //! receives. And the faults injected into a running lab (`Lab::inject`), checked with ping and
 //! iperf3, each where it belongs and gone once cleared.
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
@@ -98,7 +99,8 @@ async fn injected_faults_show_where_they_were_put_and_go_when_cleared() -> Resul
         LabSpec::new()
             .zone("zone-a", &["a1", "a2", "a3"])
             .zone("zone-b", &["b1"])
-            .delay("zone-a", "zone-b", Duration::from_millis(2), Duration::ZERO),
+            .delay("zone-a", "zone-b", Duration::from_millis(2), Duration::ZERO)
+            .node_egress_rate("a1", 1_000_000_000),
     )?;
     const N: u32 = 300;
     // Clean: nothing lost, 2 ms across.
@@ -196,11 +198,37 @@ async fn injected_faults_show_where_they_were_put_and_go_when_cleared() -> Resul
         "cleared: {back}/{N}, {rtt} µs"
     );
 
-    // An egress limit: a1 sends at 100 Mbit/s and receives as before; cleared, it sends freely.
+    // An egress limit: a1 sends at 100 Mbit/s instead of its 1 Gbit/s and receives as before;
+    // cleared, it sends at 1 Gbit/s again.
+    // It is put on while a1 sends at full speed, as the localisation experiment does, and a1
+    // still answers afterwards (a tbf lowered in place kept a packet it could never send).
+    let quiet = |node: &str, args: &[&str]| {
+        tokio::process::Command::from(lab.command(node, "iperf3"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+    };
+    let _server = quiet("a2", &["-s", "-1", "-p", "5301"])?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let a2 = lab.node("a2").address.to_string();
+    let mut client = quiet("a1", &["-c", &a2, "-p", "5301", "-t", "3"])?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     lab.inject(&Injection::NodeEgressRate {
         node: "a1".into(),
         bps: 100_000_000,
     })?;
+    let sent = tokio::time::timeout(Duration::from_secs(10), client.wait()).await;
+    ensure!(
+        matches!(sent, Ok(Ok(status)) if status.success()),
+        "iperf3 a1 -> a2, capped mid-transfer, did not finish within 10 s: {sent:?}"
+    );
+    let (answered, _) = ping(&lab, "a1", "a2", 50).await?;
+    ensure!(
+        answered == 50,
+        "a1 capped mid-transfer: {answered}/50 pings answered"
+    );
     let out = iperf3(&lab, "a1", "a2", 2).await?;
     let inn = iperf3(&lab, "a2", "a1", 2).await?;
     println!(
