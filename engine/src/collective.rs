@@ -25,8 +25,11 @@
 //!   by the throughput tests of that direction; `α` and `T` by the agents' timed exchanges of a
 //!   64-byte message before each throughput test (application to application over TCP):
 //!   `α = (median exchange − rtt) / 2`, and, since such a message is all tail,
-//!   `T = (mean exchange − median exchange) / ℓ` ([`Link::with_exchanges`]). Where no exchange
-//!   was timed, `α = 0` and a tail loss costs a round trip like any other.
+//!   `T = (mean exchange − median exchange) / ℓ` ([`Link::with_exchanges`]). One path's 64
+//!   exchanges rarely meet a loss, so where the model has fitted `T` over every lossy path's
+//!   exchanges ([`TailRepair`](crate::model::TailRepair)), that `T` counts on every lossy link
+//!   ([`Link::with_tail_repair`]). Where neither says, `α = 0` and a tail loss costs a round trip
+//!   like any other.
 //! - **Concurrent flows share** their ends and the zone pair they cross: in each phase a flow's
 //!   rate is at most its source's egress and its destination's ingress divided by the flows they
 //!   carry in that phase, and the capacity between two zones divided by the flows crossing it in
@@ -116,6 +119,16 @@ impl Link {
         self.message_us = ((p50_us - rtt) / 2.0).max(0.0);
         self.tail_repair_us = (self.loss > 0.0 && mean_us > p50_us)
             .then(|| ((mean_us - p50_us) / self.loss).clamp(rtt, MAX_TAIL_REPAIR_US));
+        self
+    }
+
+    /// The link with a tail repair of `us` (the model's, fitted over every lossy path's
+    /// exchanges: [`TailRepair`](crate::model::TailRepair)) in place of what its own exchanges
+    /// said; at least a round trip. A link without loss has nothing to repair.
+    pub fn with_tail_repair(mut self, us: f64) -> Self {
+        if self.loss > 0.0 && us.is_finite() {
+            self.tail_repair_us = Some(us.clamp(self.rtt_us.max(0.0), MAX_TAIL_REPAIR_US));
+        }
         self
     }
 

@@ -10,7 +10,8 @@
 //!   ring's flows go one way, and a node whose egress is slow may receive at full rate);
 //! - where the agents timed message exchanges on the pair (either direction's throughput tests,
 //!   while fresh), the link carries a message's own cost and the repair of a lost last segment
-//!   from them ([`Link::with_exchanges`]);
+//!   from them ([`Link::with_exchanges`]); where the model has fitted the repair over every
+//!   lossy path ([`TailRepair`]), a lossy link's repair is that one ([`Link::with_tail_repair`]);
 //! - a figure nobody measured or estimated is assumed pessimistically ([`UNKNOWN_RTT_US`], no
 //!   loss, [`UNKNOWN_RATE_BPS`]) and counted as estimated;
 //! - a node's egress and ingress are its caps in the fitted model ([`Snapshot::egress_cap_bps`],
@@ -38,6 +39,7 @@ use std::hash::BuildHasherDefault;
 use zonemesh_domain::{Provenance, UnixMs};
 
 use crate::collective::{Link, Network};
+use crate::model::TailRepair;
 use crate::{NodeId, PairHasher, Snapshot};
 
 type Fast = BuildHasherDefault<PairHasher>;
@@ -146,7 +148,7 @@ impl<'a> SnapshotNetwork<'a> {
             .snapshot
             .directed(self.nodes[a], self.nodes[b], self.now);
         let e = Entry {
-            link: measured_link(&p),
+            link: measured_link(&p, self.snapshot.model().tail_repair()),
             latency_measured: p.latency == Provenance::Measured && p.rtt_us.is_some(),
             rate_measured: p.throughput == Provenance::Measured,
         };
@@ -157,14 +159,18 @@ impl<'a> SnapshotNetwork<'a> {
 
 /// The link of a pair's directed figures (unknown figures assumed as the module docs say), with
 /// the pair's timed message exchanges where measured.
-fn measured_link(p: &crate::query::PairFigures) -> Link {
+fn measured_link(p: &crate::query::PairFigures, tail_repair: Option<TailRepair>) -> Link {
     let link = Link::wire(
         p.rtt_us.unwrap_or(UNKNOWN_RTT_US),
         p.loss.unwrap_or(0.0),
         p.tput_bps.filter(|r| *r > 0.0).unwrap_or(UNKNOWN_RATE_BPS),
     );
-    match p.exchange_us {
+    let link = match p.exchange_us {
         Some((p50, mean)) => link.with_exchanges(p50, mean),
+        None => link,
+    };
+    match tail_repair {
+        Some(t) => link.with_tail_repair(t.us),
         None => link,
     }
 }

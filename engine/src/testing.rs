@@ -1,8 +1,8 @@
 //! Builders shared by the engine's tests.
 
 use zonemesh_domain::{
-    Bps, Hello, IcmpMode, Micros, NodeName, PathSample, Report, Rtt, ThroughputSample, UnixMs,
-    ZoneName,
+    Bps, Hello, IcmpMode, MessageExchange, Micros, NodeName, PathSample, Report, Rtt,
+    ThroughputSample, UnixMs, ZoneName,
 };
 
 use crate::{EngineConfig, NodeId, Topology};
@@ -42,6 +42,8 @@ pub struct SampleBuilder {
     window_ms: i64,
     /// (rate, bytes).
     throughput: Option<(f64, u64)>,
+    /// Median and mean of the test's timed exchanges, µs.
+    exchange: Option<(f64, f64)>,
     method: Option<IcmpMode>,
 }
 
@@ -59,6 +61,7 @@ impl SampleBuilder {
             window_end: UnixMs(10_000),
             window_ms: 10_000,
             throughput: None,
+            exchange: None,
             method: None,
         }
     }
@@ -90,6 +93,12 @@ impl SampleBuilder {
     /// A throughput test of `bps` that carried `bytes` in 1 s.
     pub fn throughput(mut self, bps: f64, bytes: u64) -> Self {
         self.throughput = Some((bps, bytes));
+        self
+    }
+
+    /// The throughput test timed 64 exchanges: their median and mean, µs.
+    pub fn exchange(mut self, p50_us: f64, mean_us: f64) -> Self {
+        self.exchange = Some((p50_us, mean_us));
         self
     }
 
@@ -129,7 +138,9 @@ impl SampleBuilder {
                 warmup_us: 0,
                 streams: 1,
                 retransmits: None,
-                exchange: None,
+                exchange: self.exchange.map(|(p50, mean)| {
+                    MessageExchange::new(64, m(p50), m(mean), m(p50.max(mean) * 64.0)).unwrap()
+                }),
             }),
             method: self.method,
         }
@@ -175,6 +186,24 @@ pub fn mesh_with_throughput(
     tput: impl Fn(&str, &str) -> f64,
     now: UnixMs,
 ) -> Topology {
+    mesh_of(zones, per_zone, now, |src, dst| {
+        sample(
+            src,
+            dst,
+            rtt(src, dst),
+            loss(src, dst),
+            Some(tput(src, dst)),
+        )
+    })
+}
+
+/// As [`mesh`], with each path's sample from `sample(src, dst)`.
+pub fn mesh_of(
+    zones: usize,
+    per_zone: usize,
+    now: UnixMs,
+    sample: impl Fn(&str, &str) -> PathSample,
+) -> Topology {
     let mut t = Topology::new(EngineConfig::default());
     let names: Vec<(String, String)> = (0..zones)
         .flat_map(|z| (0..per_zone).map(move |n| (format!("z{z}-n{n}"), format!("zone-{z}"))))
@@ -186,7 +215,7 @@ pub fn mesh_with_throughput(
         let paths = names
             .iter()
             .filter(|(d, _)| d != src)
-            .map(|(d, _)| sample(src, d, rtt(src, d), loss(src, d), Some(tput(src, d))))
+            .map(|(d, _)| sample(src, d))
             .collect();
         let id = t.id(&name(src)).unwrap();
         t.apply_report(

@@ -217,6 +217,72 @@ fn the_loss_penalty_is_calibrated_on_the_lossy_paths_loss_held_back() {
     assert_eq!(clean.view().model().loss_penalty(), None);
 }
 
+#[test]
+fn the_tail_repair_is_fitted_over_every_lossy_paths_exchanges() {
+    use crate::collective::Network;
+    use crate::network::SnapshotNetwork;
+    let now = UnixMs(1_000_000);
+    // Two zones of three, 100 µs everywhere. z0-n1 loses 2 % of its round trips. Every test
+    // timed exchanges of 100 µs at the median; on clean paths they took 20 µs more on average (the
+    // hosts' scheduling), on z0-n1's as much more again as losing 2 % to a 200 ms timeout costs
+    // (4 ms) — except on the path z0-n0 → z0-n1, whose exchanges happened to meet no loss.
+    let lossy = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
+    let timed = |s: &str, d: &str| {
+        let (lost, excess) = match (lossy(s, d), s) {
+            (true, "z0-n0") => (2, 20.0),
+            (true, _) => (2, 20.0 + 0.02 * 200_000.0),
+            (false, _) => (0, 20.0),
+        };
+        SampleBuilder::new(&name(s), &name(d), 100.0)
+            .probes(100, lost)
+            .throughput(1e9, 125_000_000)
+            .exchange(100.0, 100.0 + excess)
+            .build()
+    };
+    let t = mesh_of(2, 3, now, timed);
+    let snap = t.view();
+    let repair = snap.model().tail_repair().expect("ten lossy tests");
+    assert_eq!((repair.tests, repair.lossy_tests), (30, 10));
+    // The least-squares slope: nine lossy tests show 4 ms over 2 %, one shows none.
+    assert!(
+        (repair.us - 180_000.0).abs() < 1.0,
+        "{repair:?}: 0.9 × 200 ms"
+    );
+
+    // The unlucky path's own exchanges say a loss costs nothing; the fit prices it like the rest.
+    let id = |n: &str| t.id(&name(n)).unwrap();
+    let net = SnapshotNetwork::new(&snap, vec![id("z0-n0"), id("z0-n1"), id("z0-n2")], now);
+    let unlucky = net.link(0, 1);
+    assert!(
+        (unlucky.tail_repair_us.unwrap() - 180_000.0).abs() < 1.0,
+        "{unlucky:?}"
+    );
+    assert_eq!(
+        net.link(0, 2).tail_repair_us,
+        None,
+        "a clean link repairs nothing"
+    );
+    // 64 bytes over it: half the RTT, and 2 % of the repair.
+    let expected = 50e-6 + 0.02 * 0.18;
+    assert!(
+        (unlucky.latency_s(64.0) - expected).abs() < 1e-6,
+        "{unlucky:?}"
+    );
+
+    // One lossy test is no fit: every other path of z0-n1 untimed.
+    let once = mesh_of(2, 3, now, |s, d| {
+        let builder = SampleBuilder::new(&name(s), &name(d), 100.0)
+            .probes(100, if lossy(s, d) { 2 } else { 0 })
+            .throughput(1e9, 125_000_000);
+        match (lossy(s, d), (s, d) == ("z0-n1", "z0-n0")) {
+            (true, true) => builder.exchange(100.0, 4_120.0).build(),
+            (true, false) => builder.build(),
+            (false, _) => builder.exchange(100.0, 120.0).build(),
+        }
+    });
+    assert_eq!(once.view().model().tail_repair(), None);
+}
+
 /// The upper end of the lab's zero-loss interval: every path without injected loss, pooled,
 /// 0 of 2,402 probes lost, 95 % Wilson interval 0.00–0.16 % (docs/ACCURACY.md).
 const LAB_ZERO_LOSS_UPPER: f64 = 0.0016;
