@@ -1102,8 +1102,11 @@ impl Tracker {
 
     /// The nodes and zone links that the latest look found losing at least half the loss
     /// threshold, the likeliest first, less those with an open loss fault: a loss that may be
-    /// on its way to a fault, for the planner to probe densely (see
-    /// [`Suspected`](crate::planner::Suspected)).
+    /// on its way to a fault; then those with an open loss or delay fault that the look did not
+    /// find bad (cleared, or not judged): a fault on its way to closing. The planner probes both
+    /// densely and holds back the tests that would withhold their windows (see
+    /// [`Suspected`](crate::planner::Suspected)): a node whose windows the tests withheld after
+    /// its loss was cleared could not be judged, and its fault closed a hold late.
     pub fn suspected(&self) -> &[Element] {
         &self.suspected
     }
@@ -1141,16 +1144,35 @@ impl Tracker {
         let gone: HashSet<NodeName> = gone.into_iter().collect();
         self.tracks
             .retain(|(element, _), _| !touches_any(element, &gone));
+        let bad_now: HashSet<(Element, FaultKind)> =
+            found.iter().map(|s| (s.element.clone(), s.kind)).collect();
         let faults = self.apply_look(found, &unjudged, now);
-        self.suspected = lossy
+        let open_loss = |e: &Element| {
+            self.tracks
+                .get(&(e.clone(), FaultKind::Loss))
+                .is_some_and(|t| t.open.is_some())
+        };
+        // Probes judge loss and delay, and tests withhold their windows; a rate is judged on
+        // the tests themselves.
+        let mut closing: Vec<Element> = self
+            .tracks
+            .iter()
+            .filter(|(key, track)| {
+                matches!(key.1, FaultKind::Loss | FaultKind::Delay)
+                    && track.open.is_some()
+                    && !bad_now.contains(key)
+            })
+            .map(|((e, _), _)| e.clone())
+            .collect();
+        closing.sort();
+        closing.dedup();
+        let mut suspected: Vec<Element> = lossy
             .into_iter()
             .map(|(element, _)| element)
-            .filter(|e| {
-                self.tracks
-                    .get(&(e.clone(), FaultKind::Loss))
-                    .is_none_or(|t| t.open.is_none())
-            })
+            .filter(|e| !open_loss(e) && !closing.contains(e))
             .collect();
+        suspected.extend(closing);
+        self.suspected = suspected;
         faults
     }
 

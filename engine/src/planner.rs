@@ -15,9 +15,10 @@
 //! only after `pair_interval_ms`.
 //!
 //! A test's load is left out of the latency windows of every path of its two nodes, so a test
-//! blinds the faults to those paths for a window or two. While the faults suspect a loss
-//! ([`Suspected`]), the paths that would show it get denser trains, and the tests of their nodes
-//! wait ([`ThroughputScheduler::keep_quiet`]), for one more `pair_interval_ms` at most.
+//! blinds the faults to those paths for a window or two. While the faults suspect a loss, or
+//! wait for a fault to close ([`Suspected`]), the paths that would show it get denser trains, and
+//! the tests of their nodes wait ([`ThroughputScheduler::keep_quiet`]), for one more
+//! `pair_interval_ms` at most.
 
 use std::collections::{HashMap, HashSet};
 

@@ -504,7 +504,7 @@ impl Default for Metrics {
         let fault_suspects = gauge(
             &mut registry,
             "zonemesh_fault_suspects",
-            "Nodes and zone links that may be losing (half the loss threshold, no fault open yet): their paths are probed densely",
+            "Nodes and zone links whose paths are probed densely: those that may be losing (half the loss threshold, no fault open yet), and those whose open loss or delay fault was not found bad at the last look (it may be closing)",
         );
         let commit_seconds = Histogram::default();
         registry.register(

@@ -139,7 +139,7 @@ fn a_lost_probe_here_and_there_is_no_fault() {
 }
 
 #[test]
-fn a_suspect_is_probed_densely_until_its_fault_opens() {
+fn a_suspect_is_probed_densely_until_its_fault_opens_and_again_once_it_clears() {
     // z0-n1 loses 2 of 100 on its outgoing paths: 6 of its 600 probes inside its zone, 1 %, but
     // the interval reaches below the threshold. A suspect, no fault.
     let at = |s: i64| UnixMs(T0.0 + s * 1_000);
@@ -153,6 +153,14 @@ fn a_suspect_is_probed_densely_until_its_fault_opens() {
     let faults = tracker.update(t.view(), at(1)).faults;
     assert_eq!(faults.len(), 1, "{faults:?}");
     assert_eq!(tracker.suspected(), [] as [Element; 0]);
+    // Cleared: its fault stays open for the hold, and it is probed densely again, so that no
+    // test withholds the windows that show it clean.
+    let clean = mesh(2, 4, rtt, |_, _| 0, at(2));
+    assert_eq!(tracker.update(clean.view(), at(2)).faults.len(), 1);
+    assert_eq!(tracker.suspected(), [Element::Node(node("z0-n1"))]);
+    let later = mesh(2, 4, rtt, |_, _| 0, at(123));
+    assert_eq!(tracker.update(later.view(), at(123)).faults, vec![]);
+    assert_eq!(tracker.suspected(), [] as [Element; 0], "closed");
 }
 
 #[test]
