@@ -31,7 +31,9 @@
 //!   three nodes to the zone, its model RTT offset). The model's offsets are fitted on the paths
 //!   between zones too, which a zone link's delay coming and going was seen to move for good.
 //! - **A node's rate, by direction**: its egress and ingress caps (throughput tests have a
-//!   direction) against the median cap of its zone.
+//!   direction) against the median cap of its zone; one slow test that is the only evidence of
+//!   one end's fault and also evidence of the other end's opposite direction names neither
+//!   (`untold_rate_tests`).
 //! - **A zone link** (or a zone's own network): its loss (with the same interval rule over the
 //!   paths between the zones that touch no lossy node), its base RTT against its baseline, and
 //!   its capacity, where a test shows one, against its baseline (a link built thin is not a
@@ -286,6 +288,39 @@ enum Test {
     ZoneRate { zones: (ZoneId, ZoneId), below: f64 },
     /// A single path's loss: its own evidence, gathered as it is found.
     Path,
+}
+
+/// The node rate candidates (by index) that one slow test alone speaks for, when that test is
+/// evidence for the other end's opposite direction too: a test `a → b` below the zone's rates says
+/// `a`'s egress or `b`'s ingress, and alone it cannot tell which. Neither is named on it until
+/// another test tells them apart (a second slow test from `a`, and `a`'s egress is named while
+/// `b`'s ingress still rests on the one test they share). In the localisation lab, a capped
+/// node's first slow test named its receiver's ingress beside it for a minute.
+fn untold_rate_tests(candidates: &[Candidate]) -> HashSet<usize> {
+    let direction = |c: &Candidate| match c.test {
+        Test::NodeRate { node, egress, .. } => Some((node, egress)),
+        _ => None,
+    };
+    let by_direction: HashMap<(NodeId, bool), &Evidence> = candidates
+        .iter()
+        .filter_map(|c| Some((direction(c)?, &c.evidence)))
+        .collect();
+    candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            let (Some((_, egress)), [(src, dst)]) = (direction(c), c.evidence.paths.as_slice())
+            else {
+                return false;
+            };
+            let other = if egress { (*dst, false) } else { (*src, true) };
+            c.evidence.count == 1
+                && by_direction
+                    .get(&other)
+                    .is_some_and(|e| e.paths.contains(&(*src, *dst)))
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn unordered(a: ZoneId, b: ZoneId) -> (ZoneId, ZoneId) {
@@ -992,6 +1027,13 @@ pub fn look(
     });
 
     let name = |id: NodeId| snapshot.node(id).name.clone();
+    let untold = untold_rate_tests(&candidates);
+    let candidates: Vec<Candidate> = candidates
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !untold.contains(i))
+        .map(|(_, c)| c)
+        .collect();
     let mut out: Vec<Suspect> = Vec::with_capacity(candidates.len());
     for c in candidates.into_iter().chain(single_paths) {
         // A zone link's (or a zone's) capacity fault needs tests no single node explains: tests

@@ -616,6 +616,42 @@ fn a_fault_that_cannot_be_judged_for_a_hold_closes_after_another() {
 }
 
 #[test]
+fn one_slow_test_names_neither_end_until_another_tells_them_apart() {
+    // z1-n2 was just capped at 100 Mbit/s. Its only test as a sender since was to z1-n1, whose
+    // only test as a receiver it was: that test says z1-n2's egress or z1-n1's ingress, alone.
+    let capped_sent_to = |peers: &'static [&'static str]| {
+        move |s: &str, d: &str| {
+            let tput = match (s, d) {
+                ("z1-n2", d) if peers.contains(&d) => Some(100e6),
+                ("z1-n2", _) => None,
+                (_, "z1-n1") => None,
+                _ => Some(1e9),
+            };
+            sample(s, d, rtt(s, d), 0, tput)
+        }
+    };
+    let t = mesh_of(2, 4, T0, capped_sent_to(&["z1-n1"]));
+    let model = t.view().model();
+    let (n1, n2) = (t.id(&name("z1-n1")).unwrap(), t.id(&name("z1-n2")).unwrap());
+    assert_eq!(
+        (
+            model.node(n2).unwrap().egress_bps,
+            model.node(n1).unwrap().ingress_bps
+        ),
+        (Some(100e6), Some(100e6)),
+        "both ends' caps rest on the one test"
+    );
+    assert_eq!(elements(&look(&t, T0)), vec![]);
+    // A second slow test from z1-n2, to z1-n3 (which receives at 1 Gbit/s from the others): its
+    // egress is named, and z1-n1's ingress, still on the one shared test, is not.
+    let t = mesh_of(2, 4, T0, capped_sent_to(&["z1-n1", "z1-n3"]));
+    assert_eq!(
+        elements(&look(&t, T0)),
+        vec![(Element::Egress(node("z1-n2")), FaultKind::Rate)]
+    );
+}
+
+#[test]
 fn a_zone_links_rate_is_judged_against_its_baseline() {
     let at = |s: i64| UnixMs(T0.0 + s * 1_000);
     // A link built at 100 Mbit/s between 1 Gbit/s nodes: its baseline, no fault.
