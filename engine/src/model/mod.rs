@@ -981,14 +981,20 @@ fn loss_limited(tests: &[Test], nodes: &[NodeTerms]) -> Vec<f64> {
 /// per unit of their loss (see the module docs); `None` with fewer than
 /// [`MIN_CALIBRATION_PATHS`] lossy tests.
 fn fit_tail_repair(tests: &[Test]) -> Option<TailRepair> {
-    let (lossy, mut clean): (Vec<(f64, f64)>, Vec<(f64, f64)>) = tests
+    let timed = tests
         .iter()
-        .filter_map(|t| Some((t.loss, t.exchange_excess_us?)))
-        .partition(|(loss, _)| *loss >= CALIBRATION_MIN_LOSS);
+        .filter_map(|t| Some((t.loss, t.exchange_excess_us?)));
+    let lossy: Vec<(f64, f64)> = timed
+        .clone()
+        .filter(|(loss, _)| *loss >= CALIBRATION_MIN_LOSS)
+        .collect();
     if lossy.len() < MIN_CALIBRATION_PATHS {
         return None;
     }
-    let mut clean_excess: Vec<f64> = clean.drain(..).map(|(_, e)| e).collect();
+    let mut clean_excess: Vec<f64> = timed
+        .filter(|(loss, _)| *loss < CALIBRATION_MIN_LOSS)
+        .map(|(_, e)| e)
+        .collect();
     let baseline = median(&mut clean_excess).unwrap_or(0.0);
     let excess: f64 = lossy.iter().map(|(_, e)| e - baseline).sum();
     let loss: f64 = lossy.iter().map(|(l, _)| l).sum();

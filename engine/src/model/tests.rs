@@ -252,7 +252,7 @@ fn the_tail_repair_is_fitted_over_every_lossy_paths_exchanges() {
 
     // The unlucky path's own exchanges say a loss costs nothing; the fit prices it like the rest.
     let id = |n: &str| t.id(&name(n)).unwrap();
-    let net = SnapshotNetwork::new(&snap, vec![id("z0-n0"), id("z0-n1"), id("z0-n2")], now);
+    let net = SnapshotNetwork::new(snap, vec![id("z0-n0"), id("z0-n1"), id("z0-n2")], now);
     let unlucky = net.link(0, 1);
     assert!(
         (unlucky.tail_repair_us.unwrap() - 180_000.0).abs() < 1.0,
