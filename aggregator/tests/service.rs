@@ -749,21 +749,16 @@ async fn a_suspect_nodes_paths_are_probed_densely() {
         .into_inner();
     assert!(faults.faults.is_empty(), "{faults:?}");
     // The suspect is counted where Prometheus looks.
-    let metrics = http_get(server.bound.http, "/metrics").await;
-    assert!(
-        metrics.lines().any(|l| l == "zonemesh_fault_suspects 1"),
+    let http = server.bound.http;
+    let metrics =
+        tokio::task::spawn_blocking(move || zonemesh_lab::process::http_get(http, "/metrics"))
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(
+        zonemesh_lab::process::sample(&metrics, "zonemesh_fault_suspects"),
+        Some(1.0),
         "{metrics}"
     );
     server.stop().await;
-}
-
-/// The answer to `GET path` from `addr` (HTTP/1.0: the server closes the connection after it).
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    answer
 }

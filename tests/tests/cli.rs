@@ -39,6 +39,18 @@ fn json(out: &Output) -> Result<Value> {
     Ok(serde_json::from_str(&ok(out)?)?)
 }
 
+/// The string fields `a` and `b` of each object of the JSON array `list` ("" where one is
+/// missing); `None` when `list` is no array.
+fn string_pairs<'a>(list: &'a Value, a: &str, b: &str) -> Option<Vec<(&'a str, &'a str)>> {
+    let field = |v: &'a Value, key: &str| v[key].as_str().unwrap_or("");
+    Some(
+        list.as_array()?
+            .iter()
+            .map(|v| (field(v, a), field(v, b)))
+            .collect(),
+    )
+}
+
 /// zone-a: a1, a2, a3 (100 µs apart; a3 loses 20 % toward a1), zone-b: b1, b2; 2 ms between.
 /// a3 never reports b2: that path is estimated by the model.
 async fn cluster(dir: &std::path::Path, extra: &[&str]) -> Result<(Aggregator, Vec<FakeAgent>)> {
@@ -96,17 +108,7 @@ async fn every_query_prints_a_table_and_json_with_the_reported_figures() -> Resu
 
     // nodes: JSON with every node READY, a table without colour when piped.
     let nodes = json(&zonemesh(&url, &["nodes", "--output", "json"])?)?;
-    let states: Vec<(&str, &str)> = nodes["nodes"]
-        .as_array()
-        .context("nodes")?
-        .iter()
-        .map(|n| {
-            (
-                n["name"].as_str().unwrap_or(""),
-                n["state"].as_str().unwrap_or(""),
-            )
-        })
-        .collect();
+    let states = string_pairs(&nodes["nodes"], "name", "state").context("nodes")?;
     ensure!(
         states.len() == 5 && states.iter().all(|(_, s)| *s == "READY"),
         "{states:?}"
@@ -369,17 +371,7 @@ async fn faults_name_a_lossy_node_as_a_table_and_json() -> Result<()> {
     }
     // A path of a2's names the fault that explains it; a clean path names none.
     let path = json(&zonemesh(&url, &["path", "a1", "a2", "-o", "json"])?)?;
-    let explained: Vec<(&str, &str)> = path["faults"]
-        .as_array()
-        .context("a1 → a2 names no fault")?
-        .iter()
-        .map(|f| {
-            (
-                f["a"].as_str().unwrap_or(""),
-                f["kind"].as_str().unwrap_or(""),
-            )
-        })
-        .collect();
+    let explained = string_pairs(&path["faults"], "a", "kind").context("a1 → a2 names no fault")?;
     ensure!(explained == [("a2", "LOSS")], "{path}");
     let text = ok(&zonemesh(&url, &["path", "a1", "a2"])?)?;
     ensure!(text.contains("at fault   a2: loss, degraded"), "{text}");
