@@ -17,7 +17,8 @@
 //!   zone may have an open fault of the same kind;
 //! - never more than `--max-tainted-nodes` at once (by default 5 % of the nodes, at least one):
 //!   nodes tainted already keep theirs first (no taint moves from node to node while the count
-//!   is full), then `down` before `degraded`, then the oldest fault;
+//!   is full, nor when the aggregator restarts or another replica takes over: the publisher reads
+//!   the taints it finds), then `down` before `degraded`, then the oldest fault;
 //! - never in the first `--taint-warm-up` after the aggregator starts, nor while its store is
 //!   failing: then the publisher leaves every taint as it is (the caller's part, in
 //!   [`run`](crate::run)).

@@ -42,7 +42,8 @@ pub struct Inputs {
 /// says so (a replica publishes only while it holds the lease; once it may again, it publishes
 /// afresh). Taints change only once `--taint-warm-up` has passed since it started, the faults
 /// have been looked at, and `healthy` (the store is written) says so; till then they stay as
-/// they are.
+/// they are. Before its first round that may change taints (and again after losing the lease or
+/// a failed round) it lists which nodes carry zonemesh's taint: those keep it first.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     mut writer: Writer,
@@ -58,13 +59,17 @@ pub async fn run(
     let mut last: Option<Desired> = None;
     let mut rounds_since_check = 0u32;
     let mut failures = 0u32;
-    // The nodes that carry zonemesh's taint, as of the last round that looked.
-    let mut carrying: BTreeSet<String> = BTreeSet::new();
+    // The nodes that carry zonemesh's taint, as of the last round that looked; `None` until
+    // one has (read from the API server before the first round that may change taints, so that
+    // a restarted publisher, or a replica that takes the lease over, keeps the taints it finds
+    // while the count is full instead of moving them to other nodes).
+    let mut carrying: Option<BTreeSet<String>> = None;
     let mut held: BTreeMap<String, Held> = BTreeMap::new();
     loop {
         let current = inputs.tiers.borrow_and_update().clone();
         if !may_publish() {
             last = None;
+            carrying = None;
         } else if let Some(t) = current {
             let mut want = desired(&t, &settings);
             let faults = inputs.faults.borrow().clone();
@@ -73,12 +78,21 @@ pub async fn run(
                 .is_some_and(|ts| started.elapsed() >= ts.warm_up)
                 && faults.evaluated_at.is_some()
                 && healthy();
+            if may_taint && carrying.is_none() {
+                match writer.carrying().await {
+                    Ok(nodes) => carrying = Some(nodes),
+                    Err(e) => {
+                        metrics.api_errors.inc();
+                        tracing::warn!(error = %e, "could not list the nodes' taints; taints stay as they are this round");
+                    }
+                }
+            }
             let plan = apply_health(
                 &mut want,
                 &t,
                 &faults,
                 &settings,
-                may_taint.then_some(&carrying),
+                carrying.as_ref().filter(|_| may_taint),
             );
             if let Some(plan) = plan
                 && plan.held != held
@@ -100,7 +114,7 @@ pub async fn run(
                         failures = 0;
                         rounds_since_check = 0;
                         if want.taints.is_some() {
-                            carrying = round.carrying.iter().cloned().collect();
+                            carrying = Some(round.carrying.iter().cloned().collect());
                         }
                         tracing::debug!(?round, "published");
                         last = Some(want);
@@ -116,6 +130,8 @@ pub async fn run(
                         };
                         tracing::warn!(error = %e, retry_in = ?wait, "publishing failed{hint}");
                         last = None;
+                        // A round cut short may have changed some taints: read them again.
+                        carrying = None;
                         tokio::time::sleep(wait.saturating_sub(interval)).await;
                     }
                 }

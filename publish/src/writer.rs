@@ -364,6 +364,27 @@ impl Writer {
         Ok(round)
     }
 
+    /// The nodes that carry zonemesh's taint now, as the API server lists them (what a round
+    /// that may change taints starts from when no round of this writer has looked: after a
+    /// restart, or once a replica takes the lease over).
+    pub async fn carrying(&self) -> Result<BTreeSet<String>, PublishError> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodes_resource());
+        let nodes = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| PublishError::new("list", "nodes", e))?;
+        Ok(nodes
+            .items
+            .into_iter()
+            .filter(|n| {
+                n.data["spec"]["taints"]
+                    .as_array()
+                    .is_some_and(|taints| taints.iter().any(|t| t["key"] == FAULT_TAINT))
+            })
+            .filter_map(|n| n.metadata.name)
+            .collect())
+    }
+
     /// Deletes everything zonemesh owns of `kinds`; with `nodes`, removes its node labels, and
     /// with `taints` its taint.
     pub async fn delete_all(

@@ -934,19 +934,32 @@ async fn delete_removes_zonemeshs_taint_and_labels_and_nothing_else() {
     );
 }
 
-/// The run task changes taints only once its warm-up is over and while the store is healthy;
-/// its labels go out from the first round.
-#[tokio::test]
-async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use zonemesh_domain::Severity;
-    use zonemesh_publish::health::TaintSettings;
+/// What [`node_server`] was asked: node lists, label applies, and the node of each taint write.
+#[derive(Default)]
+struct NodeCalls {
+    lists: std::sync::atomic::AtomicUsize,
+    labels: std::sync::atomic::AtomicUsize,
+    taints: std::sync::Mutex<Vec<String>>,
+}
 
-    let (service, mut handle): (_, Handle) = tower_test::mock::pair();
-    // Every node list answers a1..a3 and b1 untainted; every patch is echoed. Counted: the
-    // label applies and the taint writes.
-    let (labels, taints) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (l, t) = (labels.clone(), taints.clone());
+impl NodeCalls {
+    fn lists(&self) -> usize {
+        self.lists.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn labels(&self) -> usize {
+        self.labels.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn taint_writes(&self) -> Vec<String> {
+        self.taints.lock().unwrap().clone()
+    }
+}
+
+/// An API server of the nodes a1, a2, a3 and b1: every list answers each node's `spec.taints`
+/// as `taints_of` says, every patch is echoed, and the calls are recorded.
+fn node_server(mut handle: Handle, taints_of: fn(&str) -> Value) -> Arc<NodeCalls> {
+    use std::sync::atomic::Ordering;
+    let calls = Arc::new(NodeCalls::default());
+    let seen = calls.clone();
     tokio::spawn(async move {
         while let Some((request, send)) = handle.next_request().await {
             let ct = request
@@ -955,16 +968,19 @@ async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
                 .map(|v| v.to_str().unwrap().to_owned())
                 .unwrap_or_default();
             let reply = if request.method() == Method::GET {
+                seen.lists.fetch_add(1, Ordering::SeqCst);
                 let node = |n: &str| {
                     json!({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": n, "uid": format!("uid-{n}"), "resourceVersion": "1"}, "spec": {}})
+                    "metadata": {"name": n, "uid": format!("uid-{n}"), "resourceVersion": "1"},
+                    "spec": {"taints": taints_of(n)}})
                 };
                 list("Node", ["a1", "a2", "a3", "b1"].map(node).to_vec())
             } else {
                 if ct == "application/apply-patch+yaml" {
-                    l.fetch_add(1, Ordering::SeqCst);
+                    seen.labels.fetch_add(1, Ordering::SeqCst);
                 } else if ct == "application/merge-patch+json" {
-                    t.fetch_add(1, Ordering::SeqCst);
+                    let node = request.uri().path().rsplit('/').next().unwrap();
+                    seen.taints.lock().unwrap().push(node.to_owned());
                 }
                 json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}})
             };
@@ -976,14 +992,21 @@ async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
             );
         }
     });
-    let settings = Settings {
-        schedulers: vec![Scheduler::Health],
-        taint: Some(TaintSettings {
-            warm_up: Duration::from_millis(400),
-            ..TaintSettings::default()
-        }),
-        ..Settings::default()
-    };
+    calls
+}
+
+/// Runs the publisher task over `service` (rounds every 20 ms) on the tiers of
+/// [`three_node_zone`] and `faults`, its store as `healthy` says; the tiers close when the
+/// returned sender is dropped.
+fn spawn_publisher(
+    service: tower_test::mock::Mock<Request<Body>, Response<Body>>,
+    settings: Settings,
+    faults: zonemesh_domain::Faults,
+    healthy: impl Fn() -> bool + Send + 'static,
+) -> (
+    tokio::sync::watch::Sender<Option<Arc<Tiers>>>,
+    Arc<PublishMetrics>,
+) {
     let metrics = Arc::new(PublishMetrics::default());
     let writer = Writer::new(
         Client::new(service, "default"),
@@ -991,10 +1014,8 @@ async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
         metrics.clone(),
     );
     let (tiers_tx, tiers_rx) = tokio::sync::watch::channel(Some(Arc::new(three_node_zone())));
-    let faults = a2_loses(Severity::Down, 0.3);
-    let (_faults_tx, faults_rx) = tokio::sync::watch::channel(Arc::new(faults));
-    let healthy = Arc::new(AtomicBool::new(true));
-    let h = healthy.clone();
+    // The faults stay as they are: the task reads the last value sent.
+    let faults_rx = tokio::sync::watch::channel(Arc::new(faults)).1;
     tokio::spawn(zonemesh_publish::run::run(
         writer,
         settings,
@@ -1005,33 +1026,103 @@ async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
         Duration::from_millis(20),
         || NOW,
         || true,
-        move || h.load(Ordering::SeqCst),
+        healthy,
         metrics.clone(),
     ));
+    (tiers_tx, metrics)
+}
+
+/// The run task changes taints only once its warm-up is over and while the store is healthy;
+/// its labels go out from the first round.
+#[tokio::test]
+async fn taints_wait_for_the_warm_up_and_a_healthy_store() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use zonemesh_domain::Severity;
+    use zonemesh_publish::health::TaintSettings;
+
+    let (service, handle): (_, Handle) = tower_test::mock::pair();
+    // Every node untainted.
+    let calls = node_server(handle, |_| json!([]));
+    let settings = Settings {
+        schedulers: vec![Scheduler::Health],
+        taint: Some(TaintSettings {
+            warm_up: Duration::from_millis(400),
+            ..TaintSettings::default()
+        }),
+        ..Settings::default()
+    };
+    let healthy = Arc::new(AtomicBool::new(true));
+    let h = healthy.clone();
+    let (tiers_tx, metrics) = spawn_publisher(
+        service,
+        settings,
+        a2_loses(Severity::Down, 0.3),
+        move || h.load(Ordering::SeqCst),
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        labels.load(Ordering::SeqCst) > 0,
-        "the labels wait for nothing"
-    );
-    assert_eq!(
-        taints.load(Ordering::SeqCst),
-        0,
-        "a taint during the warm-up"
-    );
+    assert!(calls.labels() > 0, "the labels wait for nothing");
+    assert_eq!(calls.taint_writes().len(), 0, "a taint during the warm-up");
     // Past the warm-up, but the store fails: still none.
     healthy.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(
-        taints.load(Ordering::SeqCst),
+        calls.taint_writes().len(),
         0,
         "a taint while the store fails"
     );
     healthy.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
-        taints.load(Ordering::SeqCst) > 0,
+        !calls.taint_writes().is_empty(),
         "no taint once warmed up and healthy"
     );
     assert!(metrics.writes(Verb::Taint) > 0);
+    drop(tiers_tx);
+}
+
+/// A publisher that starts (an aggregator restarted, or a replica that took the lease over)
+/// with the count of taints full keeps the taint it finds on a node: it reads the nodes' taints
+/// before its first round that may change them, instead of moving the taint to a node whose
+/// fault ranks higher.
+#[tokio::test]
+async fn a_restarted_publisher_keeps_the_taints_it_finds_while_the_count_is_full() {
+    use zonemesh_domain::Severity;
+    use zonemesh_publish::health::{MaxTainted, TaintSettings};
+
+    let (service, handle): (_, Handle) = tower_test::mock::pair();
+    // a2 carries zonemesh's taint (degraded) from before the restart.
+    let calls = node_server(handle, |n| {
+        if n == "a2" {
+            json!([{"key": "zonemesh.io/network-fault", "value": "degraded", "effect": "NoSchedule"}])
+        } else {
+            json!([])
+        }
+    });
+    let settings = Settings {
+        schedulers: vec![Scheduler::Health],
+        taint: Some(TaintSettings {
+            max: MaxTainted::Nodes(1),
+            warm_up: Duration::ZERO,
+            ..TaintSettings::default()
+        }),
+        ..Settings::default()
+    };
+    // a2's degraded loss is older; a3 is down since now: without what the nodes carry, a3
+    // ranks first for the one taint allowed.
+    let mut faults = a2_loses(Severity::Degraded, 0.05);
+    faults.faults[0].since = UnixMs(NOW.0 - 60_000);
+    let mut a3 = a2_loses(Severity::Down, 0.3).faults.remove(0);
+    a3.element = zonemesh_domain::Element::Node(NodeName::parse("node", "a3").unwrap());
+    faults.faults.push(a3);
+    let (tiers_tx, metrics) = spawn_publisher(service, settings, faults, || true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(calls.lists() >= 2, "no round listed the nodes");
+    assert!(calls.labels() > 0, "no round labelled the nodes");
+    assert_eq!(
+        calls.taint_writes(),
+        Vec::<String>::new(),
+        "a taint moved off a2 (it carried zonemesh's taint when the publisher started)"
+    );
+    assert_eq!(metrics.writes(Verb::Taint), 0);
     drop(tiers_tx);
 }
