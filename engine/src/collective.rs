@@ -242,22 +242,46 @@ struct FlowTime {
 /// The figures behind a flow's bottleneck, for its one line of why.
 #[derive(Debug, Clone, Copy)]
 enum Why {
-    Link { rate: f64, rtt_us: f64, loss: f64 },
-    Egress { bps: f64, flows: u32 },
-    Ingress { bps: f64, flows: u32 },
-    Zones { flows: u32 },
+    Link {
+        rate: f64,
+        rtt_us: f64,
+        loss: f64,
+        tail_repair_us: Option<f64>,
+    },
+    Egress {
+        bps: f64,
+        flows: u32,
+    },
+    Ingress {
+        bps: f64,
+        flows: u32,
+    },
+    Zones {
+        flows: u32,
+    },
 }
 
 impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Why::Link { rate, rtt_us, loss } => write!(
-                f,
-                "the link at {:.0} Mbit/s, RTT {:.0} µs, loss {:.2} %",
-                rate / 1e6,
+            Why::Link {
+                rate,
                 rtt_us,
-                loss * 100.0
-            ),
+                loss,
+                tail_repair_us,
+            } => {
+                write!(
+                    f,
+                    "the link at {:.0} Mbit/s, RTT {:.0} µs, loss {:.2} %",
+                    rate / 1e6,
+                    rtt_us,
+                    loss * 100.0
+                )?;
+                match tail_repair_us {
+                    Some(us) => write!(f, ", a lost last segment waits {:.0} ms", us / 1e3),
+                    None => Ok(()),
+                }
+            }
             Why::Egress { bps, flows } => write!(
                 f,
                 "the sender's own link, {:.0} Mbit/s shared by {flows} flow(s)",
@@ -342,6 +366,7 @@ fn flow_times(net: &dyn Network, flows: &[Flow]) -> Vec<FlowTime> {
                         rate,
                         rtt_us: link.rtt_us,
                         loss: link.loss,
+                        tail_repair_us: link.tail_repair_us,
                     },
                 )
             } else if rate >= egress {
@@ -640,6 +665,8 @@ mod tests {
         slow: Option<(usize, f64)>,
         lossy: Option<(usize, f64)>,
         far: Option<(usize, usize, f64)>,
+        /// What a lost last segment costs on every lossy link, µs.
+        tail_repair_us: Option<f64>,
     }
 
     impl Flat {
@@ -651,6 +678,7 @@ mod tests {
                 slow: None,
                 lossy: None,
                 far: None,
+                tail_repair_us: None,
             }
         }
     }
@@ -667,7 +695,11 @@ mod tests {
                 Some((node, loss)) if node == a || node == b => loss,
                 _ => 0.0,
             };
-            Link::wire(rtt_us, loss, self.rate)
+            let link = Link::wire(rtt_us, loss, self.rate);
+            match self.tail_repair_us {
+                Some(us) => link.with_tail_repair(us),
+                None => link,
+            }
         }
         fn zone(&self, a: usize) -> usize {
             self.zones[a]
@@ -756,6 +788,31 @@ mod tests {
         let clean = Link::wire(100.0, 0.0, 1e9).with_exchanges(80.0, 500.0);
         assert_eq!((clean.message_us, clean.tail_repair_us), (0.0, None));
         assert_eq!(wire.with_exchanges(f64::NAN, 1.0), wire);
+    }
+
+    #[test]
+    fn a_lossy_links_why_says_what_a_lost_tail_costs() {
+        let lossy = Flat {
+            lossy: Some((1, 0.05)),
+            ..Flat::new(&[0, 0])
+        };
+        let plain = predict(&ring_job(4_000_000), &[0, 1], &lossy);
+        assert!(
+            matches!(plain.bottleneck, Bottleneck::Link { .. }),
+            "{plain}"
+        );
+        assert!(plain.why.ends_with("loss 5.00 %"), "{plain}");
+        let repaired = Flat {
+            tail_repair_us: Some(200_000.0),
+            ..lossy
+        };
+        let r = predict(&ring_job(4_000_000), &[0, 1], &repaired);
+        assert!(
+            r.why
+                .ends_with("loss 5.00 %, a lost last segment waits 200 ms"),
+            "{r}"
+        );
+        assert!(r.seconds > plain.seconds, "{plain} / {r}");
     }
 
     #[test]

@@ -170,18 +170,7 @@ fn the_loss_penalty_is_calibrated_on_the_lossy_paths_loss_held_back() {
     let lossy = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
     let same_zone = |s: &str, d: &str| s[..2] == d[..2];
     let rtt = move |s: &str, d: &str| if same_zone(s, d) { 20.0 } else { 10_000.0 };
-    let t = mesh_with_throughput(
-        2,
-        3,
-        rtt,
-        |s, d| if lossy(s, d) { 2 } else { 0 },
-        |s, d| match (lossy(s, d), same_zone(s, d)) {
-            (false, _) => 1e9,
-            (true, true) => 900e6,
-            (true, false) => 100e6,
-        },
-        now,
-    );
+    let t = crate::testing::lossy_across_zones_mesh(now);
     let snap = t.view();
     let model = snap.model();
     let penalty = model.loss_penalty().unwrap();
@@ -227,19 +216,7 @@ fn the_tail_repair_is_fitted_over_every_lossy_paths_exchanges() {
     // hosts' scheduling), on z0-n1's as much more again as losing 2 % to a 200 ms timeout costs
     // (4 ms) — except on the path z0-n0 → z0-n1, whose exchanges happened to meet no loss.
     let lossy = |s: &str, d: &str| s == "z0-n1" || d == "z0-n1";
-    let timed = |s: &str, d: &str| {
-        let (lost, excess) = match (lossy(s, d), s) {
-            (true, "z0-n0") => (2, 20.0),
-            (true, _) => (2, 20.0 + 0.02 * 200_000.0),
-            (false, _) => (0, 20.0),
-        };
-        SampleBuilder::new(&name(s), &name(d), 100.0)
-            .probes(100, lost)
-            .throughput(1e9, 125_000_000)
-            .exchange(100.0, 100.0 + excess)
-            .build()
-    };
-    let t = mesh_of(2, 3, now, timed);
+    let t = crate::testing::timed_lossy_mesh(now);
     let snap = t.view();
     let repair = snap.model().tail_repair().expect("ten lossy tests");
     assert_eq!((repair.tests, repair.lossy_tests), (30, 10));
