@@ -23,6 +23,7 @@ use prometheus_client::registry::Registry;
 use zonemesh_common::label_value;
 use zonemesh_domain::{NodeState, Provenance, UnixMs};
 use zonemesh_engine::Snapshot;
+use zonemesh_engine::model::{LossPenalty, TailRepair};
 
 use super::health::StoreHealth;
 use crate::cluster::Progress;
@@ -335,13 +336,17 @@ impl SecurityMetrics {
 }
 
 /// What the last sweep published, read at scrape time: zone-level figures (labels are zones,
-/// never nodes or node pairs).
+/// never nodes or node pairs) and the model's calibrations of the whole cluster.
 #[derive(Debug, Default, Clone)]
 struct ZoneView {
     /// Zone, and its registered nodes by state (ready, stale, down, unreachable).
     nodes: Vec<(String, [u64; State::ALL.len()])>,
     /// The measured zone-to-zone roll-ups.
     links: Vec<ZoneLinkRow>,
+    /// What a lost last segment costs, where the model has fitted it.
+    tail_repair: Option<TailRepair>,
+    /// How loss holds back a TCP transfer, where the model has calibrated it.
+    loss_penalty: Option<LossPenalty>,
 }
 
 /// Reads how much memory the allocator holds, if it can tell: `(allocated, resident)` bytes.
@@ -672,6 +677,8 @@ impl Metrics {
         let view = ZoneView {
             nodes: by_zone.into_iter().collect(),
             links: links.map(ZoneLinkRow::from).collect(),
+            tail_repair: topology.model().tail_repair(),
+            loss_penalty: topology.model().loss_penalty(),
         };
         let with_members = topology.zones().filter(|(_, z)| !z.members.is_empty());
         self.zones.set(with_members.count() as u64);
@@ -783,8 +790,55 @@ impl Collector for Published {
         if let Some(progress) = self.cluster.get() {
             encode_cluster(&mut encoder, progress)?;
         }
+        encode_model(&mut encoder, &view)?;
         encode_links(&mut encoder, &view.links)
     }
+}
+
+/// The model's calibrations of the whole cluster (each family only once the model has fitted
+/// it: until then the predictions go without the term).
+fn encode_model(encoder: &mut DescriptorEncoder, view: &ZoneView) -> Result<(), fmt::Error> {
+    let count = |n: usize| ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX));
+    if let Some(t) = view.tail_repair {
+        let metric = encoder.encode_descriptor(
+            "zonemesh_model_tail_repair_seconds",
+            "What a lost last segment of a message costs (a tail-loss probe or a retransmission timeout), fitted over the timed exchanges of the throughput tests of every lossy path; Place charges it on every lossy link. Absent until two lossy paths timed exchanges.",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(t.us / 1e6).encode(metric)?;
+        for (name, help, n) in [
+            (
+                "zonemesh_model_tail_repair_tests",
+                "Throughput tests with timed exchanges the tail repair was fitted over.",
+                t.tests,
+            ),
+            (
+                "zonemesh_model_tail_repair_lossy_tests",
+                "Of the tail repair's tests, those on paths losing at least 0.5 % of their probes.",
+                t.lossy_tests,
+            ),
+        ] {
+            count(n).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+        }
+    }
+    if let Some(p) = view.loss_penalty {
+        let metric = encoder.encode_descriptor(
+            "zonemesh_model_loss_penalty_factor",
+            "Measured TCP throughput over Mathis's limit on lossy paths (the median), the factor that prices loss in the rates of unmeasured paths. Absent until two lossy paths were tested.",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(p.factor).encode(metric)?;
+        let metric = encoder.encode_descriptor(
+            "zonemesh_model_loss_penalty_paths",
+            "Lossy paths the loss penalty factor was calibrated on.",
+            None,
+            MetricType::Gauge,
+        )?;
+        count(p.paths).encode(metric)?;
+    }
+    Ok(())
 }
 
 /// A replica's families (only with `--cluster`).
@@ -999,6 +1053,48 @@ mod tests {
         ] {
             assert!(text.contains(series), "{series} in\n{text}");
         }
+    }
+
+    /// The value of an unlabelled series in an exposition.
+    fn series_value(text: &str, series: &str) -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.split(' ').next() == Some(series))
+            .unwrap_or_else(|| panic!("{series} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    /// The model's calibrations show once it has fitted them, and no family before: the tail
+    /// repair of the engine's fixture whose lossy node's tests timed exchanges (180 ms over 10
+    /// lossy tests of 30), and the loss penalty of the one whose lossy node is slow across zones.
+    #[test]
+    fn the_models_calibrations_show_once_fitted() {
+        use zonemesh_engine::testing::{lossy_across_zones_mesh, timed_lossy_mesh};
+        let now = UnixMs(1_000_000);
+        let m = Metrics::default();
+        m.observe_topology(mesh(2, 3, |_, _| 100.0, |_, _| 0, now).view(), now);
+        let text = zonemesh_common::metrics::render(m.registry());
+        assert!(!text.contains("zonemesh_model_"), "{text}");
+
+        m.observe_topology(timed_lossy_mesh(now).view(), now);
+        let text = zonemesh_common::metrics::render(m.registry());
+        let value = |series: &str| series_value(&text, series);
+        assert!((value("zonemesh_model_tail_repair_seconds") - 0.18).abs() < 1e-6);
+        assert_eq!(value("zonemesh_model_tail_repair_tests"), 30.0);
+        assert_eq!(value("zonemesh_model_tail_repair_lossy_tests"), 10.0);
+
+        // z0-n1 loses 2 % and gets 100 Mbit/s across zones 10 ms apart, about ten times
+        // Mathis's limit, on six paths.
+        m.observe_topology(lossy_across_zones_mesh(now).view(), now);
+        let text = zonemesh_common::metrics::render(m.registry());
+        let value = |series: &str| series_value(&text, series);
+        let mathis = zonemesh_engine::model::mathis_bps(10_000.0, 0.02).unwrap();
+        assert!((value("zonemesh_model_loss_penalty_factor") - 100e6 / mathis).abs() < 1e-6);
+        assert_eq!(value("zonemesh_model_loss_penalty_paths"), 6.0);
+        assert!(
+            !text.contains("zonemesh_model_tail_repair"),
+            "no exchanges were timed"
+        );
     }
 
     /// Every family, type, help text, series and value is what the hand-written exposition
