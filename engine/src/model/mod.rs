@@ -21,10 +21,12 @@
 //!   sending (receiving) in a throughput test, leaving out the tests its peer explains (the peer
 //!   never did better than about this figure with anyone else, while this node did or was never
 //!   tested elsewhere): a node tested only against a slow node is not slow. Only its tests of the
-//!   last pair interval before its newest count, so a link that got slower shows within a cycle. A zone pair's capacity
-//!   is the most a test between the zones achieved that neither end's cap explains; unknown when
-//!   every test is explained by its nodes (the zones' link did not limit anything seen). It too
-//!   counts only the pair's tests of the last pair interval before its newest.
+//!   last pair interval before its newest count, so a link that got slower shows within a cycle.
+//!   A zone pair's capacity is the most a test between the zones achieved that neither end's cap
+//!   explains; unknown when every test is explained by its nodes (the zones' link did not limit
+//!   anything seen). It too counts only the pair's tests of the last pair interval before its
+//!   newest, and none that a newer test between the zones beat (the link carried more since: a
+//!   node's slow test from before its cap was lifted is not the link's).
 //! - **Loss penalty** on the rate: Mathis's limit `MSS / RTT · √(3/2) / √ℓ` scaled by a factor
 //!   calibrated on the measured lossy paths whose throughput test loss held back (the median of
 //!   measured rate over Mathis's, over the tests their ends' caps do not explain; a lossy path's
@@ -945,16 +947,44 @@ fn fit_caps(tests: &[Test], recent_ms: i64, nodes: &mut [NodeTerms], zones: &mut
     // maximum age, and a slow node's test from before its cap was lifted, no longer explained by
     // that node's cap, held the zone link's capacity at the node's old rate (in the lab, for
     // half an hour, after a rate cap came and went).
+    // Nor does a test that a newer test across the same zones beat: the link carried more
+    // since. The node's cap no longer explains its last slow test from before the lift (its
+    // newer tests are fast), and that test alone, within the interval, set the zones' capacity:
+    // in the lab, a rate fault "inside zone-a" beside a2's cap, after a4's cap was lifted.
     let mut newest_pair = vec![UnixMs(i64::MIN); zones.len()];
     for t in tests {
         newest_pair[t.pair] = newest_pair[t.pair].max(t.at);
     }
-    for t in tests.iter().filter(|t| {
-        !t.lossy() && newest_pair[t.pair].since(t.at) <= recent_ms && !explained_by_caps(t, nodes)
+    let beaten = beaten_by_newer(tests);
+    for (t, _) in tests.iter().zip(beaten).filter(|&(t, beaten)| {
+        !beaten
+            && !t.lossy()
+            && newest_pair[t.pair].since(t.at) <= recent_ms
+            && !explained_by_caps(t, nodes)
     }) {
         let c = &mut zones[t.pair].capacity_bps;
         *c = Some(c.map_or(t.bps, |v| v.max(t.bps)));
     }
+}
+
+/// Per test, whether a newer test across the same zone pair ran faster than [`EXPLAINED`]
+/// times its figure. Each pair's tests newest first, with the fastest of those strictly newer.
+fn beaten_by_newer(tests: &[Test]) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..tests.len()).collect();
+    order.sort_unstable_by_key(|&i| (tests[i].pair, std::cmp::Reverse(tests[i].at)));
+    let mut beaten = vec![false; tests.len()];
+    for pair in order.chunk_by(|&a, &b| tests[a].pair == tests[b].pair) {
+        let mut newer = f64::NEG_INFINITY;
+        for at_once in pair.chunk_by(|&a, &b| tests[a].at == tests[b].at) {
+            for &i in at_once {
+                beaten[i] = newer > tests[i].bps * EXPLAINED;
+            }
+            for &i in at_once {
+                newer = newer.max(tests[i].bps);
+            }
+        }
+    }
+    beaten
 }
 
 /// Whether a test ran at about the cap of its sender's egress or its receiver's ingress: what its

@@ -423,6 +423,70 @@ fn a_zone_links_capacity_leaves_out_tests_older_than_an_interval_before_its_newe
 }
 
 #[test]
+fn a_test_a_newer_test_across_the_same_zones_beat_sets_no_capacity() {
+    let t0 = UnixMs(10_000_000);
+    let all = |nodes: &[&'static str], src: &str, bps: f64| -> Vec<(&'static str, f64)> {
+        nodes
+            .iter()
+            .filter(|d| **d != src)
+            .map(|d| (*d, bps))
+            .collect()
+    };
+    // One zone of four; z0-n3 sends at 100 Mbit/s, the rest run at 1 Gbit/s.
+    let nodes = ["z0-n0", "z0-n1", "z0-n2", "z0-n3"];
+    let mut tested = Tested::new(&nodes, t0);
+    for src in nodes {
+        let bps = if src == "z0-n3" { 100e6 } else { 1e9 };
+        tested.report(src, &all(&nodes, src, bps), t0);
+    }
+    // Half an interval later its cap is gone: its first test since runs at 1 Gbit/s, and so
+    // does a test between two other nodes. Its two slow tests are still of the last interval,
+    // and its cap (1 Gbit/s now) no longer explains them.
+    let later = UnixMs(t0.0 + 30_000);
+    tested.report("z0-n3", &[("z0-n0", 1e9)], later);
+    tested.report("z0-n1", &[("z0-n2", 1e9)], later);
+    let t = &mut tested.t;
+    t.fit_model(later);
+    let snap = t.view();
+    let id = |n: &str| t.id(&name(n)).unwrap();
+    assert_eq!(snap.egress_cap_bps(id("z0-n3")), Some(1e9));
+    let z0 = snap.zone_of(id("z0-n0"));
+    assert_eq!(
+        snap.zone_capacity_bps(z0, z0),
+        None,
+        "the zone carried 1 Gbit/s since its slow tests"
+    );
+
+    // A zone link that slows shows at once: older faster tests beat nothing newer.
+    let nodes = ["z0-n0", "z0-n1", "z1-n0", "z1-n1"];
+    let mut tested = Tested::new(&nodes, t0);
+    for src in nodes {
+        tested.report(src, &all(&nodes, src, 1e9), t0);
+    }
+    let slow = |src: &str| {
+        let peer = if src.starts_with("z0") {
+            "z1-n0"
+        } else {
+            "z0-n0"
+        };
+        (peer, 200e6)
+    };
+    for src in nodes {
+        let inside = nodes
+            .iter()
+            .find(|d| **d != src && d[..2] == src[..2])
+            .unwrap();
+        tested.report(src, &[slow(src), (inside, 1e9)], later);
+    }
+    let t = &mut tested.t;
+    t.fit_model(later);
+    let snap = t.view();
+    let id = |n: &str| t.id(&name(n)).unwrap();
+    let (z0, z1) = (snap.zone_of(id("z0-n0")), snap.zone_of(id("z1-n0")));
+    assert_eq!(snap.zone_capacity_bps(z0, z1), Some(200e6));
+}
+
+#[test]
 fn a_model_fitted_elsewhere_is_installed_unless_a_later_fit_is_in_place() {
     let now = UnixMs(1_000_000);
     let mut t = mesh(2, 3, |_, _| 100.0, |_, _| 0, now);
