@@ -1041,8 +1041,17 @@ pub fn look(
         // while its cap still counts the faster ones, looked like its zone's capacity). A loss
         // or delay needs no such rule: a lossy node's paths are left out of a zone link's, and a
         // node's delay is judged on its paths inside its zone.
-        if matches!(c.test, Test::ZoneRate { .. })
-            && (c.evidence.count < 2 || c.evidence.one_node())
+        // Both the fresh tests below the baseline (the evidence) and the tests the capacity was
+        // taken over must pass: a node pair's newest test from an earlier cap, no longer
+        // explained by that node's lifted cap, stays fresh evidence until the pair is tested
+        // again, and beside a new cap's first slow test it named the link (in the lab:
+        // zone-a–zone-c beside a4's cap, from a3's 45 minutes before, traced from the polls).
+        if let Test::ZoneRate { zones: (a, b), .. } = c.test
+            && (c.evidence.count < 2
+                || c.evidence.one_node()
+                || model
+                    .zone_pair(a, b)
+                    .is_none_or(|z| z.capacity_tests.count < 2 || z.capacity_tests.one_node()))
         {
             continue;
         }

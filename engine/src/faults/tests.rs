@@ -754,3 +754,101 @@ fn a_flapping_element_opens_at_most_once_per_hold() {
         );
     }
 }
+
+/// Two zones of four whose pairs are tested every two minutes (the lab's interval), fed one full
+/// round of reports at a time.
+struct Rounds {
+    t: crate::Topology,
+    sequence: u64,
+}
+
+impl Rounds {
+    const NODES: [&'static str; 8] = [
+        "z0-n0", "z0-n1", "z0-n2", "z0-n3", "z1-n0", "z1-n1", "z1-n2", "z1-n3",
+    ];
+
+    fn new(at: UnixMs) -> Self {
+        let mut config = crate::EngineConfig::default();
+        config.throughput.pair_interval_ms = 120_000;
+        let mut t = crate::Topology::new(config);
+        for n in Self::NODES {
+            t.register(&hello(n, &format!("zone-{}", &n[1..2])), at);
+        }
+        Self { t, sequence: 0 }
+    }
+
+    /// Every node reports every path's probes, and a throughput test where `tput` gives one.
+    fn round(&mut self, at: UnixMs, tput: impl Fn(&str, &str) -> Option<f64>) -> &crate::Topology {
+        self.sequence += 1;
+        for src in Self::NODES {
+            let paths = Self::NODES
+                .iter()
+                .filter(|d| **d != src)
+                .map(|d| sample(src, d, rtt(src, d), 0, tput(src, d)))
+                .collect();
+            let id = self.t.id(&node(src)).unwrap();
+            let report = zonemesh_domain::Report {
+                sequence: self.sequence,
+                paths,
+            };
+            self.t.apply_report(id, &report, at).unwrap();
+        }
+        self.t.sweep(at);
+        self.t.fit_model(at);
+        &self.t
+    }
+}
+
+#[test]
+fn a_stale_test_from_an_earlier_cap_does_not_name_a_zone_link_beside_a_new_cap() {
+    let at = |s: i64| UnixMs(T0.0 + s * 1_000);
+    let zone_link = (
+        Element::zone_link(zone("zone-0"), zone("zone-1")),
+        FaultKind::Rate,
+    );
+    let mut tracker = Tracker::new(quick(), Baselines::default());
+    let mut rounds = Rounds::new(at(0));
+    // The link's baseline: 800 Mbit/s across it, which the nodes' 1 Gbit/s does not explain.
+    let normal = |s: &str, d: &str| Some(if same_zone(s, d) { 1e9 } else { 800e6 });
+    for s in [0, 61] {
+        let t = rounds.round(at(s), normal);
+        assert_eq!(tracker.update(t.view(), at(s)).faults, vec![]);
+    }
+    // z1-n1 is capped: its tests to zone-0 run at 100 Mbit/s.
+    let t = rounds.round(at(100), |s, d| {
+        (s == "z1-n1" && !same_zone(s, d)).then_some(100e6)
+    });
+    let open = elements_of(&tracker.update(t.view(), at(100)));
+    assert!(!open.contains(&zone_link), "{open:?}");
+    // Its cap is lifted, and every pair is tested again (at about the nodes' own rate across
+    // the zones now) but z1-n1 → z0-n1, whose slow test stays its newest.
+    let t = rounds.round(at(300), |s, d| match (s, d) {
+        ("z1-n1", "z0-n1") => None,
+        _ if same_zone(s, d) => Some(1e9),
+        _ => Some(950e6),
+    });
+    tracker.update(t.view(), at(300));
+    // z0-n3 is capped: its first slow test crosses the link. The zones' capacity rests on it
+    // alone; the fresh tests below the baseline are it and z1-n1's old one, touching no one node.
+    let t = rounds.round(at(400), |s, d| {
+        (s == "z0-n3" && d == "z1-n2").then_some(100e6)
+    });
+    let snap = t.view();
+    let (z0, z1) = (
+        snap.zone_of(t.id(&node("z0-n0")).unwrap()),
+        snap.zone_of(t.id(&node("z1-n0")).unwrap()),
+    );
+    let terms = *snap.model().zone_pair(z0, z1).unwrap();
+    assert_eq!(terms.capacity_bps, Some(100e6));
+    assert_eq!(terms.capacity_tests.count, 1);
+    let open = elements_of(&tracker.update(snap, at(400)));
+    assert!(!open.contains(&zone_link), "{open:?}");
+}
+
+fn elements_of(faults: &Faults) -> Vec<(Element, FaultKind)> {
+    faults
+        .faults
+        .iter()
+        .map(|f| (f.element.clone(), f.kind))
+        .collect()
+}

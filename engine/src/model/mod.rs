@@ -214,6 +214,8 @@ pub struct ZoneTerms {
     pub loss: f64,
     /// Capacity between the zones, bit/s, when a test between them shows one (see the module docs).
     pub capacity_bps: Option<f64>,
+    /// The tests [`ZoneTerms::capacity_bps`] was taken over.
+    pub capacity_tests: CapacityTests,
     /// Median rate of the throughput tests between the zones' nodes without a fault of their own
     /// (of all its tests when none is without), bit/s: the rate of a path whose nodes and zone
     /// pair have no cap known.
@@ -224,6 +226,38 @@ pub struct ZoneTerms {
     pub throughput_paths: u32,
     /// Oldest sample behind the terms.
     pub oldest: Option<UnixMs>,
+}
+
+/// The tests a zone pair's capacity was taken over (those of its last interval that neither
+/// end's cap explains, no newer test beat and loss did not hold back): how many, and whether one
+/// node touches them all (then they are that node's, not the zones' link's).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CapacityTests {
+    /// How many.
+    pub count: u32,
+    /// The nodes (ids) that every one of them touches.
+    common: [Option<u32>; 2],
+}
+
+impl CapacityTests {
+    fn add(&mut self, src: usize, dst: usize) {
+        let ends = [src as u32, dst as u32];
+        if self.count == 0 {
+            self.common = ends.map(Some);
+        } else {
+            for c in &mut self.common {
+                if c.is_some_and(|n| !ends.contains(&n)) {
+                    *c = None;
+                }
+            }
+        }
+        self.count += 1;
+    }
+
+    /// Whether one node touches every test (true of a single test).
+    pub fn one_node(&self) -> bool {
+        self.count > 0 && self.common.iter().any(Option::is_some)
+    }
 }
 
 /// What repairing a lost last segment takes, fitted from the tests' timed exchanges (see the
@@ -962,8 +996,9 @@ fn fit_caps(tests: &[Test], recent_ms: i64, nodes: &mut [NodeTerms], zones: &mut
             && newest_pair[t.pair].since(t.at) <= recent_ms
             && !explained_by_caps(t, nodes)
     }) {
-        let c = &mut zones[t.pair].capacity_bps;
-        *c = Some(c.map_or(t.bps, |v| v.max(t.bps)));
+        let z = &mut zones[t.pair];
+        z.capacity_bps = Some(z.capacity_bps.map_or(t.bps, |v| v.max(t.bps)));
+        z.capacity_tests.add(t.src, t.dst);
     }
 }
 
