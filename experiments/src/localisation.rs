@@ -225,6 +225,72 @@ pub struct Trial {
     /// Seconds from the clearing until no fault was open; `None` if some was still open past
     /// [`Timing::close_limit`].
     pub closed_after_s: Option<f64>,
+    /// Seconds from the injection (the start of a clean spell) until the clearing (`None` in
+    /// results files written before this was recorded).
+    #[serde(default)]
+    pub cleared_at_s: Option<f64>,
+    /// What `ListFaults` said each time it changed, from the injection until every fault closed
+    /// (empty in results files written before this was recorded): what traces a late name or
+    /// close, or a fault named beside, after the run.
+    #[serde(default)]
+    pub polls: Vec<Poll>,
+}
+
+/// `ListFaults` when what it said changed: a fault opened or closed, or turned clean or bad.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Poll {
+    /// Seconds from the injection (the start of a clean spell).
+    pub at_s: f64,
+    /// The open faults.
+    pub open: Vec<Listed>,
+}
+
+/// One open fault as `ListFaults` answered it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Listed {
+    /// Its element and kind.
+    pub named: Named,
+    /// Its figure (a loss ratio, µs above the baseline, or bit/s).
+    pub figure: f64,
+    /// The paths that show it, in all.
+    pub evidence_paths: u32,
+    /// The first of them (source, destination), as `ListFaults` lists them.
+    pub evidence: Vec<(String, String)>,
+    /// Whether the last look found it clean again (it waits out its hold).
+    pub clean: bool,
+}
+
+/// A trial's [`Poll`]s: one whenever the open faults, or which of them are clean, change.
+struct Recorder {
+    started: Instant,
+    polls: Vec<Poll>,
+    last: Option<Vec<(Named, bool)>>,
+}
+
+impl Recorder {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            polls: Vec::new(),
+            last: None,
+        }
+    }
+
+    fn note(&mut self, open: &[Listed]) {
+        let key: Vec<(Named, bool)> = open.iter().map(|l| (l.named.clone(), l.clean)).collect();
+        if self.last.as_ref() != Some(&key) {
+            self.polls.push(Poll {
+                at_s: self.started.elapsed().as_secs_f64(),
+                open: open.to_vec(),
+            });
+            self.last = Some(key);
+        }
+    }
+}
+
+/// The elements and kinds of `open`.
+fn names(open: &[Listed]) -> BTreeSet<Named> {
+    open.iter().map(|l| l.named.clone()).collect()
 }
 
 /// The results of one run.
@@ -498,7 +564,7 @@ fn with_flags(base: &[&str], over: &[String]) -> Vec<String> {
 /// What `ListFaults` names now.
 async fn open_faults(
     topology: &mut v1::topology_client::TopologyClient<tonic::transport::Channel>,
-) -> Result<BTreeSet<Named>> {
+) -> Result<Vec<Listed>> {
     let answer = topology
         .list_faults(v1::ListFaultsRequest {})
         .await?
@@ -506,13 +572,21 @@ async fn open_faults(
     Ok(answer
         .faults
         .iter()
-        .map(|f| {
-            named(
+        .map(|f| Listed {
+            named: named(
                 zonemesh_proto::json::fault_element(f.element),
                 &f.a,
                 &f.b,
                 zonemesh_proto::json::fault_kind(f.kind),
-            )
+            ),
+            figure: f.figure,
+            evidence_paths: f.evidence_paths,
+            evidence: f
+                .evidence
+                .iter()
+                .map(|p| (p.src.clone(), p.dst.clone()))
+                .collect(),
+            clean: f.clean_since_unix_ms != 0,
         })
         .collect())
 }
@@ -522,14 +596,18 @@ async fn until_closed(
     topology: &mut v1::topology_client::TopologyClient<tonic::transport::Channel>,
     limit: Duration,
     seen: &mut BTreeSet<Named>,
+    mut record: Option<&mut Recorder>,
 ) -> Result<Option<f64>> {
     let started = Instant::now();
     loop {
         let open = open_faults(topology).await?;
+        if let Some(r) = record.as_deref_mut() {
+            r.note(&open);
+        }
         if open.is_empty() {
             return Ok(Some(started.elapsed().as_secs_f64()));
         }
-        seen.extend(open);
+        seen.extend(names(&open));
         if started.elapsed() > limit {
             return Ok(None);
         }
@@ -570,7 +648,7 @@ pub async fn run(
     // Each element's baseline is learnt over its first `baseline_s`; then the lab must be clean.
     tokio::time::sleep(Duration::from_secs(timing.baseline_s + 10)).await;
     let mut warmup = BTreeSet::new();
-    if until_closed(&mut topology, timing.close_limit(None), &mut warmup)
+    if until_closed(&mut topology, timing.close_limit(None), &mut warmup, None)
         .await?
         .is_none()
     {
@@ -590,9 +668,11 @@ pub async fn run(
             &mut topology,
             timing.close_limit(Some(Kind::NodeRate)),
             &mut before,
+            None,
         )
         .await?;
         let started = Instant::now();
+        let mut record = Recorder::new();
         let mut injected: Vec<Injected> = Vec::new();
         for (injection, expected, what, kind) in &trial {
             lab.inject(injection)
@@ -611,7 +691,9 @@ pub async fn run(
             .unwrap_or(Duration::from_secs(timing.clean_spell_s));
         let mut others: BTreeSet<Named> = BTreeSet::new();
         while started.elapsed() < deadline {
-            let open = open_faults(&mut topology).await?;
+            let listed = open_faults(&mut topology).await?;
+            record.note(&listed);
+            let open = names(&listed);
             for inj in &mut injected {
                 if inj.named_after_s.is_none() && open.contains(&inj.expected) {
                     inj.named_after_s = Some(started.elapsed().as_secs_f64());
@@ -624,9 +706,10 @@ pub async fn run(
             if !trial.is_empty() && injected.iter().all(|i| i.named_after_s.is_some()) {
                 // Watch a little longer for faults named beside it.
                 tokio::time::sleep(Duration::from_secs(5)).await;
+                let listed = open_faults(&mut topology).await?;
+                record.note(&listed);
                 others.extend(
-                    open_faults(&mut topology)
-                        .await?
+                    names(&listed)
                         .into_iter()
                         .filter(|f| !injected.iter().any(|i| &i.expected == f)),
                 );
@@ -635,8 +718,15 @@ pub async fn run(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         lab.clear()?;
+        let cleared_at_s = Some(started.elapsed().as_secs_f64());
         let before_clearing = others.clone();
-        let closed_after_s = until_closed(&mut topology, longest(&trial), &mut others).await?;
+        let closed_after_s = until_closed(
+            &mut topology,
+            longest(&trial),
+            &mut others,
+            Some(&mut record),
+        )
+        .await?;
         others.retain(|f| !injected.iter().any(|i| &i.expected == f));
         let others_after_clearing: Vec<Named> =
             others.difference(&before_clearing).cloned().collect();
@@ -668,6 +758,8 @@ pub async fn run(
             others: others.into_iter().collect(),
             others_after_clearing,
             closed_after_s,
+            cleared_at_s,
+            polls: record.polls,
         });
     }
     drop(stack);
@@ -904,6 +996,62 @@ mod tests {
     }
 
     #[test]
+    fn a_trials_record_keeps_what_listfaults_said_each_time_it_changed() {
+        let listed = |a: &str, figure: f64, clean: bool| Listed {
+            named: ("NODE".into(), a.into(), String::new(), "LOSS".into()),
+            figure,
+            evidence_paths: 3,
+            evidence: vec![(a.into(), "b1".into())],
+            clean,
+        };
+        let mut record = Recorder::new();
+        record.note(&[]);
+        record.note(&[]);
+        record.note(&[listed("a2", 0.05, false)]);
+        // The figure moves every look: no new poll for that.
+        record.note(&[listed("a2", 0.06, false)]);
+        record.note(&[listed("a2", 0.01, true)]);
+        record.note(&[]);
+        let said: Vec<Vec<(String, f64, bool)>> = record
+            .polls
+            .iter()
+            .map(|p| {
+                p.open
+                    .iter()
+                    .map(|l| (l.named.1.clone(), l.figure, l.clean))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            said,
+            vec![
+                vec![],
+                vec![("a2".to_owned(), 0.05, false)],
+                vec![("a2".to_owned(), 0.01, true)],
+                vec![],
+            ]
+        );
+        assert!(record.polls.windows(2).all(|w| w[0].at_s <= w[1].at_s));
+    }
+
+    #[test]
+    fn results_files_written_before_the_polls_were_recorded_still_read() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/localisation/a7c5317/seed1.json"
+        );
+        let results: Results = serde_json::from_str(&std::fs::read_to_string(path).unwrap())
+            .expect("the a7c5317 run's results file");
+        assert_eq!(results.trials.len(), 50);
+        assert!(
+            results
+                .trials
+                .iter()
+                .all(|t| t.polls.is_empty() && t.cleared_at_s.is_none())
+        );
+    }
+
+    #[test]
     fn the_targets_count_each_trial_against_its_own_deadline_and_close_target() {
         let named = |e: &str, a: &str, k: &str| (e.into(), a.into(), String::new(), k.into());
         let injected = |kind, after: Option<f64>| Injected {
@@ -917,6 +1065,8 @@ mod tests {
             others: vec![],
             others_after_clearing: vec![],
             closed_after_s: closed,
+            cleared_at_s: None,
+            polls: vec![],
         };
         let results = Results {
             date: "2026-12-07".into(),
