@@ -729,18 +729,24 @@ pub fn cleanup_on_signals() {
         };
         std::thread::spawn(move || {
             if let Some(signal) = signals.forever().next() {
-                crate::process::kill_all();
-                let prefixes = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
-                for prefix in prefixes {
-                    for ns in netns::list(&prefix) {
-                        let _ = netns::remove(&ns);
-                    }
-                    eprintln!("lab {prefix} removed on signal {signal}");
-                }
+                remove_all(&format!("on signal {signal}"));
                 std::process::exit(128 + signal);
             }
         });
     });
+}
+
+/// Kills every process this process started and removes every lab of it, saying so with `why`
+/// (for a process about to exit without dropping its labs).
+pub(crate) fn remove_all(why: &str) {
+    crate::process::kill_all();
+    let prefixes = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
+    for prefix in prefixes {
+        for ns in netns::list(&prefix) {
+            let _ = netns::remove(&ns);
+        }
+        eprintln!("lab {prefix} removed {why}");
+    }
 }
 
 /// A leftover namespace found by [`cleanup`].

@@ -38,9 +38,11 @@ pub mod process;
 pub mod spec;
 pub mod stack;
 pub mod tools;
+pub mod watchdog;
 
 pub use lab::{
     CONTROL_ADDRESS, DEFAULT_PREFIX, Injection, Lab, LabNode, Leftover, check_machine, cleanup,
     cleanup_on_signals, in_netns,
 };
 pub use spec::{LabSpec, LinkSpec, NodeSpec, SpecError, ZoneSpec};
+pub use watchdog::Watchdog;

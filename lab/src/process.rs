@@ -206,6 +206,7 @@ impl Aggregator {
     /// A gRPC channel to it.
     pub async fn channel(&self) -> Result<Channel> {
         Ok(Channel::from_shared(format!("http://{}", self.grpc))?
+            .connect_timeout(Duration::from_secs(5))
             .connect()
             .await?)
     }

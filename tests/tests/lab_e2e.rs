@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use zonemesh_domain::stats::wilson;
 use zonemesh_experiments::accuracy::{self, PooledLoss};
-use zonemesh_lab::cleanup_on_signals;
 use zonemesh_lab::demo_cluster::{
     self, BEST_ZONE, LOSSY_LOSS, LOSSY_NODE, NODE_RATE_BPS, SLOW_NODE,
 };
+use zonemesh_lab::{Watchdog, cleanup_on_signals};
 use zonemesh_proto::v1;
 use zonemesh_tests::{binary, lab_can_run, stack_binaries, wait_for};
 
@@ -28,16 +28,21 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     }
     cleanup_on_signals();
     let logs = tempfile::tempdir()?;
+    // About 5 minutes; a run stuck anywhere ends with where it was and its logs' tails.
+    let watchdog = Watchdog::start("lab_e2e", Duration::from_secs(20 * 60), Some(logs.path()));
+    watchdog.stage("build the lab and start the stack");
     let dir = stack_binaries();
     let (mut lab, stack) = demo_cluster::start(&dir, logs.path())?;
     for (node, agent) in &stack.agents {
         ensure!(agent.icmp == "raw", "{node} measures with {}", agent.icmp);
     }
+    watchdog.stage("settle: the matrix fills");
     demo_cluster::settle(&lab, &stack, |f| eprintln!("fill: {f:?}")).await?;
     let mut topology = stack.topology().await?;
 
     // RTT and loss on every measured path, beside ping on the same path over the same stretch
     // of time as zonemesh's figures.
+    watchdog.stage("RTT and loss beside ping");
     let rows = accuracy::measure_paths(
         &lab,
         &mut topology,
@@ -91,6 +96,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     }
 
     // Throughput beside iperf3: to the slow node, and between two 1 Gbit/s nodes.
+    watchdog.stage("throughput beside iperf3");
     let mut t_rows = Vec::new();
     for (src, dst) in [("b1", SLOW_NODE), ("c1", "c2")] {
         t_rows.push(accuracy::measure_throughput(&lab, &mut topology, src, dst).await?);
@@ -123,6 +129,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     // tested path timed its message exchanges; between clean nodes their median agrees with
     // ping's round trip (within 250 µs and 5 %: a TCP request and response application to
     // application against an ICMP echo; paths of the lossy node wait out its losses).
+    watchdog.stage("TCP figures of every path");
     let nodes: Vec<String> = lab.spec().all_nodes().map(str::to_owned).collect();
     let mut tcp_rows = Vec::new();
     for src in &nodes {
@@ -189,6 +196,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     );
 
     // Placement: a 3-worker job goes to the one zone without an impaired node.
+    watchdog.stage("placement, ranking and faults");
     let place = |exclude: Vec<String>| v1::PlaceRequest {
         workers: 3,
         zone_policy: v1::ZonePolicy::PreferOne as i32,
@@ -313,6 +321,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
     // The tiers as the publisher would write them (`zonemesh publish --dry-run`, no cluster):
     // the near zones (2 ms) share a tier-2 group, the far one (6 and 10 ms) does not, and every
     // node carries every level.
+    watchdog.stage("publish --dry-run");
     let dry_run = std::process::Command::new(binary("zonemesh"))
         .args(["publish", "--dry-run", "--output", "json", "--aggregator"])
         .arg(format!("http://{}", stack.aggregator.grpc))
@@ -388,6 +397,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
 
     // A node cut off from everything turns DOWN and is never placed on.
     let victim = placed.assignments[0].node.clone();
+    watchdog.stage(format!("{victim} cut off"));
     lab.cut_off(&victim)?;
     wait_for(
         &format!("{victim} to turn DOWN"),
@@ -444,6 +454,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         .cloned()
         .collect();
     ensure!(cut.len() == 3, "{cut:?}");
+    watchdog.stage(format!("{cut_zone} cut off"));
     for node in &cut {
         lab.cut_off(node)?;
     }
@@ -485,6 +496,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         placed.assignments.iter().all(|a| a.zone != cut_zone),
         "placed in the cut-off {cut_zone}: {placed:?}"
     );
+    watchdog.stage(format!("{cut_zone} back"));
     for node in &cut {
         lab.reconnect(node)?;
     }
@@ -516,6 +528,7 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         );
     }
 
+    watchdog.stage("stop the stack and remove the lab");
     drop(stack);
     lab.remove()?;
     Ok(())

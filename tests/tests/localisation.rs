@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 use zonemesh_experiments::localisation::{self, Kind, Named, Schedule, Timing};
 use zonemesh_lab::stack::StackOptions;
-use zonemesh_lab::{Injection, cleanup_on_signals};
+use zonemesh_lab::{Injection, Watchdog, cleanup_on_signals};
 use zonemesh_tests::{lab_can_run, stack_binaries};
 
 fn named(element: &str, a: &str, b: &str, kind: &str) -> Named {
@@ -94,9 +94,16 @@ async fn every_kind_of_fault_is_named_where_it_was_put_and_closes_once_cleared()
     }
     cleanup_on_signals();
     let logs = tempfile::tempdir()?;
+    // About 10 minutes; a run stuck anywhere ends with where it was and its logs' tails.
+    let watchdog = Watchdog::start(
+        "localisation",
+        Duration::from_secs(30 * 60),
+        Some(logs.path()),
+    );
     let options = StackOptions::new(&stack_binaries(), logs.path());
     let timing = Timing::CI;
     let results = localisation::run(5, 3, schedule(), timing, &options, &mut |m| {
+        watchdog.stage(m);
         eprintln!("{m}")
     })
     .await?;

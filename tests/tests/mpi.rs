@@ -13,7 +13,7 @@ use zonemesh_experiments::mpi::{self, Algorithm, Job, Programs};
 use zonemesh_experiments::mpi_evaluation::{self, LabResult, Plan, Strategy};
 use zonemesh_experiments::scenarios::{Scenario, Setup};
 use zonemesh_lab::stack::StackOptions;
-use zonemesh_lab::{Lab, LabSpec, cleanup_on_signals};
+use zonemesh_lab::{Lab, LabSpec, Watchdog, cleanup_on_signals};
 use zonemesh_tests::{lab_can_run, stack_binaries, tool_available};
 
 const INSTALL: &str = "apt-get install openmpi-bin libopenmpi-dev";
@@ -215,6 +215,12 @@ fn evaluate_ci_lab(
     cleanup_on_signals();
     let dir = stack_binaries();
     let logs = tempfile::tempdir()?;
+    // A few minutes each; a lab stuck anywhere ends with where it was and its logs' tails.
+    let watchdog = Watchdog::start(
+        &format!("the MPI lab of {scenario:?} seed {seed}"),
+        Duration::from_secs(20 * 60),
+        Some(logs.path()),
+    );
     let program = Programs::build()?;
     let setup = Setup::new(scenario, seed);
     let plan = Plan {
@@ -236,7 +242,10 @@ fn evaluate_ci_lab(
             &plan,
             &program,
             &StackOptions::new(&dir, logs.path()),
-            &mut |m| eprintln!("{m}"),
+            &mut |m| {
+                watchdog.stage(m);
+                eprintln!("{m}")
+            },
         ))?;
     Ok((setup, result))
 }

@@ -11,7 +11,7 @@ use anyhow::{Result, ensure};
 use zonemesh_experiments::train::{self, Collective, Workload};
 use zonemesh_experiments::training_evaluation::{self, Plan, STRATEGIES, Strategy};
 use zonemesh_lab::stack::StackOptions;
-use zonemesh_lab::{Lab, cleanup_on_signals};
+use zonemesh_lab::{Lab, Watchdog, cleanup_on_signals};
 use zonemesh_tests::{lab_can_run, stack_binaries};
 
 #[test]
@@ -100,6 +100,8 @@ async fn zonemesh_places_a_training_job_as_fast_as_any_strategy() -> Result<()> 
     cleanup_on_signals();
     let dir = stack_binaries();
     let logs = tempfile::tempdir()?;
+    // A few minutes; a lab stuck anywhere ends with where it was and its logs' tails.
+    let watchdog = Watchdog::start("training", Duration::from_secs(20 * 60), Some(logs.path()));
     let plan = Plan {
         seeds: vec![2],
         workers: 4,
@@ -111,7 +113,10 @@ async fn zonemesh_places_a_training_job_as_fast_as_any_strategy() -> Result<()> 
         &plan,
         2,
         &StackOptions::new(&dir, logs.path()),
-        &mut |m| eprintln!("{m}"),
+        &mut |m| {
+            watchdog.stage(m);
+            eprintln!("{m}")
+        },
     )
     .await?;
     ensure!(rows.len() == STRATEGIES.len(), "{} rows", rows.len());
