@@ -110,10 +110,12 @@ async fn iperf3_json(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<St
         .context("run iperf3 (apt-get install iperf3)")?;
     let address = lab.node(dst).address.to_string();
     let mut last = String::new();
-    // The server needs a moment to listen: retry the client a few times.
+    // The server needs a moment to listen: retry the client a few times. A run that stalls
+    // (iperf3 waits for its server's results without a limit) is killed well past its length.
+    let limit = Duration::from_secs(u64::from(seconds) + 30);
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let out = tokio::process::Command::from(lab.command(src, "iperf3"))
+        let run = tokio::process::Command::from(lab.command(src, "iperf3"))
             .args([
                 "-c",
                 &address,
@@ -126,8 +128,10 @@ async fn iperf3_json(lab: &Lab, src: &str, dst: &str, seconds: u32) -> Result<St
                 "-J",
             ])
             .kill_on_drop(true)
-            .output()
-            .await?;
+            .output();
+        let out = tokio::time::timeout(limit, run)
+            .await
+            .with_context(|| format!("iperf3 {src} -> {dst} still running after {limit:?}"))??;
         if out.status.success() {
             let _ = server.wait().await;
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
