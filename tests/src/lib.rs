@@ -124,7 +124,8 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if let Some(v) = check().await {
+        // A check that never returns (a query nobody answers) ends the wait at its deadline too.
+        if let Ok(Some(v)) = tokio::time::timeout_at(deadline, check()).await {
             return Ok(v);
         }
         if tokio::time::Instant::now() >= deadline {
