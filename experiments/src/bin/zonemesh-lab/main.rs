@@ -209,6 +209,11 @@ enum Cmd {
         /// The Markdown file whose localisation section is written.
         #[arg(long, default_value = "docs/ACCURACY.md")]
         out: std::path::PathBuf,
+        /// Keep the aggregator's and the agents' logs in this directory (by default they go to
+        /// a temporary one, removed at the end). With ZONEMESH_LOG=info,zonemesh_aggregator::server::faults=debug
+        /// the aggregator also logs its suspects.
+        #[arg(long)]
+        logs: Option<std::path::PathBuf>,
     },
     /// Remove lab namespaces (and kill what runs in them) whose names start with --prefix,
     /// except those of labs whose process still runs, unless --force.
@@ -372,6 +377,7 @@ fn run(cli: Cli) -> Result<()> {
             report_only,
             results,
             out,
+            logs: kept_logs,
         } => {
             use zonemesh_experiments::localisation::{self, Kind, Plan, Timing};
             let kinds: Vec<Kind> = kinds
@@ -400,9 +406,11 @@ fn run(cli: Cli) -> Result<()> {
                 };
                 let exe = std::env::current_exe()?;
                 let dir = exe.parent().context("binary directory")?.to_owned();
-                let logs =
-                    std::env::temp_dir().join(format!("zonemesh-localise-{}", std::process::id()));
-                std::fs::create_dir_all(&logs)?;
+                let logs = kept_logs.clone().unwrap_or_else(|| {
+                    std::env::temp_dir().join(format!("zonemesh-localise-{}", std::process::id()))
+                });
+                std::fs::create_dir_all(&logs)
+                    .with_context(|| format!("--logs {}", logs.display()))?;
                 std::fs::create_dir_all(&results)?;
                 let options = zonemesh_lab::stack::StackOptions::new(&dir, &logs);
                 let run = tokio_runtime()?.block_on(localisation::run(
@@ -416,7 +424,11 @@ fn run(cli: Cli) -> Result<()> {
                 let path = results.join(format!("seed{seed}.json"));
                 std::fs::write(&path, serde_json::to_string_pretty(&run)? + "\n")?;
                 println!("wrote {}", path.display());
-                let _ = std::fs::remove_dir_all(&logs);
+                if kept_logs.is_some() {
+                    println!("logs in {}", logs.display());
+                } else {
+                    let _ = std::fs::remove_dir_all(&logs);
+                }
             }
             let mut all = Vec::new();
             for entry in std::fs::read_dir(&results)
