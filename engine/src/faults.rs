@@ -1153,11 +1153,15 @@ impl Tracker {
 
     /// The nodes and zone links that the latest look found losing at least half the loss
     /// threshold, the likeliest first, less those with an open loss fault: a loss that may be
-    /// on its way to a fault; then those with an open loss or delay fault that the look did not
-    /// find bad (cleared, or not judged): a fault on its way to closing. The planner probes both
-    /// densely and holds back the tests that would withhold their windows (see
-    /// [`Suspected`](crate::planner::Suspected)): a node whose windows the tests withheld after
-    /// its loss was cleared could not be judged, and its fault closed a hold late.
+    /// on its way to a fault; then those with an open loss or delay fault, bad or not: a fault
+    /// that may be on its way to closing. The planner probes both densely and holds back the
+    /// tests that would withhold their windows (see [`Suspected`](crate::planner::Suspected)).
+    /// A fault's element is suspected for as long as the fault is open, not only once a look
+    /// finds it clean: its clearing shows only in windows after it, and tests withheld them. In
+    /// the lab a zone link's delay, cleared, still read as most of its delay 45-50 s later, its
+    /// paths' windows since the clearing withheld by tests that nothing held back until a look
+    /// found it clean; a node whose windows were withheld after its loss was cleared could not
+    /// be judged, and its fault closed a hold late.
     pub fn suspected(&self) -> &[Element] {
         &self.suspected
     }
@@ -1195,8 +1199,6 @@ impl Tracker {
         let gone: HashSet<NodeName> = gone.into_iter().collect();
         self.tracks
             .retain(|(element, _), _| !touches_any(element, &gone));
-        let bad_now: HashSet<(Element, FaultKind)> =
-            found.iter().map(|s| (s.element.clone(), s.kind)).collect();
         let faults = self.apply_look(found, &unjudged, now);
         let open_loss = |e: &Element| {
             self.tracks
@@ -1209,9 +1211,7 @@ impl Tracker {
             .tracks
             .iter()
             .filter(|(key, track)| {
-                matches!(key.1, FaultKind::Loss | FaultKind::Delay)
-                    && track.open.is_some()
-                    && !bad_now.contains(key)
+                matches!(key.1, FaultKind::Loss | FaultKind::Delay) && track.open.is_some()
             })
             .map(|((e, _), _)| e.clone())
             .collect();
