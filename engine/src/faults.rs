@@ -1200,14 +1200,10 @@ impl Tracker {
         self.tracks
             .retain(|(element, _), _| !touches_any(element, &gone));
         let faults = self.apply_look(found, &unjudged, now);
-        let open_loss = |e: &Element| {
-            self.tracks
-                .get(&(e.clone(), FaultKind::Loss))
-                .is_some_and(|t| t.open.is_some())
-        };
         // Probes judge loss and delay, and tests withhold their windows; a rate is judged on
-        // the tests themselves.
-        let mut closing: Vec<Element> = self
+        // the tests themselves. The elements of open faults come after the losses that may
+        // be coming (those with an open loss fault among them already counted here).
+        let mut open: Vec<Element> = self
             .tracks
             .iter()
             .filter(|(key, track)| {
@@ -1215,14 +1211,14 @@ impl Tracker {
             })
             .map(|((e, _), _)| e.clone())
             .collect();
-        closing.sort();
-        closing.dedup();
+        open.sort();
+        open.dedup();
         let mut suspected: Vec<Element> = lossy
             .into_iter()
             .map(|(element, _)| element)
-            .filter(|e| !open_loss(e) && !closing.contains(e))
+            .filter(|e| !open.contains(e))
             .collect();
-        suspected.extend(closing);
+        suspected.extend(open);
         self.suspected = suspected;
         faults
     }
