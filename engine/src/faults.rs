@@ -839,7 +839,7 @@ pub fn look(
                 continue;
             }
             others += 1;
-            newer += usize::from(p.last_update.is_some_and(|at| at >= since));
+            newer += usize::from(p.last_update.get().is_some_and(|at| at >= since));
         }
         newer >= others.min(2)
     };

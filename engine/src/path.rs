@@ -149,6 +149,45 @@ impl FromIterator<Window> for Windows {
     }
 }
 
+/// A moment that may not have come yet: an `Option<UnixMs>` in the eight bytes of the time
+/// ([`i64::MIN`] stands for none), since the `Option`'s tag would cost every path eight bytes more
+/// for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct When(i64);
+
+impl When {
+    /// None.
+    pub const NEVER: Self = Self(i64::MIN);
+
+    /// The moment, if there is one.
+    pub fn get(self) -> Option<UnixMs> {
+        (self != Self::NEVER).then_some(UnixMs(self.0))
+    }
+
+    /// Whether there is one.
+    pub fn is_some(self) -> bool {
+        self != Self::NEVER
+    }
+}
+
+impl Default for When {
+    fn default() -> Self {
+        Self::NEVER
+    }
+}
+
+impl From<Option<UnixMs>> for When {
+    fn from(at: Option<UnixMs>) -> Self {
+        at.map_or(Self::NEVER, |t| Self(t.0))
+    }
+}
+
+impl From<UnixMs> for When {
+    fn from(at: UnixMs) -> Self {
+        Self(at.0)
+    }
+}
+
 /// The latest throughput test and the smoothed rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ThroughputState {
@@ -158,6 +197,45 @@ pub struct ThroughputState {
     pub latest_bps: f64,
     /// Exponentially smoothed rate, bit/s.
     pub smoothed_bps: f64,
+}
+
+/// A path's [`ThroughputState`], once a test has run: an `Option<ThroughputState>` without its
+/// tag (NaN rates stand for none), eight bytes less a path.
+#[derive(Debug, Clone, Copy)]
+pub struct LastTest(ThroughputState);
+
+impl LastTest {
+    /// No test yet.
+    pub const NONE: Self = Self(ThroughputState {
+        at: UnixMs(0),
+        latest_bps: f64::NAN,
+        smoothed_bps: f64::NAN,
+    });
+
+    /// The figures, once a test has run.
+    pub fn get(&self) -> Option<ThroughputState> {
+        (!self.0.latest_bps.is_nan()).then_some(self.0)
+    }
+}
+
+impl Default for LastTest {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl PartialEq for LastTest {
+    /// Equal when both are the same figures or both are none.
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl From<Option<ThroughputState>> for LastTest {
+    /// `Some` of a NaN rate stands for none.
+    fn from(t: Option<ThroughputState>) -> Self {
+        t.map_or(Self::NONE, Self)
+    }
 }
 
 /// What TCP itself saw in a path's throughput tests, each figure smoothed like the rate: the
@@ -274,11 +352,11 @@ pub struct PathState {
     /// Replies received since the path was first seen.
     pub received_total: u64,
     /// When the newest latency window was applied.
-    pub last_update: Option<UnixMs>,
+    pub last_update: When,
     /// When the newest window left out under a throughput test arrived (see [`Self::current_at`]).
-    pub withheld_at: Option<UnixMs>,
+    pub withheld_at: When,
     /// The throughput figures, once a test has run.
-    pub throughput: Option<ThroughputState>,
+    pub throughput: LastTest,
     /// What TCP saw in the throughput tests.
     pub tcp: TcpFigures,
 }
@@ -313,20 +391,21 @@ impl PathState {
                     jitter: r.jitter.get() as f32,
                 }),
             ));
-            self.last_update = Some(self.last_update.map_or(now, |t| t.max(now)));
+            self.last_update = self.last_update.get().map_or(now, |t| t.max(now)).into();
         }
         if sample.sent > 0 && under_load {
-            self.withheld_at = Some(self.withheld_at.map_or(now, |t| t.max(now)));
+            self.withheld_at = self.withheld_at.get().map_or(now, |t| t.max(now)).into();
         }
         if let Some(t) = sample.throughput {
             let rate = t.rate.get();
             let alpha = config.throughput_alpha;
-            let smoothed = ewma(alpha, self.throughput.map(|p| p.smoothed_bps), rate);
+            let smoothed = ewma(alpha, self.throughput.get().map(|p| p.smoothed_bps), rate);
             self.throughput = Some(ThroughputState {
                 at: now,
                 latest_bps: rate,
                 smoothed_bps: smoothed,
-            });
+            })
+            .into();
             self.tcp.fold(alpha, &t);
         }
         self.expire(now, config);
@@ -356,9 +435,9 @@ impl PathState {
     /// the window out. Held figures are at most [`HOLD_STALE_AFTERS`] stale timeouts older than
     /// that, so a path that is always under test still goes stale. `None`: never measured.
     pub fn current_at(&self, config: &PathConfig) -> Option<UnixMs> {
-        let applied = self.last_update?;
+        let applied = self.last_update.get()?;
         let hold = HOLD_STALE_AFTERS * config.stale_after_ms;
-        Some(match self.withheld_at {
+        Some(match self.withheld_at.get() {
             Some(w) if w.0 > applied.0 => UnixMs(w.0.min(applied.0.saturating_add(hold))),
             _ => applied,
         })
@@ -374,6 +453,7 @@ impl PathState {
     /// The throughput figures, unless too old to count.
     pub fn fresh_throughput(&self, now: UnixMs, config: &PathConfig) -> Option<ThroughputState> {
         self.throughput
+            .get()
             .filter(|t| now.since(t.at) <= config.throughput_max_age_ms)
     }
 }

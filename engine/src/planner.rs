@@ -403,7 +403,7 @@ impl ThroughputScheduler {
             let last = |s: &Self, dst: NodeId| -> Option<UnixMs> {
                 let stored = topology
                     .path(src, dst)
-                    .and_then(|p| p.throughput)
+                    .and_then(|p| p.throughput.get())
                     .map(|t| t.at);
                 s.granted.get(&(src, dst)).copied().max(stored)
             };

@@ -59,7 +59,7 @@ impl Snapshot {
         Some((
             path.merged.rtt.map(|r| f64::from(r.p50)),
             loss,
-            path.last_update?,
+            path.last_update.get()?,
         ))
     }
 
@@ -195,7 +195,7 @@ impl Snapshot {
             out.probes_sent_total = path.sent_total;
             out.probes_received_total = path.received_total;
             out.stale = path.is_stale(now, config);
-            if let Some(at) = path.last_update {
+            if let Some(at) = path.last_update.get() {
                 out.latency_provenance = Provenance::Measured;
                 out.latency_age_ms = now.since(at);
                 out.rtt = path.merged.rtt.map(|r| RttSummary {
@@ -213,7 +213,7 @@ impl Snapshot {
                 out.loss_upper_95_ratio =
                     wilson_upper_95(u64::from(lost), u64::from(path.merged.sent));
             }
-            if let Some(t) = path.throughput {
+            if let Some(t) = path.throughput.get() {
                 out.throughput_provenance = Provenance::Measured;
                 out.throughput_age_ms = now.since(t.at);
                 out.throughput_bps = t.latest_bps;

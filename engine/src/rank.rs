@@ -202,7 +202,7 @@ impl Snapshot {
                     acc.rtt += f64::from(r.p50);
                     acc.rtt_n += 1;
                 }
-                acc.seen(path.last_update);
+                acc.seen(path.last_update.get());
             }
             if let Some(t) = path.fresh_throughput(now, config) {
                 acc.tput += t.latest_bps;

@@ -4,7 +4,7 @@
 
 use zonemesh_domain::UnixMs;
 
-use crate::path::{PathConfig, PathState};
+use crate::path::{PathConfig, PathState, When};
 
 /// Running sums of path figures (for a node's intra-zone paths or a zone pair).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -38,17 +38,17 @@ impl Sums {
                 *n = n.saturating_sub(1);
             }
         };
-        if let Some([p50, p90, p99]) = c.rtt {
+        if let Some([p50, p90, p99]) = c.rtt() {
             self.rtt += sign * f64::from(p50);
             self.rtt_p90 += sign * f64::from(p90);
             self.rtt_p99 += sign * f64::from(p99);
             step(&mut self.rtt_n);
         }
-        if let Some(l) = c.loss {
+        if let Some(l) = c.loss() {
             self.loss += sign * f64::from(l);
             step(&mut self.loss_n);
         }
-        if let Some(t) = c.tput {
+        if let Some(t) = c.tput() {
             self.tput += sign * f64::from(t);
             step(&mut self.tput_n);
         }
@@ -81,53 +81,76 @@ impl Sums {
 }
 
 /// What one path adds to the sums, remembered so that it can be taken out exactly.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// Each figure is NaN where the path adds none: no `Option`, whose tags would cost every path
+/// twelve bytes.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Contribution {
     /// RTT p50, p90, p99, µs (f32 as the path keeps them: what is added is taken out exactly).
-    pub(crate) rtt: Option<[f32; 3]>,
-    pub(crate) loss: Option<f32>,
-    pub(crate) tput: Option<f32>,
-    /// When the path's latency figures were last updated, ms; [`NEVER`] when they never were
-    /// (no `Option`, whose tag would cost every path 8 bytes).
-    at_ms: i64,
+    rtt: [f32; 3],
+    loss: f32,
+    tput: f32,
+    /// When the path's latency figures were last updated.
+    at: When,
 }
-
-/// [`Contribution::at_ms`] of a path whose latency figures never were updated.
-const NEVER: i64 = i64::MIN;
 
 impl Default for Contribution {
     fn default() -> Self {
-        Self {
-            rtt: None,
-            loss: None,
-            tput: None,
-            at_ms: NEVER,
-        }
+        Self::new(None, None, None, When::NEVER)
+    }
+}
+
+impl PartialEq for Contribution {
+    /// Equal when every figure is equal or both are absent, as `Option`s compare.
+    fn eq(&self, other: &Self) -> bool {
+        let figures = |c: &Self| [c.rtt[0], c.rtt[1], c.rtt[2], c.loss, c.tput];
+        let same = |(a, b): (f32, f32)| a == b || (a.is_nan() && b.is_nan());
+        figures(self).into_iter().zip(figures(other)).all(same) && self.at == other.at
     }
 }
 
 impl Contribution {
+    fn new(rtt: Option<[f32; 3]>, loss: Option<f32>, tput: Option<f32>, at: When) -> Self {
+        Self {
+            rtt: rtt.unwrap_or([f32::NAN; 3]),
+            loss: loss.unwrap_or(f32::NAN),
+            tput: tput.unwrap_or(f32::NAN),
+            at,
+        }
+    }
+
+    /// RTT p50, p90 and p99, µs, if the path adds them.
+    pub(crate) fn rtt(&self) -> Option<[f32; 3]> {
+        (!self.rtt[0].is_nan()).then_some(self.rtt)
+    }
+
+    /// Loss ratio, if the path adds one.
+    pub(crate) fn loss(&self) -> Option<f32> {
+        (!self.loss.is_nan()).then_some(self.loss)
+    }
+
+    /// Latest throughput, bit/s, if the path adds one.
+    pub(crate) fn tput(&self) -> Option<f32> {
+        (!self.tput.is_nan()).then_some(self.tput)
+    }
+
     /// When the path's latency figures were last updated.
     pub(crate) fn at(&self) -> Option<UnixMs> {
-        (self.at_ms != NEVER).then_some(UnixMs(self.at_ms))
+        self.at.get()
     }
 
     pub(crate) fn of(path: &PathState, now: UnixMs, config: &PathConfig) -> Self {
+        let tput = path
+            .fresh_throughput(now, config)
+            .map(|t| t.latest_bps as f32);
         if path.is_stale(now, config) {
-            return Self {
-                tput: path
-                    .fresh_throughput(now, config)
-                    .map(|t| t.latest_bps as f32),
-                ..Self::default()
-            };
+            return Self::new(None, None, tput, When::NEVER);
         }
-        Self {
-            rtt: path.merged.rtt.map(|r| [r.p50, r.p90, r.p99]),
-            loss: path.merged.loss().map(|l| l as f32),
-            tput: path
-                .fresh_throughput(now, config)
-                .map(|t| t.latest_bps as f32),
-            at_ms: path.last_update.map_or(NEVER, |t| t.0),
-        }
+        Self::new(
+            path.merged.rtt.map(|r| [r.p50, r.p90, r.p99]),
+            path.merged.loss().map(|l| l as f32),
+            tput,
+            path.last_update,
+        )
     }
 }

@@ -31,7 +31,7 @@ fn needs_sweep(
     let horizon = now.0 - config.window_ms;
     let slides = state.windows.len() > config.max_windows
         || (state.windows.len() > 1 && state.windows.first().is_some_and(|w| w.at.0 < horizon));
-    let throughput_aged = counted.tput.is_some() && state.fresh_throughput(now, config).is_none();
+    let throughput_aged = counted.tput().is_some() && state.fresh_throughput(now, config).is_none();
     slides || throughput_aged || counted.at().is_some() == state.is_stale(now, config)
 }
 

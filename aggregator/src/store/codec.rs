@@ -638,8 +638,8 @@ fn path_record(path: &PathState) -> PathRecord {
             .collect(),
         sent_total: path.sent_total,
         received_total: path.received_total,
-        last_update_unix_ms: path.last_update.map(|t| t.0),
-        throughput: path.throughput.map(|t| ThroughputRecord {
+        last_update_unix_ms: path.last_update.get().map(|t| t.0),
+        throughput: path.throughput.get().map(|t| ThroughputRecord {
             at_unix_ms: t.at.0,
             latest_bps: t.latest_bps,
             smoothed_bps: t.smoothed_bps,
@@ -647,7 +647,7 @@ fn path_record(path: &PathState) -> PathRecord {
             exchange_p50_us: path.tcp.exchange_p50_us(),
             exchange_mean_us: path.tcp.exchange_mean_us(),
         }),
-        withheld_unix_ms: path.withheld_at.map(|t| t.0),
+        withheld_unix_ms: path.withheld_at.get().map(|t| t.0),
     }
 }
 
@@ -738,9 +738,9 @@ fn path_state(r: PathRecord) -> Result<PathState, CodecError> {
         merged: Default::default(),
         sent_total: r.sent_total,
         received_total: r.received_total,
-        last_update: r.last_update_unix_ms.map(UnixMs),
-        withheld_at: r.withheld_unix_ms.map(UnixMs),
-        throughput,
+        last_update: r.last_update_unix_ms.map(UnixMs).into(),
+        withheld_at: r.withheld_unix_ms.map(UnixMs).into(),
+        throughput: throughput.into(),
         tcp,
     })
 }
@@ -912,7 +912,8 @@ mod tests {
                 at: UnixMs(5),
                 latest_bps: 1e9,
                 smoothed_bps: 9e8,
-            }),
+            })
+            .into(),
             tcp: TcpFigures::new(Some(0.0125), Some(81.5), Some(140.25)),
             ..Default::default()
         };
@@ -922,7 +923,7 @@ mod tests {
         (t.retransmit_ratio, t.exchange_p50_us, t.exchange_mean_us) = (None, None, None);
         let read = path_state(PathRecord::decode(older.encode_to_vec().as_slice()).unwrap());
         let read = read.unwrap();
-        assert_eq!(read.throughput.unwrap().smoothed_bps, 9e8);
+        assert_eq!(read.throughput.get().unwrap().smoothed_bps, 9e8);
         assert_eq!(read.tcp, TcpFigures::default());
         let mut bad = path_record(&state);
         bad.throughput.as_mut().unwrap().retransmit_ratio = Some(1.5);

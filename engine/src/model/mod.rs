@@ -671,7 +671,7 @@ impl Inputs {
                     rtt,
                     loss: -(1.0 - loss.min(MAX_LOSS)).ln(),
                 });
-                let at = path.last_update;
+                let at = path.last_update.get();
                 let o = &mut oldest[pair as usize];
                 *o = match (*o, at) {
                     (Some(x), Some(y)) => Some(x.min(y)),
