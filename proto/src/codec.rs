@@ -8,6 +8,14 @@
 //! shrunk, so it can end as large as from 8 KiB. At 5,000 nodes this codec took the aggregator's
 //! paced RSS down by 15 and 41 MiB in two runs side by side (docs/BENCHMARKS.md). Answers of the
 //! query API grow their buffer the same way, once per answer.
+//!
+//! A decode buffer must hold a whole message, and takes in the whole chunk of the body it reads.
+//! An encoder puts the messages that are ready at once into one chunk until it holds
+//! [`YIELD_THRESHOLD`] bytes (tonic's default: 32 KiB), so an agent that sends several reports at
+//! once (its reports of one window, or a backlog after a reconnect) would grow its stream's
+//! buffer on the aggregator to 32 KiB and more, for good. Here an encoder yields after every
+//! message of a kilobyte or more: a chunk is about one report, and with reports of a few KB
+//! (`zonemesh_agent::report::REPORT_MAX_PATHS`) so is the buffer.
 
 use std::marker::PhantomData;
 
@@ -17,8 +25,8 @@ use tonic_prost::ProstCodec;
 /// Bytes each stream's encode and decode buffers start with (tonic's default: 8 KiB).
 pub const BUFFER_BYTES: usize = 1024;
 
-/// Bytes an encoder writes before it yields to the runtime (tonic's default).
-pub const YIELD_THRESHOLD: usize = 32 * 1024;
+/// Bytes an encoder writes before it yields its frame to the runtime (tonic's default: 32 KiB).
+pub const YIELD_THRESHOLD: usize = 1024;
 
 /// [`ProstCodec`] with [`BUFFER_BYTES`] buffers; the generated clients and servers use it.
 #[derive(Debug, Clone, Copy)]

@@ -26,7 +26,7 @@ use zonemesh_proto::v1;
 use super::auth::Guard;
 use super::health::StoreProblem;
 use super::metrics::{Limit, Metrics};
-use super::owner::{Command, Logged, Outbound, Owner, Refusal, RefusalKind};
+use super::owner::{Command, Logged, Outbound, Owner, Refusal, RefusalKind, budget_permits};
 use super::reader::Reader;
 use super::tls::Peer;
 use crate::cluster::Log;
@@ -521,11 +521,12 @@ impl StreamTask {
         };
         // Room in the ingest budget first: while the owner is behind, streams stop reading and
         // HTTP/2 flow control holds the agents.
-        let permit = match self.owner.budget().try_acquire_owned() {
+        let permits = budget_permits(report.paths.len());
+        let permit = match self.owner.budget().try_acquire_many_owned(permits) {
             Ok(p) => p,
             Err(_) => {
                 metrics.ingest_budget_waits.inc();
-                match self.owner.budget().acquire_owned().await {
+                match self.owner.budget().acquire_many_owned(permits).await {
                     Ok(p) => p,
                     Err(_) => return false,
                 }

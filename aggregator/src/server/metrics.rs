@@ -397,7 +397,7 @@ pub struct Metrics {
     pub grants: Counter,
     /// Snapshots published for readers.
     pub publishes: Counter,
-    /// Decoded reports waiting to be applied (the ingest budget in use).
+    /// Summaries of decoded reports not yet durable (the ingest budget in use).
     pub ingest_in_flight: Gauge,
     /// Times a stream waited for room in the ingest budget.
     pub ingest_budget_waits: Counter,
@@ -466,7 +466,7 @@ impl Default for Metrics {
         let ingest_budget_waits = counter(
             &mut registry,
             "zonemesh_ingest_budget_waits",
-            "Times a stream waited for room in the ingest budget (decoded reports not yet applied)",
+            "Times a stream waited for room in the ingest budget (summaries of decoded reports not yet durable)",
         );
         let gauge = |registry: &mut Registry, name: &str, help: &str| {
             let g = Gauge::default();
@@ -485,8 +485,8 @@ impl Default for Metrics {
         );
         let ingest_in_flight = gauge(
             &mut registry,
-            "zonemesh_ingest_reports_in_flight",
-            "Decoded reports not yet applied",
+            "zonemesh_ingest_paths_in_flight",
+            "Summaries of decoded reports not yet durable (the ingest budget in use)",
         );
         let zones = gauge(&mut registry, "zonemesh_zones", "Zones with nodes");
         let paths = gauge(&mut registry, "zonemesh_paths", "Directed paths with state");

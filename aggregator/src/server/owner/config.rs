@@ -9,10 +9,18 @@ use super::super::clock::{Clock, WallClock};
 /// step, where a whole pass over 500,000 paths takes tens of milliseconds.
 pub const SWEEP_STEP_PATHS: usize = 16_384;
 
-/// Decoded reports that may wait to be applied at once: the ingest budget. Past it, streams
-/// stop reading (HTTP/2 flow control then holds their agents back), so that a flood of reports
-/// costs bounded memory. 1,024 reports of a 100-peer agent are about 30 MB decoded.
-pub const INGEST_BUDGET_REPORTS: usize = 1_024;
+/// Path summaries in decoded reports that may wait to be applied and made durable at once: the
+/// ingest budget. Past it, streams stop reading (HTTP/2 flow control then holds their agents
+/// back), so that a flood of reports costs bounded memory. It counts summaries, not reports, so
+/// that it bounds the same memory whatever size agents give their reports: 102,400 summaries
+/// (a window of 1,024 agents of 100 peers) are about 30 MB decoded.
+pub const INGEST_BUDGET_PATHS: usize = 102_400;
+
+/// A report's place in the ingest budget: a permit per summary (one for a report of none, at
+/// most the whole budget).
+pub fn budget_permits(paths: usize) -> u32 {
+    paths.clamp(1, INGEST_BUDGET_PATHS) as u32
+}
 
 /// How long a store write may run before the store counts as unhealthy (a commit takes
 /// milliseconds; see [`OwnerConfig::store_stall`]).
@@ -78,5 +86,21 @@ impl Default for OwnerConfig {
             store_hang: STORE_HANG,
             clock: Arc::new(WallClock),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_takes_a_place_in_the_budget_per_summary() {
+        assert_eq!(budget_permits(32), 32);
+        assert_eq!(budget_permits(0), 1, "an empty report still waits its turn");
+        assert_eq!(
+            budget_permits(INGEST_BUDGET_PATHS + 1),
+            INGEST_BUDGET_PATHS as u32,
+            "a report larger than the budget takes all of it, and still goes through"
+        );
     }
 }

@@ -39,8 +39,8 @@ use zonemesh_engine::{Applied, NodeId, Snapshot, Topology};
 
 pub use cluster::ClusterStart;
 pub use config::{
-    INGEST_BUDGET_REPORTS, MODEL_ON_OWNER_PATHS, OwnerConfig, STORE_HANG, STORE_STALL,
-    SWEEP_STEP_PATHS,
+    INGEST_BUDGET_PATHS, MODEL_ON_OWNER_PATHS, OwnerConfig, STORE_HANG, STORE_STALL,
+    SWEEP_STEP_PATHS, budget_permits,
 };
 pub use messages::{
     Command, Ended, LogItem, Logged, Outbound, OutboundTx, Refusal, RefusalKind, Stopped, ToLog,
@@ -168,7 +168,7 @@ pub fn spawn(
         config.query_threads,
         config.clock.clone(),
     );
-    let budget = Arc::new(Semaphore::new(INGEST_BUDGET_REPORTS));
+    let budget = Arc::new(Semaphore::new(INGEST_BUDGET_PATHS));
     let mut writes = Writes::new(store, metrics.clone(), health.clone(), config.clone());
     if let Some(start) = &cluster {
         writes.checkpoints_for(start.progress.clone());
@@ -297,7 +297,7 @@ impl State {
         }
         self.metrics
             .ingest_in_flight
-            .set((INGEST_BUDGET_REPORTS - self.budget.available_permits()) as u64);
+            .set((INGEST_BUDGET_PATHS - self.budget.available_permits()) as u64);
         go_on
     }
 

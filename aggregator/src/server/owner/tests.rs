@@ -160,7 +160,11 @@ async fn report(h: &Harness, agent: &Agent, sequence: u64, to: &str, rtt_us: f64
     let now = h.clock.now();
     s.window_start = UnixMs(now.0 - 10_000);
     s.window_end = now;
-    let permit = h.owner.budget().try_acquire_owned().ok();
+    let permit = h
+        .owner
+        .budget()
+        .try_acquire_many_owned(budget_permits(1))
+        .ok();
     h.owner
         .send(Command::Report {
             node: agent.node,
@@ -225,7 +229,7 @@ async fn a_report_acknowledged_is_visible_to_queries_and_writes_are_grouped() {
     );
     assert_eq!(
         h.owner.budget().available_permits(),
-        INGEST_BUDGET_REPORTS,
+        INGEST_BUDGET_PATHS,
         "all given back"
     );
     let commits = h.commits.load(Ordering::SeqCst);
@@ -255,7 +259,7 @@ async fn acknowledgements_wait_while_the_store_fails_and_come_when_it_recovers()
     assert_eq!(visible, 1);
     assert_eq!(
         h.owner.budget().available_permits(),
-        INGEST_BUDGET_REPORTS - 2,
+        INGEST_BUDGET_PATHS - 2,
         "held until acknowledged"
     );
     h.failing.store(false, Ordering::SeqCst);
@@ -265,7 +269,7 @@ async fn acknowledgements_wait_while_the_store_fails_and_come_when_it_recovers()
             .await
             .expect("acknowledged once the write succeeds (retried every second)");
     }
-    assert_eq!(h.owner.budget().available_permits(), INGEST_BUDGET_REPORTS);
+    assert_eq!(h.owner.budget().available_permits(), INGEST_BUDGET_PATHS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

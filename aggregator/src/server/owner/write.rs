@@ -33,7 +33,8 @@ pub(super) struct PendingAck {
     /// The report's sequence (the hello's: what is already applied).
     pub sequence: u64,
     /// The report's place in the ingest budget: held until it is acknowledged, so that at most
-    /// the budget's reports are applied and not yet durable, and a write never holds more rows.
+    /// the budget's summaries are applied and not yet durable, and a write never holds more
+    /// rows.
     pub _permit: Option<OwnedSemaphorePermit>,
 }
 
