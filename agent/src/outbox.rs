@@ -2,7 +2,9 @@
 //!
 //! A window's samples go in as reports of at most [`REPORT_MAX_PATHS`] paths
 //! ([`crate::report::parts`]); the buffer's bound counts windows, so that it holds as long a
-//! time whatever a window's size. A report gets its sequence number when it is first sent, so that an agent that restarts
+//! time whatever a window's size.
+//!
+//! A report gets its sequence number when it is first sent, so that an agent that restarts
 //! continues above what the aggregator has applied (the answer to every `Hello` says how far that
 //! is). Once numbered, a report keeps its number through reconnects: the aggregator applies a
 //! replay once and acknowledges it again. When the buffer is full the oldest window's reports

@@ -3,8 +3,8 @@
 //! says its probes would have seen. Many streams share a few HTTP/2 connections.
 //!
 //! Two paces: [`Pace::Plan`] reports once per plan window, as a real agent does; [`Pace::Flood`]
-//! keeps the reports of [`FLOOD_IN_FLIGHT`] windows unacknowledged at all times, to find the aggregator's durable
-//! ingest rate. Agents that churn leave for a while and come back on a new stream, sending again
+//! keeps the reports of [`FLOOD_IN_FLIGHT`] windows unacknowledged at all times, to find the
+//! aggregator's durable ingest rate. Agents that churn leave for a while and come back on a new stream, sending again
 //! what was not acknowledged, as a real agent does: at every churn check (10 s unless set) an
 //! agent leaves with the churn probability and comes back after 0.5–3 s.
 
