@@ -142,8 +142,7 @@ pub struct Cli {
     /// How to measure RTT and loss.
     #[arg(long, env = env::ICMP, value_enum, default_value = "auto")]
     pub icmp: IcmpChoice,
-    /// Windows of unacknowledged reports kept for resending (a window goes out in reports of at
-    /// most 32 paths); beyond it the oldest window's are dropped (and counted).
+    /// Unacknowledged reports kept for resending; beyond it the oldest are dropped (and counted).
     #[arg(long, env = env::BUFFER_REPORTS, default_value_t = 360)]
     pub buffer_reports: usize,
     /// First reconnect delay (doubles up to --reconnect-max, with full jitter).
@@ -223,7 +222,7 @@ pub struct Config {
     pub metrics_listen: SocketAddr,
     /// RTT method.
     pub icmp: IcmpChoice,
-    /// Outbox capacity in windows.
+    /// Outbox capacity in reports.
     pub buffer_reports: usize,
     /// Reconnect backoff bounds.
     pub reconnect: (Duration, Duration),

@@ -225,7 +225,7 @@ async fn queue_reports(
             tracing::warn!(
                 dropped = dropped.reports,
                 buffered = outbox.len(),
-                "report buffer full: the oldest unacknowledged window's reports are dropped (raise --buffer-reports)"
+                "report buffer full: the oldest unacknowledged report is dropped (raise --buffer-reports)"
             );
         }
         shared.metrics.buffered.set(outbox.len() as u64);

@@ -89,23 +89,6 @@ pub fn of_window(
     window_samples(node, mode, span, probed, throughput)
 }
 
-/// Paths one report carries at most. A window's samples go out in reports of at most this many
-/// (about 4 KB on the wire), each numbered on its own: the aggregator keeps, for each agent's
-/// stream, a decode buffer as large as the largest message that stream has read, for the
-/// stream's whole life. Whole windows of a hundred peers held 33 KB a stream at 5,000 nodes
-/// (docs/BENCHMARKS.md, "Where the heap goes").
-pub const REPORT_MAX_PATHS: usize = 32;
-
-/// A window's samples as the reports that carry them: in order, at most [`REPORT_MAX_PATHS`]
-/// each, none empty.
-pub fn parts(samples: Vec<PathSample>) -> impl Iterator<Item = Vec<PathSample>> {
-    let mut samples = samples.into_iter();
-    std::iter::from_fn(move || {
-        let part: Vec<PathSample> = samples.by_ref().take(REPORT_MAX_PATHS).collect();
-        (!part.is_empty()).then_some(part)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -275,48 +258,5 @@ mod tests {
         let wire = zonemesh_proto::v1::PathSummary::from(samples[0].clone());
         let back = zonemesh_domain::PathSample::try_from(wire).expect("valid summary");
         assert_eq!(back, samples[0]);
-    }
-
-    #[test]
-    fn a_window_of_a_hundred_peers_goes_out_in_reports_of_a_few_kilobytes() {
-        let us = |v| Micros::parse("rtt", v).unwrap();
-        let rtt = Rtt {
-            samples: 10,
-            min: us(81.5),
-            p50: us(93.25),
-            p90: us(120.125),
-            p99: us(180.0625),
-            max: us(181.3),
-            mean: us(97.7),
-            jitter: us(4.1),
-        };
-        let probes = Probes {
-            sent: 10,
-            received: 10,
-            rtt: Some(rtt),
-        };
-        let node = name("node-0999.zone-07");
-        let peers = (0..100).map(|i| (name(&format!("node-{i:04}.zone-07")), probes));
-        let window = (UnixMs(1_765_000_000_000), UnixMs(1_765_000_010_000));
-        let samples = window_samples(&node, IcmpMode::Raw, window, peers, BTreeMap::new());
-        let parts: Vec<Vec<PathSample>> = parts(samples.clone()).collect();
-        let sizes: Vec<usize> = parts.iter().map(Vec::len).collect();
-        assert_eq!(sizes, [32, 32, 32, 4]);
-        assert_eq!(parts.concat(), samples, "in order, nothing lost or doubled");
-        let bytes = |paths: &[PathSample]| {
-            use prost::Message;
-            let report = zonemesh_domain::Report {
-                sequence: 1,
-                paths: paths.to_vec(),
-            };
-            zonemesh_proto::v1::Report::from(report).encoded_len()
-        };
-        let largest = parts.iter().map(|p| bytes(p)).max().unwrap();
-        assert!(
-            largest < 5_000,
-            "a report of {REPORT_MAX_PATHS} paths is {largest} bytes"
-        );
-        assert!(bytes(&samples) > 3 * largest, "the whole window would be");
-        assert_eq!(super::parts(Vec::new()).count(), 0);
     }
 }

@@ -3,8 +3,8 @@
 //! says its probes would have seen. Many streams share a few HTTP/2 connections.
 //!
 //! Two paces: [`Pace::Plan`] reports once per plan window, as a real agent does; [`Pace::Flood`]
-//! keeps the reports of [`FLOOD_IN_FLIGHT`] windows unacknowledged at all times, to find the
-//! aggregator's durable ingest rate. Agents that churn leave for a while and come back on a new stream, sending again
+//! keeps [`FLOOD_IN_FLIGHT`] reports unacknowledged at all times, to find the aggregator's durable
+//! ingest rate. Agents that churn leave for a while and come back on a new stream, sending again
 //! what was not acknowledged, as a real agent does: at every churn check (10 s unless set) an
 //! agent leaves with the churn probability and comes back after 0.5–3 s.
 
@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-use zonemesh_agent::report::{Probes, parts, window_samples};
+use zonemesh_agent::report::{Probes, window_samples};
 use zonemesh_common::time::unix_ms;
 use zonemesh_domain::{Bps, IcmpMode, Micros, NodeName, Report, Rtt, ThroughputSample, UnixMs};
 use zonemesh_proto::v1;
@@ -29,7 +29,7 @@ use zonemesh_proto::v1::aggregator_message::Kind;
 
 use crate::topo::Fleet;
 
-/// Windows whose reports one agent keeps unacknowledged under [`Pace::Flood`].
+/// Reports one agent keeps unacknowledged under [`Pace::Flood`].
 pub const FLOOD_IN_FLIGHT: usize = 2;
 
 /// How often an agent on a stream decides whether to leave for a while, unless told otherwise.
@@ -178,9 +178,7 @@ struct SimAgent {
     me: usize,
     sequence: u64,
     /// Reports not yet acknowledged, with when each was first sent.
-    /// Sent and not acknowledged: each report, when it was first sent, and whether it is the
-    /// last of its window.
-    unacked: VecDeque<(v1::Report, Instant, bool)>,
+    unacked: VecDeque<(v1::Report, Instant)>,
     plan: Option<Plan>,
     /// Peers whose throughput test ends at the instant given.
     grants: Vec<(usize, Instant)>,
@@ -208,14 +206,13 @@ impl SimAgent {
         }
     }
 
-    /// The reports of one window, built as the agent builds its own
+    /// The report of one window, built as the agent builds its own
     /// ([`zonemesh_agent::report`]): a sample per planned peer from the truth, with the probe
-    /// outcomes drawn at random, and the throughput of the tests that have ended, in reports of
-    /// at most [`REPORT_MAX_PATHS`](zonemesh_agent::report::REPORT_MAX_PATHS) paths. Empty
-    /// without a plan or with nothing to report.
-    fn next_reports(&mut self) -> Result<Vec<v1::Report>> {
+    /// outcomes drawn at random, and the throughput of the tests that have ended. `None` without
+    /// a plan or with nothing to report.
+    fn next_report(&mut self) -> Result<Option<v1::Report>> {
         let Some(plan) = &self.plan else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         let end = unix_ms();
         let window = (UnixMs(end - i64::from(plan.window_ms.max(1))), UnixMs(end));
@@ -249,21 +246,16 @@ impl SimAgent {
             ));
         }
         let node = &self.names[self.me];
-        let samples = window_samples(node, IcmpMode::Raw, window, probed, throughput);
-        Ok(parts(samples)
-            .map(|paths| {
-                self.sequence += 1;
-                v1::Report::from(Report {
-                    sequence: self.sequence,
-                    paths,
-                })
-            })
-            .collect())
-    }
-
-    /// Windows with a report sent and not acknowledged.
-    fn windows_in_flight(&self) -> usize {
-        self.unacked.iter().filter(|(_, _, last)| *last).count()
+        let paths = window_samples(node, IcmpMode::Raw, window, probed, throughput);
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        self.sequence += 1;
+        let report = Report {
+            sequence: self.sequence,
+            paths,
+        };
+        Ok(Some(v1::Report::from(report)))
     }
 
     fn take_plan(&mut self, plan: v1::ProbePlan, counters: &Counters) {
@@ -403,7 +395,7 @@ async fn run_agent(
             Err(status) => return Err(status).context("Ingest.Connect"),
         };
         counters.connected.fetch_add(1, Ordering::Relaxed);
-        for (report, _, _) in &agent.unacked {
+        for (report, _) in &agent.unacked {
             tx.send(report_message(report.clone())).await?;
             counters.resent.fetch_add(1, Ordering::Relaxed);
         }
@@ -427,7 +419,7 @@ async fn run_agent(
                     next_report = Instant::now()
                         + Duration::from_millis(agent.rng.random_range(0..ms.max(1)));
                 }
-                if control.pace() == Pace::Flood && agent.windows_in_flight() < FLOOD_IN_FLIGHT {
+                if control.pace() == Pace::Flood && agent.unacked.len() < FLOOD_IN_FLIGHT {
                     next_report = Instant::now();
                 }
             }
@@ -449,18 +441,12 @@ async fn run_agent(
                     if control.stopping() {
                         continue;
                     }
-                    let reports = agent.next_reports()?;
-                    if reports.is_empty() {
+                    let Some(report) = agent.next_report()? else {
                         next_report = Instant::now() + Duration::from_millis(500);
                         continue;
-                    }
-                    let last = reports.len() - 1;
-                    let mut sent = true;
-                    for (i, report) in reports.into_iter().enumerate() {
-                        agent.unacked.push_back((report.clone(), Instant::now(), i == last));
-                        sent = sent && tx.send(report_message(report)).await.is_ok();
-                    }
-                    if !sent {
+                    };
+                    agent.unacked.push_back((report.clone(), Instant::now()));
+                    if tx.send(report_message(report)).await.is_err() {
                         break Ok(false);
                     }
                     if let Some(window) = window {
@@ -510,9 +496,9 @@ fn handle(agent: &mut SimAgent, message: v1::AggregatorMessage, counters: &Count
             while agent
                 .unacked
                 .front()
-                .is_some_and(|(r, _, _)| r.sequence <= ack.sequence)
+                .is_some_and(|(r, _)| r.sequence <= ack.sequence)
             {
-                let (r, sent, _) = agent.unacked.pop_front().expect("front exists");
+                let (r, sent) = agent.unacked.pop_front().expect("front exists");
                 counters.ack_latency.record(sent.elapsed());
                 counters.reports_acked.fetch_add(1, Ordering::Relaxed);
                 counters
@@ -533,9 +519,7 @@ fn handle(agent: &mut SimAgent, message: v1::AggregatorMessage, counters: &Count
         }
         Some(Kind::Error(error)) => {
             // A refused report is never acknowledged: sending it again cannot succeed.
-            agent
-                .unacked
-                .retain(|(r, _, _)| r.sequence != error.sequence);
+            agent.unacked.retain(|(r, _)| r.sequence != error.sequence);
             counters.errors.fetch_add(1, Ordering::Relaxed);
         }
         None => {}
