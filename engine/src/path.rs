@@ -163,11 +163,6 @@ impl When {
     pub fn get(self) -> Option<UnixMs> {
         (self != Self::NEVER).then_some(UnixMs(self.0))
     }
-
-    /// Whether there is one.
-    pub fn is_some(self) -> bool {
-        self != Self::NEVER
-    }
 }
 
 impl Default for When {
@@ -312,7 +307,8 @@ impl TcpFigures {
     }
 }
 
-fn known(v: f32) -> Option<f32> {
+/// `v`, unless it is the NaN that stands for none.
+pub(crate) fn known(v: f32) -> Option<f32> {
     (!v.is_nan()).then_some(v)
 }
 

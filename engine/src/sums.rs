@@ -4,7 +4,7 @@
 
 use zonemesh_domain::UnixMs;
 
-use crate::path::{PathConfig, PathState, When};
+use crate::path::{PathConfig, PathState, When, known};
 
 /// Running sums of path figures (for a node's intra-zone paths or a zone pair).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -126,12 +126,12 @@ impl Contribution {
 
     /// Loss ratio, if the path adds one.
     pub(crate) fn loss(&self) -> Option<f32> {
-        (!self.loss.is_nan()).then_some(self.loss)
+        known(self.loss)
     }
 
     /// Latest throughput, bit/s, if the path adds one.
     pub(crate) fn tput(&self) -> Option<f32> {
-        (!self.tput.is_nan()).then_some(self.tput)
+        known(self.tput)
     }
 
     /// When the path's latency figures were last updated.
