@@ -14,8 +14,9 @@
 //! [`YIELD_THRESHOLD`] bytes (tonic's default: 32 KiB), so an agent that sends several reports at
 //! once (a backlog after a reconnect) grows its stream's buffer on the aggregator to 32 KiB and
 //! more, for good. Here an encoder yields after every message of a kilobyte or more, so that a
-//! chunk is one report. At 5,000 nodes this took the paced RSS down by 39 B a path
-//! (docs/BENCHMARKS.md, "Smaller decode buffers").
+//! chunk is one report. At 5,000 nodes this and the engine's smaller path row together took the
+//! paced RSS down by about 60 B a path; the two were not measured apart (docs/BENCHMARKS.md,
+//! "Smaller decode buffers, a smaller path row, and reports split in parts").
 
 use std::marker::PhantomData;
 
