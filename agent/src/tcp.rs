@@ -284,14 +284,17 @@ pub async fn measure(
     let begun = Instant::now();
     let mut first = open(test, source, buffer, MAGIC_EXCHANGE, test.warmup).await?;
     let (first, timed) = match time_exchanges(&mut first, begun, test.warmup).await {
-        Ok(timed) => (first, timed),
+        Ok(exchanges) => (first, exchanges),
         Err(e) => {
             // A responder that predates the exchanges closed the connection, or an exchange took
             // the whole warm-up: the transfer runs without them.
             tracing::debug!(peer = %test.peer, error = %e, "no timed exchanges");
             drop(first);
             let left = test.warmup.saturating_sub(begun.elapsed());
-            (open(test, source, buffer, MAGIC, left).await?, Vec::new())
+            (
+                open(test, source, buffer, MAGIC, left).await?,
+                (Vec::new(), None),
+            )
         }
     };
     let left = test.warmup.saturating_sub(begun.elapsed());
@@ -332,7 +335,10 @@ pub async fn measure(
     sample.retransmits = counters
         .filter(|&(sent, _)| sent > 0)
         .and_then(|(sent, again)| Retransmits::new(sent, again.min(sent)).ok());
-    sample.exchange = exchange_figures(&timed);
+    sample.exchange = exchange_figures(&timed.0).map(|e| match timed.1 {
+        Some(timeout) => e.with_timeout(timeout),
+        None => e,
+    });
     Ok(sample)
 }
 
@@ -376,13 +382,14 @@ fn millis(d: Duration) -> u32 {
 
 /// Times request–response exchanges on `stream` (opened with [`MAGIC_EXCHANGE`]) until
 /// [`EXCHANGES`] are done or half the warm-up has passed since `begun`, then tells the responder
-/// the warm-up left. An exchange that would outlast the whole warm-up is an error: the
-/// connection is then out of step and is dropped.
+/// the warm-up left. Returns the exchanges with the connection's retransmission timeout after
+/// them (see [`MessageExchange::timeout`]). An exchange that would outlast the whole warm-up is
+/// an error: the connection is then out of step and is dropped.
 async fn time_exchanges(
     stream: &mut TcpStream,
     begun: Instant,
     warmup: Duration,
-) -> io::Result<Vec<Duration>> {
+) -> io::Result<(Vec<Duration>, Option<Micros>)> {
     stream.set_nodelay(true)?;
     let (budget, hard) = (begun + warmup / 2, begun + warmup);
     let mut message = [0u8; EXCHANGE_LEN];
@@ -399,12 +406,14 @@ async fn time_exchanges(
             })??;
         timed.push(sent.elapsed());
     }
+    // Before the transfer's queues inflate the connection's RTT estimate, and with it the timeout.
+    let timeout = retransmission_timeout(stream);
     message[0] = EXCHANGE_DONE;
     let left = warmup.saturating_sub(begun.elapsed());
     message[1..5].copy_from_slice(&millis(left).to_be_bytes());
     stream.write_all(&message).await?;
     stream.set_nodelay(false)?;
-    Ok(timed)
+    Ok((timed, timeout))
 }
 
 /// Median, mean and largest of the timed exchanges; `None` when none was timed.
@@ -473,12 +482,34 @@ async fn transfer(
 
 /// The sender's data segments sent and segments retransmitted on `stream`, from Linux's
 /// `TCP_INFO` (`tcpi_data_segs_out`, since Linux 4.6, and `tcpi_total_retrans`).
+fn tcp_counters(stream: &TcpStream) -> Option<(u64, u64)> {
+    let info = tcp_info(
+        stream,
+        std::mem::offset_of!(libc::tcp_info, tcpi_data_segs_out) + 4,
+    )?;
+    Some((
+        u64::from(info.tcpi_data_segs_out),
+        u64::from(info.tcpi_total_retrans),
+    ))
+}
+
+/// The retransmission timeout the kernel has for `stream` now (`TCP_INFO` `tcpi_rto`, µs), if it
+/// could be read and is set.
+fn retransmission_timeout(stream: &TcpStream) -> Option<Micros> {
+    let info = tcp_info(stream, std::mem::offset_of!(libc::tcp_info, tcpi_rto) + 4)?;
+    (info.tcpi_rto > 0)
+        .then(|| Micros::parse("exchange_timeout_us", f64::from(info.tcpi_rto)).ok())
+        .flatten()
+}
+
+/// `stream`'s `TCP_INFO`, when the kernel wrote at least `needed` bytes of it (the fields the
+/// caller reads); the fields beyond what it wrote are zero.
 ///
 /// The one `unsafe` of the workspace (which denies it): neither nix nor socket2 reads
 /// `TCP_INFO`, and nix's generic getter panics when the kernel's struct is shorter than libc's.
-/// The kernel writes at most `len` bytes and says how many; fields beyond them are not read.
+/// The kernel writes at most `len` bytes and says how many.
 #[allow(unsafe_code)]
-fn tcp_counters(stream: &TcpStream) -> Option<(u64, u64)> {
+fn tcp_info(stream: &TcpStream, needed: usize) -> Option<libc::tcp_info> {
     use std::os::fd::AsRawFd;
     // SAFETY: `tcp_info` is a plain C struct of integers, for which all zero bytes is a value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
@@ -494,14 +525,7 @@ fn tcp_counters(stream: &TcpStream) -> Option<(u64, u64)> {
             &raw mut len,
         )
     };
-    let needed = std::mem::offset_of!(libc::tcp_info, tcpi_data_segs_out) + 4;
-    if rc != 0 || (len as usize) < needed {
-        return None;
-    }
-    Some((
-        u64::from(info.tcpi_data_segs_out),
-        u64::from(info.tcpi_total_retrans),
-    ))
+    (rc == 0 && len as usize >= needed).then_some(info)
 }
 
 #[cfg(test)]
@@ -542,6 +566,10 @@ mod tests {
             e.p50 <= e.max && e.mean <= e.max && e.max.get() < 50_000.0,
             "{e:?}"
         );
+        // Linux never times out below its TCP_RTO_MIN of 200 ms (include/net/tcp.h), whatever
+        // loopback's RTT; `ss -ti` shows about 204 ms on a fresh loopback connection.
+        let timeout = e.timeout.expect("TCP_INFO's tcpi_rto on Linux").get();
+        assert!((200_000.0..1_000_000.0).contains(&timeout), "{e:?}");
         let r = t.retransmits.expect("TCP_INFO on Linux");
         assert!(
             r.segments_sent as f64 * 65_483.0 >= t.bytes as f64,

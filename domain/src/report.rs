@@ -181,6 +181,10 @@ pub struct MessageExchange {
     pub mean: Micros,
     /// Slowest exchange.
     pub max: Micros,
+    /// The connection's retransmission timeout after the exchanges, as the sender's kernel had
+    /// it (Linux `TCP_INFO` `tcpi_rto`): how long a lost message with nothing sent behind it
+    /// waits before it is sent again. `None` when not read.
+    pub timeout: Option<Micros>,
 }
 
 impl MessageExchange {
@@ -206,7 +210,16 @@ impl MessageExchange {
             p50,
             mean,
             max,
+            timeout: None,
         })
+    }
+
+    /// The exchanges with their connection's retransmission timeout.
+    pub fn with_timeout(self, timeout: Micros) -> Self {
+        Self {
+            timeout: Some(timeout),
+            ..self
+        }
     }
 }
 

@@ -101,7 +101,15 @@ impl Topology {
             self.snap.account(node, dst, &old, -1.0);
             self.snap.account(node, dst, &new, 1.0);
         }
+        let timeout = report
+            .paths
+            .iter()
+            .filter_map(|p| p.throughput?.exchange?.timeout)
+            .next_back();
         let info = self.snap.nodes.get_mut(node.0 as usize);
+        if let Some(t) = timeout {
+            info.exchange_timeout_us = Some(t.get() as f32);
+        }
         info.applied_seq = report.sequence;
         info.last_seen = Some(now);
         info.newest_sample = newest;

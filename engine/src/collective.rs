@@ -28,8 +28,10 @@
 //!   `T = (mean exchange − median exchange) / ℓ` ([`Link::with_exchanges`]). One path's 64
 //!   exchanges rarely meet a loss, so where the model has fitted `T` over every lossy path's
 //!   exchanges ([`TailRepair`](crate::model::TailRepair)), that `T` counts on every lossy link
-//!   ([`Link::with_tail_repair`]). Where neither says, `α = 0` and a tail loss costs a round trip
-//!   like any other.
+//!   ([`Link::with_tail_repair`]); while those exchanges expect too few losses to say, the
+//!   model's `T` is the hosts' retransmission timeout as the agents read it (`TCP_INFO`
+//!   `tcpi_rto` after the exchanges). Where none says, `α = 0` and a tail loss costs a round
+//!   trip like any other.
 //! - **Concurrent flows share** their ends and the zone pair they cross: in each phase a flow's
 //!   rate is at most its source's egress and its destination's ingress divided by the flows they
 //!   carry in that phase, and the capacity between two zones divided by the flows crossing it in

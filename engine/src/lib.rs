@@ -217,6 +217,14 @@ pub struct NodeInfo {
     pub last_seen: Option<UnixMs>,
     /// Highest applied report sequence.
     pub applied_seq: u64,
+    /// The retransmission timeout its newest throughput test read after the timed exchanges,
+    /// µs ([`MessageExchange::timeout`]): what the model prices a lost message's tail with while
+    /// the lossy paths' exchanges say too little ([`model::TailRepair`]). A host's TCP stack,
+    /// not a path, sets it (its minimum, 200 ms on Linux unless a route says less, is most of
+    /// it), so one figure a node is kept, not one a path.
+    ///
+    /// [`MessageExchange::timeout`]: zonemesh_domain::MessageExchange::timeout
+    pub exchange_timeout_us: Option<f32>,
     /// Every fresh probe to it was lost (evaluated by the sweep).
     unreachable: bool,
     /// Newest latency sample on any path from it.

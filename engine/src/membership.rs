@@ -47,6 +47,7 @@ impl Topology {
             connected: false,
             last_seen: None,
             applied_seq: 0,
+            exchange_timeout_us: None,
             unreachable: false,
             newest_sample: None,
         });

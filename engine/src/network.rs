@@ -10,8 +10,9 @@
 //!   ring's flows go one way, and a node whose egress is slow may receive at full rate);
 //! - where the agents timed message exchanges on the pair (either direction's throughput tests,
 //!   while fresh), the link carries a message's own cost and the repair of a lost last segment
-//!   from them ([`Link::with_exchanges`]); where the model has fitted the repair over every
-//!   lossy path ([`TailRepair`]), a lossy link's repair is that one ([`Link::with_tail_repair`]);
+//!   from them ([`Link::with_exchanges`]); where the model has a repair ([`TailRepair`]: fitted
+//!   over every lossy path's exchanges, or the hosts' retransmission timeout while those say too
+//!   little), a lossy link's repair is that one ([`Link::with_tail_repair`]);
 //! - a figure nobody measured or estimated is assumed pessimistically ([`UNKNOWN_RTT_US`], no
 //!   loss, [`UNKNOWN_RATE_BPS`]) and counted as estimated;
 //! - a node's egress and ingress are its caps in the fitted model ([`Snapshot::egress_cap_bps`],

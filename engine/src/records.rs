@@ -69,6 +69,7 @@ impl Topology {
             node.registered = stored.registered;
             node.last_seen = stored.last_seen;
             node.applied_seq = stored.applied_seq;
+            node.exchange_timeout_us = stored.exchange_timeout_us;
         }
         // Rows whole: each source's paths sorted and merged into its row at once.
         let mut rows: std::collections::BTreeMap<NodeId, Vec<(NodeId, PathState)>> =
@@ -120,6 +121,7 @@ impl Snapshot {
             registered: n.registered,
             last_seen: n.last_seen,
             applied_seq: n.applied_seq,
+            exchange_timeout_us: n.exchange_timeout_us,
         }
     }
 }
@@ -147,4 +149,6 @@ pub struct StoredNode {
     pub last_seen: Option<UnixMs>,
     /// Highest applied report sequence.
     pub applied_seq: u64,
+    /// Its newest test's retransmission timeout, µs.
+    pub exchange_timeout_us: Option<f32>,
 }

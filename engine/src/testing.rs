@@ -44,6 +44,8 @@ pub struct SampleBuilder {
     throughput: Option<(f64, u64)>,
     /// Median and mean of the test's timed exchanges, µs.
     exchange: Option<(f64, f64)>,
+    /// The exchanges' connection's retransmission timeout, µs.
+    exchange_timeout_us: Option<f64>,
     method: Option<IcmpMode>,
 }
 
@@ -62,6 +64,7 @@ impl SampleBuilder {
             window_ms: 10_000,
             throughput: None,
             exchange: None,
+            exchange_timeout_us: None,
             method: None,
         }
     }
@@ -102,6 +105,12 @@ impl SampleBuilder {
         self
     }
 
+    /// The timed exchanges' connection read a retransmission timeout of `us`.
+    pub fn exchange_timeout(mut self, us: f64) -> Self {
+        self.exchange_timeout_us = Some(us);
+        self
+    }
+
     /// The ICMP method the agent used.
     pub fn method(mut self, method: IcmpMode) -> Self {
         self.method = Some(method);
@@ -139,7 +148,12 @@ impl SampleBuilder {
                 streams: 1,
                 retransmits: None,
                 exchange: self.exchange.map(|(p50, mean)| {
-                    MessageExchange::new(64, m(p50), m(mean), m(p50.max(mean) * 64.0)).unwrap()
+                    let e =
+                        MessageExchange::new(64, m(p50), m(mean), m(p50.max(mean) * 64.0)).unwrap();
+                    match self.exchange_timeout_us {
+                        Some(t) => e.with_timeout(m(t)),
+                        None => e,
+                    }
                 }),
             }),
             method: self.method,

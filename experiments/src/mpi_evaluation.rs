@@ -559,6 +559,25 @@ async fn network(
     Ok((paths, caps))
 }
 
+/// The model's fitted terms that price a loss, as the aggregator's `/metrics` shows them
+/// (`zonemesh_model_*`), for the progress log: what `Place` priced the lab's gray node with.
+fn model_terms(aggregator: &zonemesh_lab::process::Aggregator) -> String {
+    match zonemesh_lab::process::http_get(aggregator.http, "/metrics") {
+        Ok(text) => {
+            let terms: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("zonemesh_model_"))
+                .collect();
+            if terms.is_empty() {
+                "no fitted loss terms".to_owned()
+            } else {
+                terms.join(", ")
+            }
+        }
+        Err(e) => format!("(its /metrics: {e:#})"),
+    }
+}
+
 /// zonemesh's figures of every directed path between `nodes`.
 pub async fn figures(nodes: &[String], topology: &mut Topology) -> Result<Vec<PathFigure>> {
     let mut out = Vec::new();
@@ -702,6 +721,10 @@ pub async fn evaluate_lab(
     )
     .await?;
     let measuring_s = measuring.elapsed().as_secs_f64();
+    progress(&format!(
+        "{tag}: the model prices with {}",
+        model_terms(&stack.aggregator)
+    ));
     // 2. Every strategy places; zonemesh's figures of every path, for the predictions.
     let (network, node_caps) = network(setup, &mut topology).await?;
     let placements = place_all(

@@ -140,12 +140,20 @@ impl TryFrom<v1::Throughput> for ThroughputSample {
         sample.exchange = if wire.exchanges == 0 {
             None
         } else {
-            Some(MessageExchange::new(
+            let e = MessageExchange::new(
                 wire.exchanges,
                 Micros::parse("exchange_p50_us", wire.exchange_p50_us)?,
                 Micros::parse("exchange_mean_us", wire.exchange_mean_us)?,
                 Micros::parse("exchange_max_us", wire.exchange_max_us)?,
-            )?)
+            )?;
+            Some(if wire.exchange_timeout_us == 0.0 {
+                e
+            } else {
+                e.with_timeout(Micros::parse(
+                    "exchange_timeout_us",
+                    wire.exchange_timeout_us,
+                )?)
+            })
         };
         Ok(sample)
     }
@@ -308,6 +316,10 @@ impl From<ThroughputSample> for v1::Throughput {
             exchange_p50_us: value.exchange.map_or(0.0, |e| e.p50.get()),
             exchange_mean_us: value.exchange.map_or(0.0, |e| e.mean.get()),
             exchange_max_us: value.exchange.map_or(0.0, |e| e.max.get()),
+            exchange_timeout_us: value
+                .exchange
+                .and_then(|e| e.timeout)
+                .map_or(0.0, Micros::get),
         }
     }
 }

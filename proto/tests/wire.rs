@@ -42,6 +42,7 @@ fn summary() -> v1::PathSummary {
             exchange_p50_us: 80.0,
             exchange_mean_us: 95.5,
             exchange_max_us: 410.0,
+            exchange_timeout_us: 204_000.0,
         }),
         method: v1::IcmpMode::Raw as i32,
     }
@@ -320,6 +321,8 @@ fn checked_types_round_trip_through_the_wire() {
         paths: vec![summary()],
     })
     .expect("valid report");
+    let timeout = report.paths[0].throughput.and_then(|t| t.exchange?.timeout);
+    assert_eq!(timeout.map(|t| t.get()), Some(204_000.0), "{report:?}");
     let wire = v1::Report::from(report.clone());
     assert_eq!(Report::try_from(wire).expect("still valid"), report);
 
@@ -629,6 +632,12 @@ fn bad_path_summaries_are_refused_with_the_field_name() {
         }),
         ("paths[0].throughput.exchange_mean_us", |s| {
             s.throughput.as_mut().unwrap().exchange_mean_us = 411.0
+        }),
+        ("paths[0].throughput.exchange_timeout_us", |s| {
+            s.throughput.as_mut().unwrap().exchange_timeout_us = f64::NAN
+        }),
+        ("paths[0].throughput.exchange_timeout_us", |s| {
+            s.throughput.as_mut().unwrap().exchange_timeout_us = -5.0
         }),
         ("paths[0].method", |s| s.method = 99),
     ];

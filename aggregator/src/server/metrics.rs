@@ -802,7 +802,7 @@ fn encode_model(encoder: &mut DescriptorEncoder, view: &ZoneView) -> Result<(), 
     if let Some(t) = view.tail_repair {
         let metric = encoder.encode_descriptor(
             "zonemesh_model_tail_repair_seconds",
-            "What a lost last segment of a message costs (a tail-loss probe or a retransmission timeout), fitted over the timed exchanges of the throughput tests of every lossy path; Place charges it on every lossy link. Absent until two lossy paths timed exchanges.",
+            "What a lost last segment of a message costs (a tail-loss probe or a retransmission timeout), fitted over the timed exchanges of the throughput tests of every lossy path, or, while they expected fewer than 8 lost exchanges, the median retransmission timeout the tests' connections read; Place charges it on every lossy link. Absent until either says.",
             None,
             MetricType::Gauge,
         )?;
@@ -810,13 +810,18 @@ fn encode_model(encoder: &mut DescriptorEncoder, view: &ZoneView) -> Result<(), 
         for (name, help, n) in [
             (
                 "zonemesh_model_tail_repair_tests",
-                "Throughput tests with timed exchanges the tail repair was fitted over.",
+                "Throughput tests behind the tail repair: with timed exchanges, or with a timeout read when it is the timeouts'.",
                 t.tests,
             ),
             (
                 "zonemesh_model_tail_repair_lossy_tests",
-                "Of the tail repair's tests, those on paths losing at least 0.5 % of their probes.",
+                "Throughput tests with timed exchanges on paths losing at least 0.5 % of their probes.",
                 t.lossy_tests,
+            ),
+            (
+                "zonemesh_model_tail_repair_from_timeouts",
+                "1 when the tail repair is the tests' connections' median retransmission timeout (the lossy paths' exchanges expected too few losses to price it), 0 when it is fitted over their exchanges.",
+                usize::from(t.from_timeouts),
             ),
         ] {
             count(n).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
@@ -1082,6 +1087,7 @@ mod tests {
         assert!((value("zonemesh_model_tail_repair_seconds") - 0.18).abs() < 1e-6);
         assert_eq!(value("zonemesh_model_tail_repair_tests"), 30.0);
         assert_eq!(value("zonemesh_model_tail_repair_lossy_tests"), 10.0);
+        assert_eq!(value("zonemesh_model_tail_repair_from_timeouts"), 0.0);
 
         // z0-n1 loses 2 % and gets 100 Mbit/s across zones 10 ms apart, about ten times
         // Mathis's limit, on six paths.

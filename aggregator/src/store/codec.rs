@@ -57,6 +57,9 @@ struct NodeRecord {
     last_seen_unix_ms: Option<i64>,
     #[prost(uint64, tag = "10")]
     applied_seq: u64,
+    /// Absent in records written before the agents read it.
+    #[prost(float, optional, tag = "11")]
+    exchange_timeout_us: Option<f32>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -482,6 +485,7 @@ pub fn encode_node(node: &StoredNode) -> Vec<u8> {
         registered: node.registered,
         last_seen_unix_ms: node.last_seen.map(|t| t.0),
         applied_seq: node.applied_seq,
+        exchange_timeout_us: node.exchange_timeout_us,
     }
     .encode_to_vec()
 }
@@ -582,6 +586,14 @@ pub fn decode_node(bytes: &[u8]) -> Result<StoredNode, CodecError> {
         registered: r.registered,
         last_seen: r.last_seen_unix_ms.map(UnixMs),
         applied_seq: r.applied_seq,
+        exchange_timeout_us: match r.exchange_timeout_us {
+            Some(us) if !(us.is_finite() && us >= 0.0) => {
+                return Err(CodecError::Invalid(format!(
+                    "exchange_timeout_us: {us} is not a duration"
+                )));
+            }
+            us => us,
+        },
     })
 }
 
@@ -828,6 +840,24 @@ mod tests {
                 .to_string()
                 .contains("name")
         );
+        let node = |timeout: Option<f32>| {
+            NodeRecord {
+                name: "a".into(),
+                zone: "z".into(),
+                exchange_timeout_us: timeout,
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        assert_eq!(
+            decode_node(&node(Some(204_000.0)))
+                .unwrap()
+                .exchange_timeout_us,
+            Some(204_000.0)
+        );
+        assert_eq!(decode_node(&node(None)).unwrap().exchange_timeout_us, None);
+        let err = decode_node(&node(Some(-1.0))).unwrap_err().to_string();
+        assert!(err.contains("exchange_timeout_us"), "{err}");
         let impossible = PathRecord {
             sent_total: 1,
             received_total: 2,

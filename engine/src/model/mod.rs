@@ -45,6 +45,13 @@
 //!   the tests of lossy paths (at least [`CALIBRATION_MIN_LOSS`]), `e₀` the median excess of the
 //!   others, once at least [`MIN_CALIBRATION_PATHS`] lossy paths timed exchanges. One path's own
 //!   tests rarely say it: at 1 % loss, one test in two of its 64 exchanges meets no loss at all.
+//!   Nor do a few paths' together: until the lossy tests expect [`MIN_EXPECTED_LOST_EXCHANGES`]
+//!   lost exchanges (`64 · Σ ℓ`), `T` is the median over the nodes of the retransmission timeout
+//!   their newest test's connection read after its exchanges (Linux `TCP_INFO` `tcpi_rto`,
+//!   [`NodeInfo::exchange_timeout_us`](crate::NodeInfo)): what a lost message with nothing
+//!   behind it waits for, as each host's kernel has it. (Fitted over the four lossy tests of a
+//!   node losing 1 %, whose exchanges had met no loss, `T` came out 0 and `Place` chose that
+//!   node in one CI run of (f) in two, 4.5× slower than the best.)
 //!   (A least-squares slope of the excess over the loss was tried first: on the lab's (f)
 //!   results, the probes' loss figures for one node's 1 % spread from 1 to 2.5 %, and the slope
 //!   came out negative on one seed of three.)
@@ -164,6 +171,16 @@ pub const MIN_CALIBRATION_PATHS: usize = 2;
 /// more than noise).
 pub const CALIBRATION_MIN_LOSS: f64 = 0.005;
 
+/// Lost exchanges the lossy paths' tests must together expect (their loss times
+/// [`EXCHANGES_PER_TEST`], summed) before their exchanges price the tail repair rather than the
+/// connections' retransmission timeout: with 8 expected, all of them meeting no loss has a
+/// chance of e⁻⁸ (0.03 %), and the count that prices the repair is known to about a third.
+pub const MIN_EXPECTED_LOST_EXCHANGES: f64 = 8.0;
+
+/// Exchanges a throughput test times (the agent's `EXCHANGES`). A test on a long path times fewer
+/// (they end at half the warm-up), so on such paths this overcounts the losses expected.
+pub const EXCHANGES_PER_TEST: f64 = 64.0;
+
 /// A test is explained by its peer when the peer's best figure with anyone else is at most this
 /// factor above it.
 const EXPLAINED: f64 = 1.1;
@@ -260,17 +277,22 @@ impl CapacityTests {
     }
 }
 
-/// What repairing a lost last segment takes, fitted from the tests' timed exchanges (see the
-/// module docs).
+/// What repairing a lost last segment takes, fitted from the tests' timed exchanges, or, while
+/// they expected too few losses to say, the connections' retransmission timeout (see the module
+/// docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TailRepair {
     /// The repair, µs (at least 0: lossy paths whose exchanges took no longer than clean ones'
     /// say that a loss cost them nothing beyond a round trip).
     pub us: f64,
-    /// Tests behind it.
+    /// Tests with timed exchanges behind it; when [`TailRepair::from_timeouts`], the nodes whose
+    /// timeouts it is the median of.
     pub tests: usize,
-    /// Of [`TailRepair::tests`], those on paths losing at least [`CALIBRATION_MIN_LOSS`].
+    /// Tests on paths losing at least [`CALIBRATION_MIN_LOSS`] that timed exchanges.
     pub lossy_tests: usize,
+    /// Whether it is the nodes' median retransmission timeout (the lossy tests expected fewer
+    /// than [`MIN_EXPECTED_LOST_EXCHANGES`] lost exchanges) rather than their exchanges' excess.
+    pub from_timeouts: bool,
 }
 
 /// The loss penalty's calibration.
@@ -500,7 +522,13 @@ impl Model {
                 .filter(|(_, t)| t.measured_paths > 0 || t.throughput_paths > 0)
                 .collect(),
             penalty,
-            tail_repair: fit_tail_repair(&tests),
+            tail_repair: fit_tail_repair(
+                &tests,
+                snapshot
+                    .nodes()
+                    .filter_map(|(_, n)| n.exchange_timeout_us.map(f64::from))
+                    .collect(),
+            ),
             rounds,
         }
     }
@@ -1043,9 +1071,12 @@ fn loss_limited(tests: &[Test], nodes: &[NodeTerms]) -> Vec<f64> {
 }
 
 /// The tail repair: what the lossy paths' tests' exchanges took above the clean ones' median,
-/// per unit of their loss (see the module docs); `None` with fewer than
-/// [`MIN_CALIBRATION_PATHS`] lossy tests.
-fn fit_tail_repair(tests: &[Test]) -> Option<TailRepair> {
+/// per unit of their loss (see the module docs), once they expected at least
+/// [`MIN_EXPECTED_LOST_EXCHANGES`] lost exchanges; until then the median of the nodes'
+/// retransmission `timeouts` (each node's newest test's), if any; else the exchanges once at
+/// least [`MIN_CALIBRATION_PATHS`] lossy tests timed them (agents that read no timeout); else
+/// `None`.
+fn fit_tail_repair(tests: &[Test], mut timeouts: Vec<f64>) -> Option<TailRepair> {
     let timed = tests
         .iter()
         .filter_map(|t| Some((t.loss, t.exchange_excess_us?)));
@@ -1053,6 +1084,17 @@ fn fit_tail_repair(tests: &[Test]) -> Option<TailRepair> {
         .clone()
         .filter(|(loss, _)| *loss >= CALIBRATION_MIN_LOSS)
         .collect();
+    let expected_losses = lossy.iter().map(|(l, _)| l).sum::<f64>() * EXCHANGES_PER_TEST;
+    if expected_losses < MIN_EXPECTED_LOST_EXCHANGES
+        && let Some(us) = median(&mut timeouts)
+    {
+        return Some(TailRepair {
+            us,
+            tests: timeouts.len(),
+            lossy_tests: lossy.len(),
+            from_timeouts: true,
+        });
+    }
     if lossy.len() < MIN_CALIBRATION_PATHS {
         return None;
     }
@@ -1068,6 +1110,7 @@ fn fit_tail_repair(tests: &[Test]) -> Option<TailRepair> {
         us: us.max(0.0),
         tests: lossy.len() + clean_excess.len(),
         lossy_tests: lossy.len(),
+        from_timeouts: false,
     })
 }
 

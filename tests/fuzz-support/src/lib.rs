@@ -310,6 +310,7 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
                 exchange_p50_us: 40.0,
                 exchange_mean_us: 55.0,
                 exchange_max_us: 300.0,
+                exchange_timeout_us: 204_000.0,
             }),
             ..Default::default()
         }],
