@@ -49,9 +49,10 @@
 //!   lost exchanges (`64 · Σ ℓ`), `T` is the median over the nodes of the retransmission timeout
 //!   their newest test's connection read after its exchanges (Linux `TCP_INFO` `tcpi_rto`,
 //!   [`NodeInfo::exchange_timeout_us`](crate::NodeInfo)): what a lost message with nothing
-//!   behind it waits for, as each host's kernel has it. (Fitted over the four lossy tests of a
-//!   node losing 1 %, whose exchanges had met no loss, `T` came out 0 and `Place` chose that
-//!   node in one CI run of (f) in two, 4.5× slower than the best.)
+//!   behind it waits for, as each host's kernel has it. (Fitted over the few lossy tests of a
+//!   node losing 1 % that had run when the (f) CI lab placed (4–7 in the runs logged), `T` went
+//!   from run to run between 424 ms and, by `Place`'s own prediction, about a round trip; priced
+//!   so, the gray node was chosen in one run in two, 4.5× slower than the best.)
 //!   (A least-squares slope of the excess over the loss was tried first: on the lab's (f)
 //!   results, the probes' loss figures for one node's 1 % spread from 1 to 2.5 %, and the slope
 //!   came out negative on one seed of three.)
