@@ -124,9 +124,10 @@ impl Link {
         self
     }
 
-    /// The link with a tail repair of `us` (the model's, fitted over every lossy path's
-    /// exchanges: [`TailRepair`](crate::model::TailRepair)) in place of what its own exchanges
-    /// said; at least a round trip. A link without loss has nothing to repair.
+    /// The link with a tail repair of `us` (the model's [`TailRepair`](crate::model::TailRepair):
+    /// fitted over every lossy path's exchanges, or the hosts' retransmission timeout) in place
+    /// of what its own exchanges said; at least a round trip. A link without loss has nothing to
+    /// repair.
     pub fn with_tail_repair(mut self, us: f64) -> Self {
         if self.loss > 0.0 && us.is_finite() {
             self.tail_repair_us = Some(us.clamp(self.rtt_us.max(0.0), MAX_TAIL_REPAIR_US));

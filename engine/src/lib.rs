@@ -217,11 +217,12 @@ pub struct NodeInfo {
     pub last_seen: Option<UnixMs>,
     /// Highest applied report sequence.
     pub applied_seq: u64,
-    /// The retransmission timeout its newest throughput test read after the timed exchanges,
-    /// µs ([`MessageExchange::timeout`]): what the model prices a lost message's tail with while
-    /// the lossy paths' exchanges say too little ([`model::TailRepair`]). A host's TCP stack,
-    /// not a path, sets it (its minimum, 200 ms on Linux unless a route says less, is most of
-    /// it), so one figure a node is kept, not one a path.
+    /// The retransmission timeout a throughput test it sent read after the timed exchanges, µs
+    /// ([`MessageExchange::timeout`]): the last one its latest report carrying one gave (a report
+    /// rarely carries more than one test). The model prices a lost message's tail with the
+    /// tested nodes' median while the lossy paths' exchanges say too little
+    /// ([`model::TailRepair`]). A host's TCP stack, not a path, sets most of it (its minimum,
+    /// 200 ms on Linux unless a route says less), so one figure a node is kept, not one a path.
     ///
     /// [`MessageExchange::timeout`]: zonemesh_domain::MessageExchange::timeout
     pub exchange_timeout_us: Option<f32>,

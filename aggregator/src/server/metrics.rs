@@ -802,7 +802,7 @@ fn encode_model(encoder: &mut DescriptorEncoder, view: &ZoneView) -> Result<(), 
     if let Some(t) = view.tail_repair {
         let metric = encoder.encode_descriptor(
             "zonemesh_model_tail_repair_seconds",
-            "What a lost last segment of a message costs (a tail-loss probe or a retransmission timeout), fitted over the timed exchanges of the throughput tests of every lossy path, or, while they expected fewer than 8 lost exchanges, the median retransmission timeout the tests' connections read; Place charges it on every lossy link. Absent until either says.",
+            "What a lost last segment of a message costs (a tail-loss probe or a retransmission timeout), fitted over the timed exchanges of the throughput tests of every lossy path, or, while they expect fewer than 8 lost exchanges, the median over the tested nodes of the retransmission timeout their agents read; Place charges it on every lossy link. Absent until either says.",
             None,
             MetricType::Gauge,
         )?;
@@ -810,7 +810,7 @@ fn encode_model(encoder: &mut DescriptorEncoder, view: &ZoneView) -> Result<(), 
         for (name, help, n) in [
             (
                 "zonemesh_model_tail_repair_tests",
-                "Throughput tests behind the tail repair: with timed exchanges, or with a timeout read when it is the timeouts'.",
+                "Throughput tests with timed exchanges behind the tail repair; when it is the timeouts', the tested nodes whose timeouts it is the median of.",
                 t.tests,
             ),
             (

@@ -184,7 +184,7 @@ mod suite {
 
     use super::*;
     use zonemesh_domain::{Report, UnixMs};
-    use zonemesh_engine::testing::{hello, name, sample};
+    use zonemesh_engine::testing::{SampleBuilder, hello, name, sample};
     use zonemesh_engine::{EngineConfig, Topology};
 
     fn filled() -> Topology {
@@ -196,7 +196,13 @@ mod suite {
         let report = Report {
             sequence: 4,
             paths: vec![
-                sample("a", "b", 100.0, 3, Some(2e9)),
+                // Its test timed exchanges and read the connection's retransmission timeout.
+                SampleBuilder::new(&name("a"), &name("b"), 100.0)
+                    .probes(100, 3)
+                    .throughput(2e9, 250_000_000)
+                    .exchange(100.0, 130.0)
+                    .exchange_timeout(204_000.0)
+                    .build(),
                 sample("a", "c", 900.0, 0, None),
                 sample("a", "d", 100.0, 100, None),
             ],
@@ -221,6 +227,7 @@ mod suite {
         let a = restored.id(&name("a")).unwrap();
         let b = restored.id(&name("b")).unwrap();
         assert_eq!(restored.node(a).applied_seq, 4);
+        assert_eq!(restored.node(a).exchange_timeout_us, Some(204_000.0));
         assert_eq!(
             restored.view().path(a, b),
             t.view()
@@ -233,6 +240,11 @@ mod suite {
         // A restored topology has swept, which fits the model the zone links are shown from.
         t.fit_model(now);
         assert_eq!(restored.view().zone_links(now), t.view().zone_links(now));
+        assert_eq!(
+            restored.view().model().tail_repair(),
+            t.view().model().tail_repair()
+        );
+        assert!(restored.view().model().tail_repair().is_some());
     }
 
     pub fn later_batches_overwrite(mut store: impl Store) {

@@ -43,16 +43,20 @@
 //!   hosts' scheduling adds on a clean path. Over every fresh test with timed exchanges (`T` is
 //!   the hosts' TCP stacks' timeout, the same on every path), `T = Σ (excess − e₀) / Σ ℓ` over
 //!   the tests of lossy paths (at least [`CALIBRATION_MIN_LOSS`]), `e₀` the median excess of the
-//!   others, once at least [`MIN_CALIBRATION_PATHS`] lossy paths timed exchanges. One path's own
-//!   tests rarely say it: at 1 % loss, one test in two of its 64 exchanges meets no loss at all.
-//!   Nor do a few paths' together: until the lossy tests expect [`MIN_EXPECTED_LOST_EXCHANGES`]
-//!   lost exchanges (`64 · Σ ℓ`), `T` is the median over the nodes of the retransmission timeout
-//!   their newest test's connection read after its exchanges (Linux `TCP_INFO` `tcpi_rto`,
+//!   others, once at least [`MIN_CALIBRATION_PATHS`] lossy paths timed exchanges and expect
+//!   enough losses (below). One path's own tests rarely say it: at 1 % loss, one test in two of
+//!   its 64 exchanges meets no loss at all. Nor do a few paths' together: until the lossy tests
+//!   expect [`MIN_EXPECTED_LOST_EXCHANGES`] lost exchanges (`64 · Σ ℓ`), `T` is the median,
+//!   over the nodes that sent a fresh test, of the retransmission timeout their tests'
+//!   connections read after the exchanges (Linux `TCP_INFO` `tcpi_rto`,
 //!   [`NodeInfo::exchange_timeout_us`](crate::NodeInfo)): what a lost message with nothing
-//!   behind it waits for, as each host's kernel has it. (Fitted over the few lossy tests of a
-//!   node losing 1 % that had run when the (f) CI lab placed (4–7 in the runs logged), `T` went
-//!   from run to run between 424 ms and, by `Place`'s own prediction, about a round trip; priced
-//!   so, the gray node was chosen in one run in two, 4.5× slower than the best.)
+//!   behind it waits for, as each host's kernel has it. The same when a single lossy test would
+//!   be the whole fit. Agents that read no timeout leave the exchanges' fit as it was. (Fitted
+//!   over the few lossy tests of a node losing 1 % that had run when the (f) CI lab placed (4–7
+//!   in the runs logged), `T` went from run to run between 424 ms and, by `Place`'s own
+//!   prediction, about a round trip; priced so, the gray node was chosen in one run in two,
+//!   4.5× slower than the best.) The timeout is one figure for every link, as the exchanges'
+//!   fit is: a timeout read on a long path carries that path's round trip.
 //!   (A least-squares slope of the excess over the loss was tried first: on the lab's (f)
 //!   results, the probes' loss figures for one node's 1 % spread from 1 to 2.5 %, and the slope
 //!   came out negative on one seed of three.)
@@ -523,13 +527,7 @@ impl Model {
                 .filter(|(_, t)| t.measured_paths > 0 || t.throughput_paths > 0)
                 .collect(),
             penalty,
-            tail_repair: fit_tail_repair(
-                &tests,
-                snapshot
-                    .nodes()
-                    .filter_map(|(_, n)| n.exchange_timeout_us.map(f64::from))
-                    .collect(),
-            ),
+            tail_repair: fit_tail_repair(&tests, tested_nodes_timeouts(snapshot, &tests, n)),
             rounds,
         }
     }
@@ -576,7 +574,9 @@ impl Model {
         self.penalty
     }
 
-    /// What repairing a lost last segment takes, when enough lossy paths timed exchanges.
+    /// What repairing a lost last segment takes: fitted over the lossy paths' timed exchanges
+    /// when they say enough, else the tested hosts' retransmission timeout; `None` when neither
+    /// is known.
     pub fn tail_repair(&self) -> Option<TailRepair> {
         self.tail_repair
     }
@@ -1072,11 +1072,10 @@ fn loss_limited(tests: &[Test], nodes: &[NodeTerms]) -> Vec<f64> {
 }
 
 /// The tail repair: what the lossy paths' tests' exchanges took above the clean ones' median,
-/// per unit of their loss (see the module docs), once they expected at least
-/// [`MIN_EXPECTED_LOST_EXCHANGES`] lost exchanges; until then the median of the nodes'
-/// retransmission `timeouts` (each node's newest test's), if any; else the exchanges once at
-/// least [`MIN_CALIBRATION_PATHS`] lossy tests timed them (agents that read no timeout); else
-/// `None`.
+/// per unit of their loss (see the module docs), once at least [`MIN_CALIBRATION_PATHS`] lossy
+/// tests timed them and they expected at least [`MIN_EXPECTED_LOST_EXCHANGES`] lost exchanges
+/// (or no node read a timeout: agents from before the timeouts); else the median of the tested
+/// nodes' retransmission `timeouts`, if any; else `None`.
 fn fit_tail_repair(tests: &[Test], mut timeouts: Vec<f64>) -> Option<TailRepair> {
     let timed = tests
         .iter()
@@ -1085,34 +1084,49 @@ fn fit_tail_repair(tests: &[Test], mut timeouts: Vec<f64>) -> Option<TailRepair>
         .clone()
         .filter(|(loss, _)| *loss >= CALIBRATION_MIN_LOSS)
         .collect();
-    let expected_losses = lossy.iter().map(|(l, _)| l).sum::<f64>() * EXCHANGES_PER_TEST;
-    if expected_losses < MIN_EXPECTED_LOST_EXCHANGES
-        && let Some(us) = median(&mut timeouts)
-    {
-        return Some(TailRepair {
-            us,
-            tests: timeouts.len(),
-            lossy_tests: lossy.len(),
-            from_timeouts: true,
-        });
-    }
-    if lossy.len() < MIN_CALIBRATION_PATHS {
-        return None;
-    }
-    let mut clean_excess: Vec<f64> = timed
-        .filter(|(loss, _)| *loss < CALIBRATION_MIN_LOSS)
-        .map(|(_, e)| e)
-        .collect();
-    let baseline = median(&mut clean_excess).unwrap_or(0.0);
-    let excess: f64 = lossy.iter().map(|(_, e)| e - baseline).sum();
     let loss: f64 = lossy.iter().map(|(l, _)| l).sum();
-    let us = excess / loss;
-    us.is_finite().then(|| TailRepair {
-        us: us.max(0.0),
-        tests: lossy.len() + clean_excess.len(),
+    let enough = loss * EXCHANGES_PER_TEST >= MIN_EXPECTED_LOST_EXCHANGES || timeouts.is_empty();
+    if enough && lossy.len() >= MIN_CALIBRATION_PATHS {
+        let mut clean_excess: Vec<f64> = timed
+            .filter(|(loss, _)| *loss < CALIBRATION_MIN_LOSS)
+            .map(|(_, e)| e)
+            .collect();
+        let baseline = median(&mut clean_excess).unwrap_or(0.0);
+        let excess: f64 = lossy.iter().map(|(_, e)| e - baseline).sum();
+        let us = excess / loss;
+        if us.is_finite() {
+            return Some(TailRepair {
+                us: us.max(0.0),
+                tests: lossy.len() + clean_excess.len(),
+                lossy_tests: lossy.len(),
+                from_timeouts: false,
+            });
+        }
+    }
+    // Too few losses expected, or one very lossy test alone: the hosts' timeout, if read.
+    let us = median(&mut timeouts)?;
+    Some(TailRepair {
+        us,
+        tests: timeouts.len(),
         lossy_tests: lossy.len(),
-        from_timeouts: false,
+        from_timeouts: true,
     })
+}
+
+/// The retransmission timeouts of the nodes that sent one of the fresh `tests` (of `n` nodes),
+/// µs: each such node's newest ([`NodeInfo::exchange_timeout_us`](crate::NodeInfo)). A node
+/// gone quiet keeps its figure but no longer counts, so that the median follows the hosts of
+/// now.
+fn tested_nodes_timeouts(snapshot: &Snapshot, tests: &[Test], n: usize) -> Vec<f64> {
+    let mut tested = vec![false; n];
+    for t in tests {
+        tested[t.src] = true;
+    }
+    snapshot
+        .nodes()
+        .filter(|(id, _)| tested.get(id.0 as usize) == Some(&true))
+        .filter_map(|(_, info)| info.exchange_timeout_us.map(f64::from))
+        .collect()
 }
 
 impl Snapshot {

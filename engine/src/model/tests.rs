@@ -333,6 +333,47 @@ fn the_retransmission_timeout_prices_a_tail_loss_until_the_exchanges_can() {
     let repair = many.view().model().tail_repair().unwrap();
     assert!(!repair.from_timeouts, "{repair:?}");
     assert!((repair.us - 180_000.0).abs() < 1.0, "{repair:?}");
+
+    // Only the nodes that sent a fresh test count. z1-n0 tested (a 900 ms timeout) two hours
+    // ago, past a test's hour of freshness; then z0-n0 tests one path losing 20 %: 12.8 lost
+    // exchanges expected, but one test is no fit, so the timeout, z0-n0's alone.
+    let mut aged = mesh_of(2, 3, now, |s, d| {
+        let builder = SampleBuilder::new(&name(s), &name(d), 100.0).probes(100, 0);
+        match s {
+            "z1-n0" => builder
+                .throughput(1e9, 125_000_000)
+                .exchange(100.0, 120.0)
+                .exchange_timeout(900_000.0)
+                .build(),
+            _ => builder.build(),
+        }
+    });
+    let later = UnixMs(now.0 + 2 * 3_600_000);
+    let n0 = aged.id(&name("z0-n0")).unwrap();
+    let test = SampleBuilder::new(&name("z0-n0"), &name("z0-n1"), 100.0)
+        .probes(100, 20)
+        .window(later, 10_000)
+        .throughput(1e9, 125_000_000)
+        .exchange(100.0, 120.0)
+        .exchange_timeout(210_000.0)
+        .build();
+    let report = zonemesh_domain::Report {
+        sequence: 100,
+        paths: vec![test],
+    };
+    aged.apply_report(n0, &report, later).unwrap();
+    aged.fit_model(later);
+    let repair = aged.view().model().tail_repair().unwrap();
+    assert_eq!(
+        (
+            repair.us,
+            repair.tests,
+            repair.lossy_tests,
+            repair.from_timeouts
+        ),
+        (210_000.0, 1, 1, true),
+        "{repair:?}"
+    );
 }
 
 /// The upper end of the lab's zero-loss interval: every path without injected loss, pooled,
