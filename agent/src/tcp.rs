@@ -283,7 +283,7 @@ pub async fn measure(
     }
     let begun = Instant::now();
     let mut first = open(test, source, buffer, MAGIC_EXCHANGE, test.warmup).await?;
-    let (first, timed) = match time_exchanges(&mut first, begun, test.warmup).await {
+    let (first, (timed, timeout)) = match time_exchanges(&mut first, begun, test.warmup).await {
         Ok(exchanges) => (first, exchanges),
         Err(e) => {
             // A responder that predates the exchanges closed the connection, or an exchange took
@@ -335,10 +335,7 @@ pub async fn measure(
     sample.retransmits = counters
         .filter(|&(sent, _)| sent > 0)
         .and_then(|(sent, again)| Retransmits::new(sent, again.min(sent)).ok());
-    sample.exchange = exchange_figures(&timed.0).map(|e| match timed.1 {
-        Some(timeout) => e.with_timeout(timeout),
-        None => e,
-    });
+    sample.exchange = exchange_figures(&timed).map(|e| e.with_timeout(timeout));
     Ok(sample)
 }
 
@@ -497,9 +494,10 @@ fn tcp_counters(stream: &TcpStream) -> Option<(u64, u64)> {
 /// could be read and is set.
 fn retransmission_timeout(stream: &TcpStream) -> Option<Micros> {
     let info = tcp_info(stream, std::mem::offset_of!(libc::tcp_info, tcpi_rto) + 4)?;
-    (info.tcpi_rto > 0)
-        .then(|| Micros::parse("exchange_timeout_us", f64::from(info.tcpi_rto)).ok())
-        .flatten()
+    if info.tcpi_rto == 0 {
+        return None;
+    }
+    Micros::parse("exchange_timeout_us", f64::from(info.tcpi_rto)).ok()
 }
 
 /// `stream`'s `TCP_INFO`, when the kernel wrote at least `needed` bytes of it (the fields the

@@ -214,13 +214,10 @@ impl MessageExchange {
         })
     }
 
-    /// The exchanges with their connection's retransmission timeout (the wire's 0 stands for
-    /// none, and a kernel never reports 0).
-    pub fn with_timeout(self, timeout: Micros) -> Self {
-        Self {
-            timeout: Some(timeout),
-            ..self
-        }
+    /// The exchanges with their connection's retransmission timeout, if read (the wire's 0
+    /// stands for none, and a kernel never reports 0).
+    pub fn with_timeout(self, timeout: Option<Micros>) -> Self {
+        Self { timeout, ..self }
     }
 }
 

@@ -59,6 +59,8 @@ impl Topology {
             .collect();
         let config = self.snap.config.path;
         let mut newest = self.snap.node(node).newest_sample;
+        // The last exchanges' timeout the report carries, for the node (`NodeInfo`).
+        let mut timeout = None;
         let mut changed: Vec<(NodeId, Contribution, Contribution)> = Vec::new();
         // One row, changed in place (copied first if a snapshot shares it); new paths merged in
         // at once.
@@ -85,6 +87,9 @@ impl Topology {
             if under_load && sample.sent > 0 {
                 self.windows_under_load += 1;
             }
+            if let Some(t) = sample.throughput.and_then(|t| t.exchange?.timeout) {
+                timeout = Some(t);
+            }
             let i = row.find(dst).expect("added above");
             let entry = &mut row.entries[i];
             entry.state.apply(sample, now, &config, under_load);
@@ -101,11 +106,6 @@ impl Topology {
             self.snap.account(node, dst, &old, -1.0);
             self.snap.account(node, dst, &new, 1.0);
         }
-        let timeout = report
-            .paths
-            .iter()
-            .filter_map(|p| p.throughput?.exchange?.timeout)
-            .next_back();
         let info = self.snap.nodes.get_mut(node.0 as usize);
         if let Some(t) = timeout {
             info.exchange_timeout_us = Some(t.get() as f32);

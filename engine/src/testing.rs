@@ -148,12 +148,9 @@ impl SampleBuilder {
                 streams: 1,
                 retransmits: None,
                 exchange: self.exchange.map(|(p50, mean)| {
-                    let e =
-                        MessageExchange::new(64, m(p50), m(mean), m(p50.max(mean) * 64.0)).unwrap();
-                    match self.exchange_timeout_us {
-                        Some(t) => e.with_timeout(m(t)),
-                        None => e,
-                    }
+                    MessageExchange::new(64, m(p50), m(mean), m(p50.max(mean) * 64.0))
+                        .unwrap()
+                        .with_timeout(self.exchange_timeout_us.map(m))
                 }),
             }),
             method: self.method,

@@ -146,14 +146,10 @@ impl TryFrom<v1::Throughput> for ThroughputSample {
                 Micros::parse("exchange_mean_us", wire.exchange_mean_us)?,
                 Micros::parse("exchange_max_us", wire.exchange_max_us)?,
             )?;
-            Some(if wire.exchange_timeout_us == 0.0 {
-                e
-            } else {
-                e.with_timeout(Micros::parse(
-                    "exchange_timeout_us",
-                    wire.exchange_timeout_us,
-                )?)
-            })
+            let timeout = (wire.exchange_timeout_us != 0.0)
+                .then(|| Micros::parse("exchange_timeout_us", wire.exchange_timeout_us))
+                .transpose()?;
+            Some(e.with_timeout(timeout))
         };
         Ok(sample)
     }
