@@ -14,20 +14,19 @@
 //! This costs a few subtractions per faulty zone-mate (each path remembers what it added to the
 //! sums), so ranking every node still reads no path of a zone without faults.
 
-use std::collections::HashMap;
-
 use crate::{NodeId, Snapshot, Sums, ZoneId};
 
-/// The zone-mates with a fault of their own, by zone (only zones that have one).
+/// The zone-mates with a fault of their own, by zone id (up to the highest zone that has one:
+/// ranking looks a zone up once per node, without hashing).
 #[derive(Debug, Clone, Default)]
 pub struct Faulty {
-    by_zone: HashMap<ZoneId, Vec<NodeId>>,
+    by_zone: Vec<Vec<NodeId>>,
 }
 
 impl Faulty {
     /// The nodes of `zone` with a fault of their own, by id.
     pub fn in_zone(&self, zone: ZoneId) -> &[NodeId] {
-        self.by_zone.get(&zone).map_or(&[], Vec::as_slice)
+        self.by_zone.get(zone.0 as usize).map_or(&[], Vec::as_slice)
     }
 
     /// Whether node `id` of `zone` has a fault of its own.
@@ -48,12 +47,16 @@ pub struct OwnSums {
 impl Snapshot {
     /// The nodes with a fault of their own in the model, by zone.
     pub fn faulty(&self) -> Faulty {
-        let mut by_zone: HashMap<ZoneId, Vec<NodeId>> = HashMap::new();
+        let mut by_zone: Vec<Vec<NodeId>> = Vec::new();
         let known = self.nodes.len();
         for (i, t) in self.model().nodes().iter().enumerate().take(known) {
             if t.own_fault {
                 let id = NodeId(i as u32);
-                by_zone.entry(self.zone_of(id)).or_default().push(id);
+                let zone = self.zone_of(id).0 as usize;
+                if by_zone.len() <= zone {
+                    by_zone.resize_with(zone + 1, Vec::new);
+                }
+                by_zone[zone].push(id);
             }
         }
         Faulty { by_zone }
@@ -63,15 +66,13 @@ impl Snapshot {
     /// `faulty` names (see the module docs).
     pub fn own_sums(&self, id: NodeId, faulty: &Faulty) -> OwnSums {
         let all = *self.node_sums(id);
-        let mates: Vec<NodeId> = faulty
+        let mut sums = all;
+        let mut left_out = Vec::new();
+        for &f in faulty
             .in_zone(self.zone_of(id))
             .iter()
-            .copied()
-            .filter(|f| *f != id)
-            .collect();
-        let mut sums = all;
-        let mut left_out = Vec::with_capacity(mates.len());
-        for f in mates {
+            .filter(|f| **f != id)
+        {
             let mut touched = false;
             for (src, dst) in [(id, f), (f, id)] {
                 if let Some(c) = self.contribution(src, dst) {
@@ -167,7 +168,7 @@ mod tests {
         assert_eq!(faulty.in_zone(view.zone_of(n0)), [n1]);
         // Were z0-n2 faulty too, z0-n0 would have no path of its own left: it keeps them all.
         let mut both = faulty.clone();
-        both.by_zone.insert(view.zone_of(n0), vec![n1, n2]);
+        both.by_zone[view.zone_of(n0).0 as usize] = vec![n1, n2];
         let own = view.own_sums(n0, &both);
         assert!(own.left_out.is_empty());
         assert_eq!(&own.sums, view.node_sums(n0));

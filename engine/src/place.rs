@@ -12,7 +12,9 @@
 //! 2. Otherwise the fewest zones that can hold it, chosen for the best links between them.
 //! 3. Inside the chosen zones a greedy walk starts from the best node and adds, one at a time, the
 //!    node that keeps the worst pair lowest, filling its free slots (workers on one node talk
-//!    without the network).
+//!    without the network). Several walks (from the next best nodes) run while the budget lasts;
+//!    a cost one walk computed serves the later ones, while the budget counts every cost a walk
+//!    asks for.
 //!
 //! Only READY nodes are ever used: DOWN, STALE and excluded nodes are dropped first. A node with
 //! no fresh RTT and loss figures (no fresh measured path from it, none inside its zone to or
@@ -205,12 +207,13 @@ impl Ctx<'_> {
             .len()
             .saturating_mul(order.len().min(workers as usize));
         let seeds = (self.budget / 4 / per_seed.max(1)).max(3).min(order.len());
+        let mut costs = PairCosts::new(order.len());
         let mut best: Option<Choice> = None;
         for seed in 0..seeds {
             if seed > 0 && self.budget == 0 {
                 break;
             }
-            let choice = self.greedy_from(&order, seed, workers);
+            let choice = self.greedy_from(&order, &mut costs, seed, workers);
             if best.as_ref().is_none_or(|b| choice.better_than(b)) {
                 best = Some(choice);
             }
@@ -218,7 +221,13 @@ impl Ctx<'_> {
         best
     }
 
-    fn greedy_from(&mut self, order: &[(f64, NodeId, u32)], seed: usize, workers: u32) -> Choice {
+    fn greedy_from(
+        &mut self,
+        order: &[(f64, NodeId, u32)],
+        costs: &mut PairCosts,
+        seed: usize,
+        workers: u32,
+    ) -> Choice {
         let k = order.len();
         let mut worst = vec![0.0f64; k];
         let mut sum = vec![0.0f64; k];
@@ -239,7 +248,7 @@ impl Ctx<'_> {
             }
             for i in 0..k {
                 if !used[i] {
-                    let c = self.pair_cost(order[i].1, node);
+                    let c = costs.get(i, next, || self.pair_cost(order[i].1, node));
                     worst[i] = worst[i].max(c);
                     sum[i] += c;
                 }
@@ -307,6 +316,37 @@ impl Ctx<'_> {
                 pick[j] = pick[j - 1] + 1;
             }
         }
+    }
+}
+
+/// The pair costs a pool's greedy walks ask for, each computed once however many walks ask: by
+/// the node just added (its place in the greedy's order), a row of its costs to the others,
+/// filled as they are asked for (NaN until then). The walks of one pool mostly add the same good
+/// nodes, so the later walks find most of their costs here; memory grows with the nodes added,
+/// never with the square of the pool. The budget still counts every cost a walk asks for, so the
+/// walks and the choice are the same as when each cost was computed anew.
+struct PairCosts {
+    k: usize,
+    rows: Vec<Option<Box<[f64]>>>,
+}
+
+impl PairCosts {
+    fn new(k: usize) -> Self {
+        Self {
+            k,
+            rows: vec![None; k],
+        }
+    }
+
+    /// The cost of the candidate at place `i` to the one just added at place `added`, computed
+    /// by `compute` the first time.
+    fn get(&mut self, i: usize, added: usize, compute: impl FnOnce() -> f64) -> f64 {
+        let k = self.k;
+        let row = self.rows[added].get_or_insert_with(|| vec![f64::NAN; k].into_boxed_slice());
+        if row[i].is_nan() {
+            row[i] = compute();
+        }
+        row[i]
     }
 }
 
@@ -1449,6 +1489,37 @@ mod tests {
             }
         }
         (t, now)
+    }
+
+    /// A pair is priced by the same figures both ways round, bit for bit (the worse direction's
+    /// delay and loss, the slower direction's rate): on random meshes, and on a synthetic cluster
+    /// where one path in five inside a zone has a throughput test (often one direction only) and
+    /// zones are joined by two pairs (the rest is the model's estimate).
+    #[test]
+    fn a_pairs_figures_are_the_same_both_ways_round() {
+        let bits = |p: &crate::query::PairFigures| {
+            [p.rtt_us, p.loss, p.tput_bps].map(|f| f.map(f64::to_bits))
+        };
+        let check = |t: &Snapshot, now: UnixMs| {
+            let ids: Vec<NodeId> = t.nodes().map(|(id, _)| id).collect();
+            let mut estimated = 0;
+            for &a in &ids {
+                for &b in ids.iter().filter(|b| **b != a) {
+                    let (ab, ba) = (t.pair(a, b, now), t.pair(b, a, now));
+                    assert_eq!(bits(&ab), bits(&ba), "{a:?} {b:?}: {ab:?} {ba:?}");
+                    estimated += usize::from(ab.latency == Provenance::Estimated);
+                }
+            }
+            estimated
+        };
+        for seed in 0..4 {
+            let (t, now) = random_topology(3, 4, seed, &[]);
+            check(t.view(), now);
+            let now = UnixMs(1_000_000);
+            let (mut t, _) = crate::testing::synthetic(3, 5, 2, seed, now);
+            t.fit_model(now);
+            assert!(check(t.view(), now) > 0, "some pairs are the model's");
+        }
     }
 
     proptest! {

@@ -66,8 +66,8 @@ impl Snapshot {
     /// Figures of the pair `a`–`b` (both directions; see [`PairFigures`]).
     pub fn pair(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
         let config = &self.config.path;
-        let mut figures = self.round_trip(a, b, now);
         let (ab, ba) = (self.path(a, b), self.path(b, a));
+        let mut figures = self.round_trip(a, b, ab, ba, now);
         let t_ab = ab.and_then(|p| p.fresh_throughput(now, config));
         let t_ba = ba.and_then(|p| p.fresh_throughput(now, config));
         if t_ab.is_some() || t_ba.is_some() {
@@ -98,8 +98,8 @@ impl Snapshot {
     /// collective's flows go one way, and a node's egress and ingress may differ.
     pub fn directed(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
         let config = &self.config.path;
-        let mut figures = self.round_trip(a, b, now);
         let (ab, ba) = (self.path(a, b), self.path(b, a));
+        let mut figures = self.round_trip(a, b, ab, ba, now);
         // Exchanges come with throughput tests: as old as a test may be and still count.
         figures.exchange_us = [ab, ba].into_iter().flatten().find_map(|path| {
             path.fresh_throughput(now, config)?;
@@ -131,10 +131,18 @@ impl Snapshot {
     }
 
     /// RTT and loss of the pair `a`–`b`: the worse of the directions measured fresh, else the
-    /// model's estimate of both; throughput left unset.
-    fn round_trip(&self, a: NodeId, b: NodeId, now: UnixMs) -> PairFigures {
-        let lat_ab = self.path(a, b).and_then(|p| self.fresh_latency(p, now));
-        let lat_ba = self.path(b, a).and_then(|p| self.fresh_latency(p, now));
+    /// model's estimate of both; throughput left unset. `ab` and `ba` are the pair's paths, as
+    /// the caller looked them up.
+    fn round_trip(
+        &self,
+        a: NodeId,
+        b: NodeId,
+        ab: Option<&PathState>,
+        ba: Option<&PathState>,
+        now: UnixMs,
+    ) -> PairFigures {
+        let lat_ab = ab.and_then(|p| self.fresh_latency(p, now));
+        let lat_ba = ba.and_then(|p| self.fresh_latency(p, now));
         let mut figures = PairFigures::default();
         if lat_ab.is_some() || lat_ba.is_some() {
             figures.latency = Provenance::Measured;

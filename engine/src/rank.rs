@@ -305,14 +305,19 @@ impl Snapshot {
         };
         let peers = self.resolve("peers", &query.peers)?;
 
-        // Per zone: the candidates in it, unless they are the whole zone (then the sums serve).
-        let mut by_zone: std::collections::HashMap<crate::ZoneId, Vec<NodeId>> =
-            std::collections::HashMap::new();
+        // Per zone id: the candidates in it, unless they are the whole zone (then the sums serve
+        // and the list is left empty).
+        let mut by_zone: Vec<Vec<NodeId>> = Vec::new();
         if peers.is_empty() {
+            by_zone.resize_with(self.zones.len(), Vec::new);
             for &c in &candidates {
-                by_zone.entry(self.zone_of(c)).or_default().push(c);
+                by_zone[self.zone_of(c).0 as usize].push(c);
             }
-            by_zone.retain(|z, members| members.len() < self.zone(*z).members.len());
+            for (z, members) in by_zone.iter_mut().enumerate() {
+                if members.len() == self.zones[z].members.len() {
+                    *members = Vec::new();
+                }
+            }
         }
 
         let faulty = if peers.is_empty() {
@@ -323,7 +328,10 @@ impl Snapshot {
         let mut ranked: Vec<Ranked> = candidates
             .iter()
             .map(|&c| {
-                let mates = by_zone.get(&self.zone_of(c)).map(Vec::as_slice);
+                let mates = by_zone
+                    .get(self.zone_of(c).0 as usize)
+                    .filter(|m| !m.is_empty())
+                    .map(Vec::as_slice);
                 let (figures, left_out) = self.candidate_figures(c, &peers, mates, &faulty, now);
                 let (state, why) = self.state(c, now);
                 let reason = match state {
@@ -358,16 +366,29 @@ impl Snapshot {
                 r.cost = scales.cost(&query.weights, f.rtt_us, f.loss, f.tput_bps);
             }
         }
-        ranked.sort_by(|a, b| {
-            a.class()
-                .cmp(&b.class())
-                .then(a.cost.total_cmp(&b.cost))
-                .then_with(|| self.node(a.node).name.cmp(&self.node(b.node).name))
-        });
-        if query.limit > 0 {
-            ranked.truncate(query.limit);
+        // Order small keys, not the candidates themselves; with a limit, only the best `limit`
+        // (names are unique, so the order is total and the same as sorting all of them).
+        let mut keys: Vec<(u8, f64, u32)> = ranked
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.class(), r.cost, i as u32))
+            .collect();
+        let order = |a: &(u8, f64, u32), b: &(u8, f64, u32)| {
+            a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then_with(|| {
+                let name = |k: &(u8, f64, u32)| &self.node(ranked[k.2 as usize].node).name;
+                name(a).cmp(name(b))
+            })
+        };
+        if query.limit > 0 && query.limit < keys.len() {
+            keys.select_nth_unstable_by(query.limit - 1, order);
+            keys.truncate(query.limit);
         }
-        Ok(ranked)
+        keys.sort_unstable_by(order);
+        let mut slots: Vec<Option<Ranked>> = ranked.into_iter().map(Some).collect();
+        Ok(keys
+            .iter()
+            .map(|k| slots[k.2 as usize].take().expect("each key once"))
+            .collect())
     }
 
     /// The names of `ids`, sorted.
