@@ -33,7 +33,9 @@
 //!   test never sets a zone pair's capacity). Mathis alone overpredicted the cost of 2 % loss up
 //!   to 27× on the lab's paths (docs/EVALUATION.md, seed 3), and a factor taken from tests a
 //!   1 Gbit/s link held back (20 µs inside a zone) predicted a few Mbit/s at a few milliseconds
-//!   where TCP reached 900. With fewer than [`MIN_CALIBRATION_PATHS`] such paths the penalty is
+//!   where TCP reached 900. So a test calibrates only where Mathis's limit at its RTT and loss is
+//!   below its ends' caps: where it is above them, the caps bind first, even when the test ran
+//!   somewhat below them. With fewer than [`MIN_CALIBRATION_PATHS`] such paths the penalty is
 //!   unknown and the rate is the caps alone (a lossy node's own tests already carry its loss
 //!   into its caps).
 //! - **Tail repair**: what a lost last segment of a message costs, `T` of
@@ -1059,16 +1061,31 @@ fn explained_by_caps(t: &Test, nodes: &[NodeTerms]) -> bool {
 }
 
 /// Measured rate over Mathis's limit, for each lossy path whose test its ends' caps do not
-/// explain: the paths where loss, not a link, held TCP back. A lossy node's tests inside a fast
-/// zone run at its caps (a 1 Gbit/s link binds long before 5 % loss at 20 µs does), and a factor
-/// taken from them says nothing about loss: carried to a path of a few milliseconds it predicted
-/// a few Mbit/s where TCP reached 900 (docs/ACCURACY.md, "Reading the model's rate errors").
+/// explain and whose loss could have held it back: the paths where loss, not a link, held TCP
+/// back. A lossy node's tests inside a fast zone run near its caps (a 1 Gbit/s link binds long
+/// before 5 % loss at 20 µs does), and a factor taken from them says nothing about loss: carried
+/// to a path of a few milliseconds it predicted a few Mbit/s where TCP reached 900
+/// (docs/ACCURACY.md, "Reading the model's rate errors"). Such a test need not run at its caps
+/// within [`EXPLAINED`] to be theirs: the lab's 2 % node took tests of 836 Mbit/s beside its
+/// ingress cap of 936 at 20 µs, and a factor of 0.08 from them priced 6 ms paths through it at
+/// 1.4 Mbit/s (a ring of 16 MiB predicted at 127 s that ran 298 ms).
 fn loss_limited(tests: &[Test], nodes: &[NodeTerms]) -> Vec<f64> {
     tests
         .iter()
         .filter(|t| t.lossy() && !explained_by_caps(t, nodes))
-        .filter_map(|t| mathis_bps(t.rtt_us, t.loss).map(|m| t.bps / m))
+        .filter_map(|t| {
+            let mathis = mathis_bps(t.rtt_us, t.loss)?;
+            loss_could_limit(t, mathis, nodes).then(|| t.bps / mathis)
+        })
         .collect()
+}
+
+/// Whether loss could have held a test back: Mathis's limit at its RTT and loss is below what
+/// its sender's egress and its receiver's ingress carry (where they are known). Where the limit
+/// is above them, the caps bound the test before loss can, so its rate says nothing about loss.
+fn loss_could_limit(t: &Test, mathis_bps: f64, nodes: &[NodeTerms]) -> bool {
+    let below = |cap: Option<f64>| cap.is_none_or(|c| mathis_bps < c);
+    below(nodes[t.src].egress_bps) && below(nodes[t.dst].ingress_bps)
 }
 
 /// The tail repair: what the lossy paths' tests' exchanges took above the clean ones' median,
