@@ -175,6 +175,15 @@ impl Snapshot {
         if zs == zd {
             self.node_sums.get_mut(src.0 as usize).add(c, sign);
             self.node_sums.get_mut(dst.0 as usize).add(c, sign);
+            // A path to a faulty zone-mate counts against the mate (see `own`).
+            if src != dst {
+                if self.model.has_own_fault(dst) {
+                    self.left_sums.get_mut(src.0 as usize).add(c, sign);
+                }
+                if self.model.has_own_fault(src) {
+                    self.left_sums.get_mut(dst.0 as usize).add(c, sign);
+                }
+            }
         }
         let row = Arc::make_mut(self.link_sums.get_mut(zs.0 as usize));
         if row.len() <= zd.0 as usize {

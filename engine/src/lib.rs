@@ -324,6 +324,9 @@ pub struct Snapshot {
     path_count: usize,
     /// Running sums of each node's fresh paths inside its zone (both directions).
     node_sums: CowVec<Sums>,
+    /// Running sums of each node's paths to and from its zone-mates with a fault of their own in
+    /// [`Snapshot::model`]: what its own figures leave out of `node_sums` (see [`own`]).
+    left_sums: CowVec<Sums>,
     /// Running sums of the fresh paths between zones: by source zone, then destination zone.
     link_sums: CowVec<Arc<Vec<Sums>>>,
     /// When the topology was restored from the store: agents get `down_after_ms` from then to
@@ -366,6 +369,7 @@ impl Topology {
     /// [`EngineConfig::model_every_ms`]; call it to refit at once.
     pub fn fit_model(&mut self, now: UnixMs) {
         self.snap.model = Arc::new(model::Model::fit(&self.snap, now));
+        self.snap.recount_left_sums();
     }
 
     /// From now on the sweep does not fit the model itself: the caller fits it on a snapshot
@@ -395,6 +399,7 @@ impl Topology {
         };
         if newer {
             self.snap.model = model;
+            self.snap.recount_left_sums();
         }
         newer
     }
@@ -529,6 +534,12 @@ impl Snapshot {
     /// Running sums of a node's fresh paths inside its zone (both directions).
     pub fn node_sums(&self, id: NodeId) -> &Sums {
         self.node_sums.get(id.0 as usize)
+    }
+
+    /// What node `id`'s paths to and from its faulty zone-mates add to its running sums (see
+    /// [`own`]).
+    pub(crate) fn left_sums(&self, id: NodeId) -> &Sums {
+        self.left_sums.get(id.0 as usize)
     }
 
     /// What the path `src → dst` adds to the running sums, as of its last apply or sweep step.

@@ -57,6 +57,7 @@ impl Topology {
         Arc::make_mut(&mut snap.names).insert(name.clone(), id);
         snap.rows.push(Arc::new(Row::default()));
         snap.node_sums.push(Sums::default());
+        snap.left_sums.push(Sums::default());
         snap.membership_version += 1;
         self.loaded.push(Vec::new());
         self.dirty_nodes.insert(id);

@@ -11,8 +11,13 @@
 //! nodes, which all show its fault. When every path of a node goes to faulty neighbours, nothing is
 //! left out: a figure of no path would say less than the measured one.
 //!
-//! This costs a few subtractions per faulty zone-mate (each path remembers what it added to the
-//! sums), so ranking every node still reads no path of a zone without faults.
+//! What a node's paths to and from its faulty zone-mates add is kept as running sums of its own,
+//! beside the node's (each path remembers what it added, so the writer adds and takes it out as
+//! it changes, and counts them again when a new model changes who is faulty). A node's own
+//! figures are one subtraction, so ranking every node reads no path: only the nodes an answer
+//! names are looked up for the mates they leave out. (Subtracting each faulty mate's two paths
+//! per node, on every `RankNodes`, was 15 % of the aggregator's CPU at 5,000 nodes, most of it
+//! waiting for memory: docs/BENCHMARKS.md.)
 
 use crate::{NodeId, Snapshot, Sums, ZoneId};
 
@@ -62,45 +67,70 @@ impl Snapshot {
         Faulty { by_zone }
     }
 
-    /// Node `id`'s own figures in its zone: its running sums without its paths to the zone-mates
-    /// `faulty` names (see the module docs).
-    pub fn own_sums(&self, id: NodeId, faulty: &Faulty) -> OwnSums {
+    /// Node `id`'s own figures in its zone: its running sums without what its paths to and from
+    /// its faulty zone-mates add (kept as running sums of their own), or all of them when that
+    /// would leave no loss and no rate measured (see the module docs). Reads no path.
+    pub fn own_figures(&self, id: NodeId) -> Sums {
         let all = *self.node_sums(id);
-        let mut sums = all;
-        let mut left_out = Vec::new();
-        for &f in faulty
+        let left = self.left_sums(id);
+        if left.rtt_n == 0 && left.loss_n == 0 && left.tput_n == 0 {
+            return all;
+        }
+        let own = all.without(left);
+        if own.loss_n == 0 && own.tput_n == 0 {
+            return all;
+        }
+        own
+    }
+
+    /// The zone-mates `faulty` names whose paths node `id`'s [own figures](Self::own_figures)
+    /// leave out: those with a path to or from it, none when the figures are all of its sums.
+    /// Reads two paths per faulty zone-mate: for the nodes an answer names, not for every node
+    /// it weighs.
+    pub fn left_out(&self, id: NodeId, faulty: &Faulty) -> Vec<NodeId> {
+        let (all, left) = (self.node_sums(id), self.left_sums(id));
+        if all.loss_n.saturating_sub(left.loss_n) == 0
+            && all.tput_n.saturating_sub(left.tput_n) == 0
+        {
+            return Vec::new();
+        }
+        faulty
             .in_zone(self.zone_of(id))
             .iter()
-            .filter(|f| **f != id)
-        {
-            let mut touched = false;
-            for (src, dst) in [(id, f), (f, id)] {
-                if let Some(c) = self.contribution(src, dst) {
-                    sums.add(c, -1.0);
-                    touched = true;
+            .copied()
+            .filter(|&f| {
+                f != id
+                    && (self.contribution(id, f).is_some() || self.contribution(f, id).is_some())
+            })
+            .collect()
+    }
+
+    /// Node `id`'s own figures and the faulty zone-mates they leave out.
+    pub fn own_sums(&self, id: NodeId, faulty: &Faulty) -> OwnSums {
+        OwnSums {
+            sums: self.own_figures(id),
+            left_out: self.left_out(id, faulty),
+        }
+    }
+
+    /// Counts every node's left-out sums again from its paths, for a model just installed: which
+    /// nodes are faulty may have changed. A few lookups per faulty node and zone-mate.
+    pub(crate) fn recount_left_sums(&mut self) {
+        let mut left = vec![Sums::default(); self.nodes.len()];
+        let faulty = self.faulty();
+        for (zone, mates) in self.zones() {
+            for &f in faulty.in_zone(zone) {
+                for &m in mates.members.iter().filter(|m| **m != f) {
+                    for c in [self.contribution(m, f), self.contribution(f, m)]
+                        .into_iter()
+                        .flatten()
+                    {
+                        left[m.0 as usize].add(c, 1.0);
+                    }
                 }
             }
-            if touched {
-                left_out.push(f);
-            }
         }
-        if left_out.is_empty() || (sums.loss_n == 0 && sums.tput_n == 0) {
-            return OwnSums {
-                sums: all,
-                left_out: Vec::new(),
-            };
-        }
-        // What was taken out leaves rounding behind: a count at 0 is a sum at 0.
-        if sums.rtt_n == 0 {
-            (sums.rtt, sums.rtt_p90, sums.rtt_p99) = (0.0, 0.0, 0.0);
-        }
-        if sums.loss_n == 0 {
-            sums.loss = 0.0;
-        }
-        if sums.tput_n == 0 {
-            sums.tput = 0.0;
-        }
-        OwnSums { sums, left_out }
+        self.left_sums = left.into_iter().collect();
     }
 }
 
@@ -158,19 +188,59 @@ mod tests {
 
     #[test]
     fn a_node_whose_every_path_goes_to_faulty_neighbours_keeps_them() {
+        use crate::{EngineConfig, Topology};
+        use zonemesh_domain::Report;
         let now = UnixMs(1_000_000);
-        let lossy = |s: &str, d: &str| if s == "z0-n1" || d == "z0-n1" { 5 } else { 0 };
-        let t = mesh(1, 3, |_, _| 50.0, lossy, now);
+        // Ten nodes in one zone; z0-n1 and z0-n2 lose 5 % each (a path between them 10 %).
+        // z0-n1 to z0-n9 measure each other (most of their paths clean, so the zone's own terms
+        // are); z0-n0 measures only z0-n1 and z0-n2: every path of its own goes to a faulty
+        // neighbour.
+        let mut t = Topology::new(EngineConfig::default());
+        let nodes = [
+            "z0-n0", "z0-n1", "z0-n2", "z0-n3", "z0-n4", "z0-n5", "z0-n6", "z0-n7", "z0-n8",
+            "z0-n9",
+        ];
+        for n in nodes {
+            t.register(&hello(n, "zone-0"), now);
+        }
+        let bad = |n: &str| n == "z0-n1" || n == "z0-n2";
+        for src in nodes {
+            let dsts: &[&str] = if src == "z0-n0" {
+                &["z0-n1", "z0-n2"]
+            } else {
+                &nodes[1..]
+            };
+            let paths = dsts
+                .iter()
+                .filter(|d| **d != src)
+                .map(|d| {
+                    sample(
+                        src,
+                        d,
+                        50.0,
+                        5 * u64::from(bad(src)) + 5 * u64::from(bad(d)),
+                        None,
+                    )
+                })
+                .collect();
+            let id = t.id(&name(src)).unwrap();
+            t.apply_report(id, &Report { sequence: 1, paths }, now)
+                .unwrap();
+        }
+        t.sweep(now);
         let view = t.view();
         let id = |n: &str| t.id(&name(n)).unwrap();
         let (n0, n1, n2) = (id("z0-n0"), id("z0-n1"), id("z0-n2"));
         let faulty = view.faulty();
-        assert_eq!(faulty.in_zone(view.zone_of(n0)), [n1]);
-        // Were z0-n2 faulty too, z0-n0 would have no path of its own left: it keeps them all.
-        let mut both = faulty.clone();
-        both.by_zone[view.zone_of(n0).0 as usize] = vec![n1, n2];
-        let own = view.own_sums(n0, &both);
+        assert_eq!(faulty.in_zone(view.zone_of(n0)), [n1, n2]);
+        // z0-n0 would have no path of its own left: it keeps them all.
+        let own = view.own_sums(n0, &faulty);
         assert!(own.left_out.is_empty());
+        assert_eq!(own.sums.loss_n, 2);
         assert_eq!(&own.sums, view.node_sums(n0));
+        // z0-n1 leaves out its two paths with z0-n2 and keeps its 15 with the others.
+        let own = view.own_sums(n1, &faulty);
+        assert_eq!(own.left_out, [n2]);
+        assert_eq!((view.node_sums(n1).loss_n, own.sums.loss_n), (17, 15));
     }
 }

@@ -1,5 +1,5 @@
 //! Property tests of the writer and its snapshots, over random sequences of hellos, reports,
-//! disconnects, sweeps (whole and in steps) and clock steps.
+//! disconnects, sweeps (whole and in steps), model fits and clock steps.
 
 use proptest::prelude::*;
 use zonemesh_domain::{MatrixQuery, NodesQuery, PlaceQuery, RankQuery, Report, UnixMs, ZonePolicy};
@@ -30,6 +30,8 @@ enum Op {
     Wait { ms: u32 },
     /// A snapshot is taken (and kept).
     Publish,
+    /// The model is fitted now (who is faulty may change).
+    Fit,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -42,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1usize..12).prop_map(|paths| Op::SweepStep { paths }),
         2 => (0u32..40_000).prop_map(|ms| Op::Wait { ms }),
         2 => Just(Op::Publish),
+        1 => Just(Op::Fit),
     ]
 }
 
@@ -105,6 +108,7 @@ fn play(ops: &[Op]) -> (Topology, UnixMs, Vec<(Snapshot, UnixMs)>) {
             }
             Op::Wait { ms } => now = UnixMs(now.0 + i64::from(ms)),
             Op::Publish => kept.push((t.snapshot(), now)),
+            Op::Fit => t.fit_model(now),
         }
     }
     (t, now, kept)
@@ -183,6 +187,98 @@ proptest! {
         rebuilt.rebuild_sums(now);
         check_sums(writer.view(), rebuilt.view())?;
     }
+
+    /// A node's own figures, one subtraction of running sums, are what subtracting each faulty
+    /// zone-mate's paths gives, and name the same mates, after any history: reports while the
+    /// faulty set stays, fits that change it, sweeps that take stale paths out.
+    #[test]
+    fn own_figures_equal_each_faulty_mates_paths_taken_out(
+        ops in proptest::collection::vec(op(), 1..80)
+    ) {
+        let (mut writer, now, kept) = play(&ops);
+        check_own(writer.view())?;
+        for (snapshot, _) in &kept {
+            check_own(snapshot)?;
+        }
+        writer.fit_model(now);
+        check_own(writer.view())?;
+    }
+}
+
+/// Some histories of the proptests' kind leave nodes out of their zone-mates' figures, so that
+/// the comparison above is not empty.
+#[test]
+fn some_histories_leave_a_faulty_mate_out() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = proptest::collection::vec(op(), 40..80);
+    let mut leaving_out = 0;
+    for _ in 0..64 {
+        let ops = strategy.new_tree(&mut runner).expect("a history").current();
+        let (mut writer, now, _) = play(&ops);
+        writer.fit_model(now);
+        leaving_out += check_own(writer.view()).expect("own figures agree");
+    }
+    assert!(leaving_out > 0, "no history left a faulty mate out");
+}
+
+/// A node's own figures and who they leave out, as `own` first computed them: its sums less each
+/// faulty zone-mate's two paths, looked up one by one.
+fn own_by_lookups(s: &Snapshot, id: NodeId) -> (Sums, Vec<NodeId>) {
+    let all = *s.node_sums(id);
+    let mut sums = all;
+    let mut left_out = Vec::new();
+    for &f in s
+        .faulty()
+        .in_zone(s.zone_of(id))
+        .iter()
+        .filter(|f| **f != id)
+    {
+        let mut touched = false;
+        for (src, dst) in [(id, f), (f, id)] {
+            if let Some(c) = s.contribution(src, dst) {
+                sums.add(c, -1.0);
+                touched = true;
+            }
+        }
+        if touched {
+            left_out.push(f);
+        }
+    }
+    if left_out.is_empty() || (sums.loss_n == 0 && sums.tput_n == 0) {
+        return (all, Vec::new());
+    }
+    (sums, left_out)
+}
+
+fn means_agree(a: &Sums, b: &Sums) -> bool {
+    let same = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) => close(x, y),
+        (x, y) => x.is_none() && y.is_none(),
+    };
+    (a.rtt_n, a.loss_n, a.tput_n) == (b.rtt_n, b.loss_n, b.tput_n)
+        && same(a.rtt_mean(), b.rtt_mean())
+        && same(a.loss_mean(), b.loss_mean())
+        && same(a.tput_mean(), b.tput_mean())
+        && a.oldest == b.oldest
+}
+
+fn check_own(s: &Snapshot) -> Result<usize, TestCaseError> {
+    let faulty = s.faulty();
+    let mut leaving_out = 0;
+    for (id, _) in s.nodes() {
+        let (sums, left_out) = own_by_lookups(s, id);
+        let own = s.own_sums(id, &faulty);
+        prop_assert!(
+            means_agree(&own.sums, &sums),
+            "{id:?}: {:?} / by lookups {sums:?}",
+            own.sums
+        );
+        prop_assert_eq!(&own.left_out, &left_out, "{:?}", id);
+        leaving_out += usize::from(!left_out.is_empty());
+    }
+    Ok(leaving_out)
 }
 
 fn check_sums(a: &Snapshot, b: &Snapshot) -> Result<(), TestCaseError> {
@@ -194,6 +290,12 @@ fn check_sums(a: &Snapshot, b: &Snapshot) -> Result<(), TestCaseError> {
                 "node {i}: {:?} / {:?}",
                 a.node_sums(id),
                 b.node_sums(id)
+            );
+            prop_assert!(
+                sums_agree(a.left_sums(id), b.left_sums(id)),
+                "node {i}, left out: {:?} / {:?}",
+                a.left_sums(id),
+                b.left_sums(id)
             );
         }
         for (za, _) in a.zones() {

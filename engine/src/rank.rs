@@ -227,7 +227,8 @@ impl Snapshot {
     }
 
     /// The figures of candidate `c` over its scoring paths, and the faulty zone-mates they leave
-    /// out (see the module docs).
+    /// out (see the module docs); for a candidate scored on its own figures those are left to
+    /// the caller, for the candidates it returns ([`Snapshot::left_out`]).
     fn candidate_figures(
         &self,
         c: NodeId,
@@ -238,9 +239,10 @@ impl Snapshot {
     ) -> (NodeFigures, Vec<NodeId>) {
         let (mut figures, left_out) = match zone_mates {
             // The whole zone is among the candidates: the running sums are exactly the answer.
+            // (The faulty zone-mates they leave out are named by `rank_ids`, for the nodes it
+            // returns.)
             None if peers.is_empty() => {
-                let own = self.own_sums(c, faulty);
-                let s = own.sums;
+                let s = self.own_figures(c);
                 let figures = NodeFigures {
                     rtt_us: s.rtt_mean(),
                     loss: s.loss_mean(),
@@ -249,7 +251,7 @@ impl Snapshot {
                     estimated: 0,
                     oldest: s.oldest,
                 };
-                (figures, own.left_out)
+                (figures, Vec::new())
             }
             None => {
                 let mut acc = Acc::default();
@@ -325,13 +327,17 @@ impl Snapshot {
         } else {
             Faulty::default()
         };
+        // A candidate's zone-mates among the candidates, when they are not its whole zone.
+        let mates_of = |c: NodeId| {
+            by_zone
+                .get(self.zone_of(c).0 as usize)
+                .filter(|m| !m.is_empty())
+                .map(Vec::as_slice)
+        };
         let mut ranked: Vec<Ranked> = candidates
             .iter()
             .map(|&c| {
-                let mates = by_zone
-                    .get(self.zone_of(c).0 as usize)
-                    .filter(|m| !m.is_empty())
-                    .map(Vec::as_slice);
+                let mates = mates_of(c);
                 let (figures, left_out) = self.candidate_figures(c, &peers, mates, &faulty, now);
                 let (state, why) = self.state(c, now);
                 let reason = match state {
@@ -387,7 +393,14 @@ impl Snapshot {
         let mut slots: Vec<Option<Ranked>> = ranked.into_iter().map(Some).collect();
         Ok(keys
             .iter()
-            .map(|k| slots[k.2 as usize].take().expect("each key once"))
+            .map(|k| {
+                let mut r = slots[k.2 as usize].take().expect("each key once");
+                // A node scored on its own figures: who they leave out, now that it is returned.
+                if peers.is_empty() && mates_of(r.node).is_none() {
+                    r.left_out = self.left_out(r.node, &faulty);
+                }
+                r
+            })
             .collect())
     }
 

@@ -59,6 +59,37 @@ impl Sums {
         }
     }
 
+    /// These sums without `part`, sums over some of the same paths: each figure's sum and count
+    /// less the part's (where the part counts any), and a sum whose count is 0 at 0 (what was
+    /// taken out leaves rounding behind). `oldest` stays as it is: it is conservative.
+    pub(crate) fn without(&self, part: &Sums) -> Sums {
+        let mut s = *self;
+        if part.rtt_n > 0 {
+            s.rtt -= part.rtt;
+            s.rtt_p90 -= part.rtt_p90;
+            s.rtt_p99 -= part.rtt_p99;
+            s.rtt_n = s.rtt_n.saturating_sub(part.rtt_n);
+        }
+        if part.loss_n > 0 {
+            s.loss -= part.loss;
+            s.loss_n = s.loss_n.saturating_sub(part.loss_n);
+        }
+        if part.tput_n > 0 {
+            s.tput -= part.tput;
+            s.tput_n = s.tput_n.saturating_sub(part.tput_n);
+        }
+        if s.rtt_n == 0 {
+            (s.rtt, s.rtt_p90, s.rtt_p99) = (0.0, 0.0, 0.0);
+        }
+        if s.loss_n == 0 {
+            s.loss = 0.0;
+        }
+        if s.tput_n == 0 {
+            s.tput = 0.0;
+        }
+        s
+    }
+
     /// Mean median RTT, µs.
     pub fn rtt_mean(&self) -> Option<f64> {
         (self.rtt_n > 0).then(|| (self.rtt / f64::from(self.rtt_n)).max(0.0))

@@ -46,6 +46,9 @@ impl Topology {
             node_sums: (0..self.snap.nodes.len())
                 .map(|_| Sums::default())
                 .collect(),
+            left_sums: (0..self.snap.nodes.len())
+                .map(|_| Sums::default())
+                .collect(),
             link_sums: (0..self.snap.zones.len())
                 .map(|_| Arc::new(Vec::new()))
                 .collect::<CowVec<_>>(),
@@ -72,6 +75,7 @@ impl Topology {
             }
         }
         self.snap.node_sums = fresh.node_sums;
+        self.snap.left_sums = fresh.left_sums;
         self.snap.link_sums = fresh.link_sums;
     }
 
@@ -81,6 +85,9 @@ impl Topology {
     pub(crate) fn recounted(&self) -> Snapshot {
         let mut fresh = Snapshot {
             node_sums: (0..self.snap.nodes.len())
+                .map(|_| Sums::default())
+                .collect(),
+            left_sums: (0..self.snap.nodes.len())
                 .map(|_| Sums::default())
                 .collect(),
             link_sums: (0..self.snap.zones.len())
