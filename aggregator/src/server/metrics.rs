@@ -830,7 +830,7 @@ fn encode_model(encoder: &mut DescriptorEncoder, view: &ZoneView) -> Result<(), 
     if let Some(p) = view.loss_penalty {
         let metric = encoder.encode_descriptor(
             "zonemesh_model_loss_penalty_factor",
-            "Measured TCP throughput over Mathis's limit on lossy paths (the median), the factor that prices loss in the rates of unmeasured paths. Absent until two lossy paths were tested.",
+            "Measured TCP throughput over Mathis's limit on lossy paths (the median), the factor that prices loss in the rates of unmeasured paths. Absent until two lossy paths were tested where loss could have held them back (Mathis's limit below their nodes' caps).",
             None,
             MetricType::Gauge,
         )?;
