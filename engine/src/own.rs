@@ -83,10 +83,11 @@ impl Snapshot {
         own
     }
 
-    /// The zone-mates `faulty` names whose paths node `id`'s [own figures](Self::own_figures)
-    /// leave out: those with a path to or from it, none when the figures are all of its sums.
-    /// Reads two paths per faulty zone-mate: for the nodes an answer names, not for every node
-    /// it weighs.
+    /// The zone-mates `faulty` (this snapshot's [`faulty`](Self::faulty)) names whose paths node
+    /// `id`'s [own figures](Self::own_figures) leave out: those with a path to or from it, even
+    /// one that carries no figure now (a stale one), and none when taking them all out would
+    /// leave no loss and no rate. Reads two paths per faulty zone-mate: for the nodes an answer
+    /// names, not for every node it weighs.
     pub fn left_out(&self, id: NodeId, faulty: &Faulty) -> Vec<NodeId> {
         let (all, left) = (self.node_sums(id), self.left_sums(id));
         if all.loss_n.saturating_sub(left.loss_n) == 0
@@ -105,7 +106,9 @@ impl Snapshot {
             .collect()
     }
 
-    /// Node `id`'s own figures and the faulty zone-mates they leave out.
+    /// Node `id`'s own figures and the faulty zone-mates they leave out. `faulty` must be this
+    /// snapshot's [`faulty`](Self::faulty) (the figures follow the model's faulty nodes, kept by
+    /// the writer; it is taken once for the many nodes of an answer).
     pub fn own_sums(&self, id: NodeId, faulty: &Faulty) -> OwnSums {
         OwnSums {
             sums: self.own_figures(id),

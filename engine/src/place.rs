@@ -207,7 +207,7 @@ impl Ctx<'_> {
             .len()
             .saturating_mul(order.len().min(workers as usize));
         let seeds = (self.budget / 4 / per_seed.max(1)).max(3).min(order.len());
-        let mut costs = PairCosts::new(order.len());
+        let mut costs = PairCosts::new(order.len(), workers as usize);
         let mut best: Option<Choice> = None;
         for seed in 0..seeds {
             if seed > 0 && self.budget == 0 {
@@ -319,22 +319,31 @@ impl Ctx<'_> {
     }
 }
 
+/// Most pair costs [`PairCosts`] keeps for one pool (8 MiB): a walk over a larger pool or for more
+/// workers computes each cost as it asks, as before the cache.
+pub const MAX_CACHED_PAIR_COSTS: usize = 1 << 20;
+
 /// The pair costs a pool's greedy walks ask for, each computed once however many walks ask: by
 /// the node just added (its place in the greedy's order), a row of its costs to the others,
 /// filled as they are asked for (NaN until then). The walks of one pool mostly add the same good
-/// nodes, so the later walks find most of their costs here; memory grows with the nodes added,
-/// never with the square of the pool. The budget still counts every cost a walk asks for, so the
-/// walks and the choice are the same as when each cost was computed anew.
+/// nodes, so the later walks find most of their costs here. Memory is a row of the pool per node
+/// added: with `k` candidates and `workers` workers, up to `k · min(k, workers)` costs, so a pool
+/// whose walks could ask for more than [`MAX_CACHED_PAIR_COSTS`] keeps none. The budget still
+/// counts every cost a walk asks for, so the walks and the choice are the same as when each cost
+/// was computed anew.
 struct PairCosts {
     k: usize,
+    /// Empty when the pool is too large to keep its costs.
     rows: Vec<Option<Box<[f64]>>>,
 }
 
 impl PairCosts {
-    fn new(k: usize) -> Self {
+    /// For `k` candidates whose walks add at most `added` nodes each.
+    fn new(k: usize, added: usize) -> Self {
+        let keep = k.saturating_mul(added.min(k)) <= MAX_CACHED_PAIR_COSTS;
         Self {
             k,
-            rows: vec![None; k],
+            rows: if keep { vec![None; k] } else { Vec::new() },
         }
     }
 
@@ -342,7 +351,10 @@ impl PairCosts {
     /// by `compute` the first time.
     fn get(&mut self, i: usize, added: usize, compute: impl FnOnce() -> f64) -> f64 {
         let k = self.k;
-        let row = self.rows[added].get_or_insert_with(|| vec![f64::NAN; k].into_boxed_slice());
+        let Some(row) = self.rows.get_mut(added) else {
+            return compute();
+        };
+        let row = row.get_or_insert_with(|| vec![f64::NAN; k].into_boxed_slice());
         if row[i].is_nan() {
             row[i] = compute();
         }
@@ -1489,6 +1501,38 @@ mod tests {
             }
         }
         (t, now)
+    }
+
+    #[test]
+    fn pair_costs_are_kept_only_while_the_pool_is_small_enough() {
+        let mut calls = 0;
+        let mut small = PairCosts::new(100, 64);
+        for _ in 0..3 {
+            assert_eq!(
+                small.get(5, 7, || {
+                    calls += 1;
+                    1.5
+                }),
+                1.5
+            );
+        }
+        assert_eq!(calls, 1, "computed once, kept");
+        // 5,000 candidates for 2,500 workers could ask for 12.5 M costs: none is kept.
+        let mut large = PairCosts::new(5_000, 2_500);
+        calls = 0;
+        for _ in 0..3 {
+            assert_eq!(
+                large.get(5, 7, || {
+                    calls += 1;
+                    1.5
+                }),
+                1.5
+            );
+        }
+        assert_eq!(calls, 3, "computed each time");
+        assert!(large.rows.is_empty());
+        // 64 workers among 5,000: 320,000 costs at most, kept.
+        assert_eq!(PairCosts::new(5_000, 64).rows.len(), 5_000);
     }
 
     /// A pair is priced by the same figures both ways round, bit for bit (the worse direction's

@@ -1067,7 +1067,7 @@ fn explained_by_caps(t: &Test, nodes: &[NodeTerms]) -> bool {
 /// to a path of a few milliseconds it predicted a few Mbit/s where TCP reached 900
 /// (docs/ACCURACY.md, "Reading the model's rate errors"). Such a test need not run at its caps
 /// within [`EXPLAINED`] to be theirs: the lab's 2 % node took tests of 836 Mbit/s beside its
-/// ingress cap of 936 at 20 µs, and a factor of 0.08 from them priced 6 ms paths through it at
+/// ingress cap of 936 at 20 µs, and a factor of 0.085 from them priced 6 ms paths through it at
 /// 1.4 Mbit/s (a ring of 16 MiB predicted at 127 s that ran 298 ms).
 fn loss_limited(tests: &[Test], nodes: &[NodeTerms]) -> Vec<f64> {
     tests
