@@ -1505,31 +1505,26 @@ mod tests {
 
     #[test]
     fn pair_costs_are_kept_only_while_the_pool_is_small_enough() {
-        let mut calls = 0;
-        let mut small = PairCosts::new(100, 64);
-        for _ in 0..3 {
-            assert_eq!(
-                small.get(5, 7, || {
+        // How many times three asks for the same cost compute it.
+        let computed = |costs: &mut PairCosts| {
+            let mut calls = 0;
+            for _ in 0..3 {
+                let cost = costs.get(5, 7, || {
                     calls += 1;
                     1.5
-                }),
-                1.5
-            );
-        }
-        assert_eq!(calls, 1, "computed once, kept");
+                });
+                assert_eq!(cost, 1.5);
+            }
+            calls
+        };
+        assert_eq!(
+            computed(&mut PairCosts::new(100, 64)),
+            1,
+            "computed once, kept"
+        );
         // 5,000 candidates for 2,500 workers could ask for 12.5 M costs: none is kept.
         let mut large = PairCosts::new(5_000, 2_500);
-        calls = 0;
-        for _ in 0..3 {
-            assert_eq!(
-                large.get(5, 7, || {
-                    calls += 1;
-                    1.5
-                }),
-                1.5
-            );
-        }
-        assert_eq!(calls, 3, "computed each time");
+        assert_eq!(computed(&mut large), 3, "computed each time");
         assert!(large.rows.is_empty());
         // 64 workers among 5,000: 320,000 costs at most, kept.
         assert_eq!(PairCosts::new(5_000, 64).rows.len(), 5_000);

