@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::{ReceiverStream, WatchStream};
+use tokio_stream::wrappers::WatchStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use zonemesh_domain::{Hello, NodeName};
@@ -295,13 +295,76 @@ impl v1::ingest_server::Ingest for IngestService {
         let stopped = WatchStream::new(self.stop.clone())
             .filter(|stop| *stop)
             .map(|_| None);
-        let stream = ReceiverStream::new(outbound_rx)
+        let stream = AnswerFirst::new(outbound_rx)
             .map(|o| Some(to_wire(o)))
             .chain(tokio_stream::once(None))
             .merge(stopped)
             .take_while(Option::is_some)
             .map(|m| m.expect("take_while keeps Some"));
         Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// One agent's messages with the answer to its hello first. The session takes plans and grants
+/// as soon as it is registered, but the hello's ack waits for a durable write, and an agent
+/// must hear that ack before anything else. Until it goes out, a plan replaces the plan held,
+/// a grant the grant held, refusals wait in order (as many as the channel holds; more are
+/// dropped, as a full channel drops them), and only the stream's end passes at once.
+struct AnswerFirst {
+    rx: mpsc::Receiver<Outbound>,
+    answered: bool,
+    held: std::collections::VecDeque<Outbound>,
+}
+
+impl AnswerFirst {
+    fn new(rx: mpsc::Receiver<Outbound>) -> Self {
+        Self {
+            rx,
+            answered: false,
+            held: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Keeps `o` until the hello is answered.
+    fn hold(&mut self, o: Outbound) {
+        let same = |h: &Outbound| {
+            matches!(
+                (h, &o),
+                (Outbound::Plan(_), Outbound::Plan(_)) | (Outbound::Grant(_), Outbound::Grant(_))
+            )
+        };
+        if let Some(slot) = self.held.iter_mut().find(|h| same(h)) {
+            *slot = o;
+        } else if self.held.len() < self.rx.max_capacity() {
+            self.held.push_back(o);
+        }
+    }
+}
+
+impl Stream for AnswerFirst {
+    type Item = Outbound;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Outbound>> {
+        use std::task::Poll;
+        if self.answered
+            && let Some(o) = self.held.pop_front()
+        {
+            return Poll::Ready(Some(o));
+        }
+        loop {
+            match std::task::ready!(self.rx.poll_recv(cx)) {
+                Some(o @ Outbound::Ack { .. }) => {
+                    self.answered = true;
+                    return Poll::Ready(Some(o));
+                }
+                Some(o @ Outbound::End(_)) => return Poll::Ready(Some(o)),
+                Some(o) if !self.answered => self.hold(o),
+                other => return Poll::Ready(other),
+            }
+        }
     }
 }
 
@@ -600,6 +663,110 @@ impl StreamTask {
 mod tests {
     use super::*;
     use crate::server::health::StoreHealth;
+
+    /// The race CI caught: a plan pushed to a session whose hello's ack still waited for its
+    /// write went out first, and the agent (as zonemesh-agent does) took it for a refused hello.
+    #[tokio::test]
+    async fn the_hellos_ack_goes_out_before_anything_pushed_while_it_waited() {
+        use zonemesh_domain::{NodeName, ProbePlan, ThroughputGrant, UnixMs};
+        let plan = |version| {
+            Outbound::Plan(ProbePlan {
+                version,
+                window_ms: 10_000,
+                targets: vec![],
+            })
+        };
+        let grant = |id| {
+            Outbound::Grant(ThroughputGrant {
+                id,
+                peer: NodeName::parse("peer", "b1").unwrap(),
+                peer_address: None,
+                peer_port: 7402,
+                start: UnixMs(0),
+                duration_ms: 1000,
+                warmup_ms: 0,
+                streams: 1,
+                epoch: 0,
+            })
+        };
+        let refused = |sequence| {
+            Outbound::Refused(Refusal {
+                kind: RefusalKind::Invalid,
+                field: "paths".into(),
+                message: "bad".into(),
+                sequence,
+            })
+        };
+        let (tx, rx) = mpsc::channel(8);
+        for o in [
+            plan(1),
+            refused(4),
+            grant(7),
+            plan(2),
+            grant(8),
+            refused(5),
+            Outbound::Ack { sequence: 3 },
+            plan(3),
+        ] {
+            tx.send(o).await.unwrap();
+        }
+        drop(tx);
+        let sent: Vec<Outbound> = AnswerFirst::new(rx).collect().await;
+        assert_eq!(
+            sent,
+            [
+                Outbound::Ack { sequence: 3 },
+                plan(2),
+                refused(4),
+                grant(8),
+                refused(5),
+                plan(3),
+            ]
+        );
+
+        // Only the stream's end is not held; nothing held outlives the session.
+        let (tx, rx) = mpsc::channel(8);
+        let end = Outbound::End(Refusal {
+            kind: RefusalKind::OverLimit,
+            field: String::new(),
+            message: "too big".into(),
+            sequence: 0,
+        });
+        tx.send(plan(1)).await.unwrap();
+        tx.send(end.clone()).await.unwrap();
+        drop(tx);
+        let sent: Vec<Outbound> = AnswerFirst::new(rx).collect().await;
+        assert_eq!(sent, [end]);
+
+        // Held refusals stop at the channel's size, as a full channel stops them.
+        let (tx, rx) = mpsc::channel(2);
+        let mut first = AnswerFirst::new(rx);
+        for sequence in 1..=3 {
+            tx.send(refused(sequence)).await.unwrap();
+            assert!(
+                poll_once(&mut first).await.is_none(),
+                "nothing goes out before the ack"
+            );
+        }
+        tx.send(Outbound::Ack { sequence: 0 }).await.unwrap();
+        drop(tx);
+        let sent: Vec<Outbound> = first.collect().await;
+        assert_eq!(
+            sent,
+            [Outbound::Ack { sequence: 0 }, refused(1), refused(2)]
+        );
+    }
+
+    /// Polls `stream` once: its item if it had one ready.
+    async fn poll_once(stream: &mut AnswerFirst) -> Option<Outbound> {
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match Pin::new(&mut *stream).poll_next(cx) {
+                std::task::Poll::Ready(o) => o,
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
+    }
 
     #[test]
     fn what_the_owner_says_becomes_the_wire_message() {
