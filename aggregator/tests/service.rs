@@ -20,6 +20,13 @@ struct Server {
 
 impl Server {
     async fn start(data_dir: Option<std::path::PathBuf>) -> Self {
+        Self::start_with(data_dir, Default::default()).await
+    }
+
+    async fn start_with(
+        data_dir: Option<std::path::PathBuf>,
+        owner: server::owner::OwnerConfig,
+    ) -> Self {
         let config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             http_listen: "127.0.0.1:0".parse().unwrap(),
@@ -27,7 +34,7 @@ impl Server {
             data_dir,
             store_cache_bytes: zonemesh_aggregator::store::DEFAULT_CACHE_BYTES,
             engine: EngineConfig::default(),
-            owner: Default::default(),
+            owner,
             cluster: None,
             ingest: Default::default(),
             tls: None,
@@ -186,6 +193,43 @@ impl Agent {
             }
         }
     }
+}
+
+/// The race CI met: the owner pushed the new session's plan at its next tick while the hello's
+/// ack still waited for its write, and the agent took the plan for the hello's answer. Writes
+/// here take a second and the owner ticks every 20 ms, so every plan is ready long before the
+/// ack.
+#[tokio::test]
+async fn the_first_message_to_an_agent_is_the_ack_of_its_hello_even_when_writes_are_slow() {
+    let server = Server::start_with(
+        None,
+        server::owner::OwnerConfig {
+            tick: Duration::from_millis(20),
+            commit_delay: Duration::from_secs(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    let channel = server.channel().await;
+    let mut agents = Vec::new();
+    for node in ["node-a", "node-b", "node-c"] {
+        let mut agent = Agent::connect(channel.clone(), node, "zone-1")
+            .await
+            .unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(10), agent.down.next())
+            .await
+            .expect("an answer within 10 s")
+            .expect("stream open")
+            .expect("no error status");
+        assert!(
+            matches!(first.kind, Some(Down::Ack(_))),
+            "{node}: the first message was {first:?}"
+        );
+        // The plan held meanwhile follows (`plan` fails without one within 10 s).
+        agent.plan().await;
+        agents.push(agent);
+    }
+    server.stop().await;
 }
 
 #[tokio::test]

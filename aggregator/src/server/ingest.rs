@@ -307,9 +307,11 @@ impl v1::ingest_server::Ingest for IngestService {
 
 /// One agent's messages with the answer to its hello first. The session takes plans and grants
 /// as soon as it is registered, but the hello's ack waits for a durable write, and an agent
-/// must hear that ack before anything else. Until it goes out, a plan replaces the plan held,
-/// a grant the grant held, refusals wait in order (as many as the channel holds; more are
-/// dropped, as a full channel drops them), and only the stream's end passes at once.
+/// must hear that ack before anything else. Until it goes out, a plan replaces the plan held
+/// and a grant the grant held (the owner counts a plan as sent once it is in the channel, so
+/// neither is ever dropped); refusals wait in order, at most as many as the channel holds, and
+/// more are dropped (only a client that sends reports before its hello is answered meets that,
+/// and those reports stay unacknowledged). Only the stream's end passes at once.
 struct AnswerFirst {
     rx: mpsc::Receiver<Outbound>,
     answered: bool,
@@ -335,7 +337,7 @@ impl AnswerFirst {
         };
         if let Some(slot) = self.held.iter_mut().find(|h| same(h)) {
             *slot = o;
-        } else if self.held.len() < self.rx.max_capacity() {
+        } else if !matches!(o, Outbound::Refused(_)) || self.held.len() < self.rx.max_capacity() {
             self.held.push_back(o);
         }
     }
@@ -738,34 +740,57 @@ mod tests {
         let sent: Vec<Outbound> = AnswerFirst::new(rx).collect().await;
         assert_eq!(sent, [end]);
 
-        // Held refusals stop at the channel's size, as a full channel stops them.
+        // Closed before the ack: what was held goes with the session.
+        let (tx, rx) = mpsc::channel(8);
+        tx.send(plan(1)).await.unwrap();
+        tx.send(refused(1)).await.unwrap();
+        drop(tx);
+        let sent: Vec<Outbound> = AnswerFirst::new(rx).collect().await;
+        assert_eq!(sent, []);
+
+        // Held refusals stop at the channel's size; a plan and a grant still take their slots.
         let (tx, rx) = mpsc::channel(2);
         let mut first = AnswerFirst::new(rx);
-        for sequence in 1..=3 {
-            tx.send(refused(sequence)).await.unwrap();
+        for o in [refused(1), refused(2), refused(3), plan(1), grant(1)] {
+            tx.send(o).await.unwrap();
             assert!(
-                poll_once(&mut first).await.is_none(),
-                "nothing goes out before the ack"
+                poll_once(&mut first).await.is_pending(),
+                "nothing goes out before the ack, and the stream stays open"
             );
         }
+        // A reader waiting for the next message is woken by the ack.
+        let reader = tokio::spawn(async move {
+            let mut sent = Vec::new();
+            while let Some(o) = first.next().await {
+                sent.push(o);
+            }
+            sent
+        });
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!reader.is_finished());
         tx.send(Outbound::Ack { sequence: 0 }).await.unwrap();
         drop(tx);
-        let sent: Vec<Outbound> = first.collect().await;
+        let sent = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("the ack wakes the reader")
+            .unwrap();
         assert_eq!(
             sent,
-            [Outbound::Ack { sequence: 0 }, refused(1), refused(2)]
+            [
+                Outbound::Ack { sequence: 0 },
+                refused(1),
+                refused(2),
+                plan(1),
+                grant(1)
+            ]
         );
     }
 
-    /// Polls `stream` once: its item if it had one ready.
-    async fn poll_once(stream: &mut AnswerFirst) -> Option<Outbound> {
-        std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(match Pin::new(&mut *stream).poll_next(cx) {
-                std::task::Poll::Ready(o) => o,
-                std::task::Poll::Pending => None,
-            })
-        })
-        .await
+    /// Polls `stream` once.
+    async fn poll_once(stream: &mut AnswerFirst) -> std::task::Poll<Option<Outbound>> {
+        std::future::poll_fn(|cx| std::task::Poll::Ready(Pin::new(&mut *stream).poll_next(cx)))
+            .await
     }
 
     #[test]
